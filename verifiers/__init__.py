@@ -1,0 +1,32 @@
+"""Rule-based verifiers: math answers and Python code, plus batched verification in worker processes.
+
+Names are imported on first use, so importing the package costs nothing until a verifier is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dapo_env.types import VerifyResult
+
+_LAZY = {
+    "MathVerifier": "dapo_env.verifiers.math",
+    "CodeVerifier": "dapo_env.verifiers.code",
+    "VerifierPool": "dapo_env.verifiers.pool",
+    "verify_batch": "dapo_env.verifiers.pool",
+}
+
+if TYPE_CHECKING:
+    from dapo_env.verifiers.code import CodeVerifier
+    from dapo_env.verifiers.math import MathVerifier
+    from dapo_env.verifiers.pool import VerifierPool, verify_batch
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
+
+
+__all__ = ["CodeVerifier", "MathVerifier", "VerifierPool", "VerifyResult", "verify_batch"]
