@@ -1,0 +1,272 @@
+"""``MathVerifier``: extract a response's final answer, then grade it against the gold answer.
+
+Extraction (:mod:`dapo_env.verifiers.math_extract`) and grading are separate stages. Grading is a
+cascade, cheapest first:
+
+1. normalised string equality (:func:`~dapo_env.verifiers.math_normalize.canonical`);
+2. exact numeric comparison with :class:`fractions.Fraction` (never float equality), plus
+   multiple-choice letters, short text answers and element-wise tuples / intervals / sets;
+3. symbolic equivalence (Math-Verify + sympy) in a helper process under a hard time limit
+   (:mod:`dapo_env.verifiers.math_symbolic`), only for what stages 1-2 cannot decide.
+
+``answer_format="dapo"`` instead reproduces the DAPO paper's scorer exactly (verl ``math_dapo.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dapo_env.types import VerifyResult
+from dapo_env.verifiers.math_extract import extract_answer
+from dapo_env.verifiers.math_normalize import Number, canonical, dapo_normalize, parse_number
+from dapo_env.verifiers.math_symbolic import symbolic_equal
+
+_FORMATS = ("auto", "dapo", "boxed")
+_MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
+_MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z])")
+_TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
+_LHS_VAR = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?")
+_OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
+_MAX_ITEMS = 64
+_MAX_SYMBOLIC_CHARS = 600
+_PATHOLOGICAL = re.compile(r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|\\underbrace|\\overbrace")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MathVerifier:
+    """Rule-based grader for math answers: ``verifier(response, gold) -> VerifyResult``.
+
+    Args:
+        answer_format: ``"auto"`` (boxes, ``Answer:`` lines, explicit "final answer is" statements;
+            the latest wins), ``"boxed"`` (only ``\\boxed{}``/``\\fbox{}``), or ``"dapo"`` (exactly the
+            DAPO paper's scorer: last ``Answer: X`` in the last 300 characters, Minerva normalisation,
+            string equality).
+        timeout_s: hard limit in seconds for the symbolic stage of one call (the fast path takes
+            well under a millisecond).
+        max_chars: only the last ``max_chars`` characters of a response are scanned.
+        symbolic: set False to skip the symbolic stage (undecided pairs are then wrong).
+        last_number_fallback: opt in to grading the last number in the text when the response never
+            commits to a final answer (off by default: such a response is wrong).
+
+    Example:
+        >>> v = MathVerifier()
+        >>> v("... so the area is $\\\\frac{28}{6}$.\\n\\nAnswer: $\\\\boxed{\\\\frac{14}{3}}$", "\\\\frac{14}{3}").reason
+        'equal:numeric'
+    """
+
+    answer_format: str = "auto"
+    timeout_s: float = 5.0
+    max_chars: int = 8000
+    symbolic: bool = True
+    last_number_fallback: bool = False
+
+    def __post_init__(self) -> None:
+        if self.answer_format not in _FORMATS:
+            raise ValueError(f"answer_format must be one of {_FORMATS}, got {self.answer_format!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
+        if self.max_chars < 300:
+            raise ValueError(f"max_chars must be >= 300 so the final answer is seen, got {self.max_chars}")
+
+    def __call__(self, response: str, gold: str, /) -> VerifyResult:
+        """Grade ``response`` against ``gold``. Never raises on model output."""
+        start = time.monotonic()
+        if not isinstance(response, str):
+            return VerifyResult(False, 0.0, None, "error:TypeError")
+        gold = str(gold)
+        try:
+            if self.answer_format == "dapo":
+                return _dapo_score(response, gold)
+            extracted = extract_answer(
+                response,
+                answer_format=self.answer_format,
+                max_chars=self.max_chars,
+                last_number_fallback=self.last_number_fallback,
+            )
+            if extracted is None or not extracted.strip():
+                return VerifyResult(False, 0.0, None, "no_answer")
+            verdict, reason = grade(extracted, gold)
+            if verdict is None:
+                if not self.symbolic:
+                    verdict, reason = False, "not_equal"
+                else:
+                    remaining = self.timeout_s - (time.monotonic() - start)
+                    verdict, reason = _symbolic(extracted, gold, remaining)
+            return VerifyResult(verdict, 1.0 if verdict else 0.0, extracted.strip(), reason)
+        except Exception as exc:  # noqa: BLE001 - never raise on model output
+            return VerifyResult(False, 0.0, None, f"error:{type(exc).__name__}")
+
+
+def _dapo_score(response: str, gold: str) -> VerifyResult:
+    """The DAPO paper's rule (verl ``math_dapo.compute_score``), scored 1.0/0.0."""
+    extracted = extract_answer(response, answer_format="dapo")
+    pred = dapo_normalize(extracted if extracted is not None else "[INVALID]")
+    ok = pred == dapo_normalize(gold)
+    if extracted is None:
+        return VerifyResult(False, 0.0, None, "no_answer")
+    return VerifyResult(ok, 1.0 if ok else 0.0, pred, "equal:string" if ok else "not_equal")
+
+
+def _symbolic(pred: str, gold: str, remaining_s: float) -> tuple[bool, str]:
+    p, g = _strip_lhs(canonical(pred), canonical(gold)), canonical(gold)
+    if len(p) > _MAX_SYMBOLIC_CHARS or len(g) > _MAX_SYMBOLIC_CHARS or _PATHOLOGICAL.search(p):
+        return False, "not_equal:too_complex"
+    if remaining_s <= 0:
+        return False, "timeout"
+    gn = parse_number(g)
+    decimals = gn.decimals if gn is not None and gn.decimals else None
+    return symbolic_equal(p, g, remaining_s, gold_decimals=decimals)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fast grading: returns True / False, or None when only the symbolic stage can decide.
+def grade(pred: str, gold: str) -> tuple[bool | None, str]:
+    """Fast in-process grading of an extracted answer (stages 1-2 of the cascade).
+
+    Returns ``(verdict, reason)``; ``verdict`` is ``None`` when the pair needs the symbolic stage.
+
+    Example:
+        >>> grade("0.5", "\\\\frac{1}{2}")
+        (True, 'equal:numeric')
+    """
+    letter = _mc_gold(gold)
+    if letter is not None:
+        found = _MC_PRED.match(canonical(pred))
+        ok = found is not None and found.group(1) == letter
+        return ok, "equal:choice" if ok else "not_equal"
+    return _grade_canonical(canonical(pred), canonical(gold), depth=0)
+
+
+def _mc_gold(gold: str) -> str | None:
+    m = _MC_GOLD.fullmatch(gold)
+    return m.group(1) if m else None
+
+
+def _strip_lhs(p: str, g: str) -> str:
+    """``x=5`` -> ``5`` (and ``x\\in[1,2]`` -> ``[1,2]``) when the gold is not itself an equation."""
+    if "=" in p and "=" not in g:
+        lhs, rhs = p.split("=", 1) if p.count("=") == 1 else p.rsplit("=", 1)
+        if rhs and (_LHS_VAR.fullmatch(lhs) or p.count("=") > 1 or parse_number(rhs) is not None):
+            return rhs
+    if "\\in" in p and "\\in" not in g:
+        lhs, _, rhs = p.partition("\\in")
+        if _LHS_VAR.fullmatch(lhs):
+            return rhs
+    return p
+
+
+def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
+    if not p:
+        return False, "no_answer"
+    if p == g:
+        return True, "equal:string"
+    p = _strip_lhs(p, g)
+    if p == g:
+        return True, "equal:string"
+    pn, gn = parse_number(p), parse_number(g)
+    if gn is not None and pn is not None:
+        ok = numbers_equal(pn, gn)
+        return ok, "equal:numeric" if ok else "not_equal"
+    if _TEXT.fullmatch(g) and len(g) >= 3 and "\\" not in g:
+        ok = _text_key(p) == _text_key(g)
+        return ok, "equal:string" if ok else "not_equal"
+    if depth < 2:
+        verdict = _grade_structure(p, g, depth)
+        if verdict is not None:
+            return verdict, "equal:numeric" if verdict else "not_equal"
+    if gn is not None and _plain_number_like(p):
+        return False, "not_equal"
+    return None, "undecided"
+
+
+def _plain_number_like(p: str) -> bool:
+    """A pred that is visibly just a (non-parsed, e.g. huge) number, so no symbolic stage is needed."""
+    return bool(re.fullmatch(r"[-+]?\d[\d.]*", p))
+
+
+def _text_key(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower())
+
+
+def numbers_equal(p: Number, g: Number) -> bool:
+    """Exact equality, with the documented percent and rounding policy.
+
+    * ``50%`` equals ``50`` and ``0.5``; a gold ``50\\%`` accepts ``50`` and ``0.5``.
+    * A gold written as a decimal with ``d`` places accepts a more precise prediction that rounds
+      (half up) to it: gold ``0.33`` accepts ``1/3`` and ``0.333``. The converse is wrong: gold
+      ``1/3`` rejects ``0.333``. Gold integers never accept non-integers.
+    """
+    preds = {p.value} | ({p.value / 100} if p.percent and not g.percent else set())
+    golds = {g.value} | ({g.value / 100} if g.percent and not p.percent else set())
+    if preds & golds:
+        return True
+    if g.decimals and (p.decimals is None or p.decimals > g.decimals):
+        return any(_round_half_up(v, g.decimals) == g.value for v in preds)
+    return False
+
+
+def _round_half_up(value: Fraction, decimals: int) -> Fraction:
+    scale = 10**decimals
+    scaled = int(abs(value) * scale + Fraction(1, 2))
+    return Fraction(scaled if value >= 0 else -scaled, scale)
+
+
+def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
+    """``(open, close, items)`` for ``(a,b)``, ``[a,b)``, ``\\{a,b\\}`` or a bare ``a,b`` list."""
+    opener = next((o for o in ("\\{", "\\langle", "(", "[") if s.startswith(o)), None)
+    closer = next((c for c in ("\\}", "\\rangle", ")", "]") if s.endswith(c)), None)
+    inner, open_, close = s, "", ""
+    if opener and closer and len(s) > len(opener) + len(closer):
+        inner = s[len(opener) : -len(closer)]
+        open_, close = opener, closer
+    items, depth, last = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+            if depth < 0:
+                if open_:  # the outer brackets were not one pair: e.g. (1,2)\cup(3,4)
+                    return None
+                return None
+        elif ch == "," and depth == 0:
+            items.append(inner[last:i])
+            last = i + 1
+    items.append(inner[last:])
+    if depth != 0 or len(items) > _MAX_ITEMS:
+        return None
+    if not open_ and len(items) < 2:
+        return None
+    return open_, close, items
+
+
+def _grade_structure(p: str, g: str, depth: int) -> bool | None:
+    ps, gs = _split_structure(p), _split_structure(g)
+    if ps is None or gs is None:
+        return None
+    (po, pc, pitems), (go, gc, gitems) = ps, gs
+    unordered = go in ("", "\\{") and po in ("", "\\{")
+    if not unordered and (po, pc) != (go, gc):
+        if {po, go} <= {"(", "["} and len(pitems) == len(gitems) == 2:
+            return False  # intervals with different endpoints closed/open
+        return None
+    if len(pitems) != len(gitems):
+        return False if (po, pc) == (go, gc) and all(parse_number(x) for x in pitems + gitems) else None
+    if not unordered:
+        verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pitems, gitems)]
+        if any(v is False for v in verdicts) and all(parse_number(x) for x in gitems):
+            return False
+        return True if all(verdicts) else None
+    remaining = list(gitems)
+    for item in pitems:
+        match = next((j for j, gold in enumerate(remaining) if _grade_canonical(item, gold, depth + 1)[0]), None)
+        if match is None:
+            return False if all(parse_number(x) for x in pitems + gitems) else None
+        remaining.pop(match)
+    return True
+
+
+__all__ = ["MathVerifier", "grade", "numbers_equal"]

@@ -1,0 +1,271 @@
+"""Answer normalisation and exact numbers: the fast, in-process part of math grading.
+
+Two normalisers live here:
+
+* :func:`dapo_normalize` reproduces the Minerva-style ``normalize_final_answer`` that the DAPO paper's
+  scorer (verl's ``math_dapo.py``) applies to both sides before string equality.
+* :func:`canonical` is this project's stronger normaliser: Unicode folding (fullwidth digits, unicode
+  minus and dashes, ``½``, ``√``, ``π``), LaTeX spacing and wrappers removed, ``\\dfrac`` to ``\\frac``,
+  thousands separators, units and degree signs dropped.
+
+:func:`parse_number` turns a canonical answer into an exact :class:`fractions.Fraction` (integers,
+decimals, fractions, mixed numbers, percentages, scientific notation) with hard caps on digit counts
+and exponents, so no input can make it slow.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dapo_env.verifiers.math_extract import match_brace
+
+MAX_DIGITS = 400
+MAX_EXPONENT = 400
+
+# ---------------------------------------------------------------------------------------------------
+# DAPO / Minerva normaliser (behaviour of verl's math_dapo.normalize_final_answer, own code).
+_DAPO_SUBS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
+              (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
+_DAPO_REMOVE = ("square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots",
+                "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds",
+                "meters", "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}",
+                "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}",
+                "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots")
+
+
+def dapo_normalize(answer: str) -> str:
+    """Minerva/DAPO normalisation of a final answer (exactly the paper's scorer's rule).
+
+    Example:
+        >>> dapo_normalize("$1,000$ dollars")
+        '1000'
+    """
+    s = answer.split("=")[-1]
+    for old, new in _DAPO_SUBS:
+        s = s.replace(old, new)
+    for expr in _DAPO_REMOVE:
+        s = s.replace(expr, "")
+    s = re.sub(r"(.*?)(\$)(.*?)(\$)(.*)", "$\\3$", s)
+    s = re.sub(r"(\\text\{)(.*?)(\})", "\\2", s)
+    s = re.sub(r"(\\textbf\{)(.*?)(\})", "\\2", s)
+    s = re.sub(r"(\\overline\{)(.*?)(\})", "\\2", s)
+    s = re.sub(r"(\\boxed\{)(.*)(\})", "\\2", s)
+    s = re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", s)
+    s = re.sub(r"(sqrt)([^{])", "sqrt{\\2}", s)
+    s = s.replace("$", "")
+    if s.replace(",", "").isdigit():
+        s = s.replace(",", "")
+    return s.strip()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Canonical form.
+_UNICODE = {
+    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2012": "-", "\u2011": "-", "\u2010": "-", "\ufe63": "-",
+    "\uff0d": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ", "\u00b7": "\\cdot ", "\u00f7": "/",
+    "\u03c0": "\\pi ", "\u221a": "\\sqrt", "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ",
+    "\u2260": "\\ne ", "\u00b0": "^\\circ", "\u2218": "^\\circ", "\u222a": "\\cup ", "\u2229": "\\cap ",
+    "\u2208": "\\in ", "\u2044": "/", "\u00b1": "\\pm ", "\u03b8": "\\theta ", "\u2032": "'",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u3000": " ",
+}
+_SUPERSCRIPTS = {"\u00b2": "^2", "\u00b3": "^3", "\u00b9": "^1", "\u2070": "^0", "\u2074": "^4", "\u2075": "^5",
+                 "\u2076": "^6", "\u2077": "^7", "\u2078": "^8", "\u2079": "^9", "\u207b": "^-"}
+_VULGAR = {"\u00bd": (1, 2), "\u2153": (1, 3), "\u2154": (2, 3), "\u00bc": (1, 4), "\u00be": (3, 4),
+           "\u2155": (1, 5), "\u2156": (2, 5), "\u2157": (3, 5), "\u2158": (4, 5), "\u2159": (1, 6),
+           "\u215a": (5, 6), "\u215b": (1, 8), "\u215c": (3, 8), "\u215d": (5, 8), "\u215e": (7, 8)}
+_WRAPPERS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
+             "\\textnormal", "\\boldsymbol", "\\mathbb", "\\hbox")
+_DROP = ("\\displaystyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big",
+         "\\!", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ ", "~", "\\limits")
+_UNIT_WORDS = re.compile(
+    r"(?i)(?<=[\d}.)])\s*(?:(?:square|sq\.?|cubic)\s+)?(?:units?|dollars?|cents?|degrees?|deg|radians?|"
+    r"cm|mm|km|m|meters?|metres?|inches?|inch|in|feet|foot|ft|yards?|miles?|mph|hours?|hrs?|minutes?|"
+    r"mins?|seconds?|secs?|s|days?|weeks?|months?|years?|pounds?|lbs?|kg|g|grams?|ounces?|oz|liters?|"
+    r"litres?|ml|l|gallons?|people|persons?|students?|children|apples?|points?|ways?|times|pages?|"
+    r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\^?\{?[23]\}?)?\.?\s*$"
+)
+
+
+def _unwrap(s: str, command: str) -> str:
+    """Replace every ``\\command{X}`` by `` X `` (balanced braces; unbalanced ones stay)."""
+    out = s
+    start = 0
+    while True:
+        idx = out.find(command + "{", start)
+        if idx < 0:
+            return out
+        end = match_brace(out, idx + len(command))
+        if end < 0:
+            return out
+        out = out[:idx] + " " + out[idx + len(command) + 1 : end] + " " + out[end + 1 :]
+        start = idx
+
+
+def fold_unicode(s: str) -> str:
+    """Map unicode maths to ASCII/LaTeX (fullwidth digits, minus signs, ``½``, ``√``, ``π``)."""
+    if s.isascii():
+        return s
+    out = []
+    for ch in s:
+        if ch in _UNICODE:
+            out.append(_UNICODE[ch])
+        elif ch in _SUPERSCRIPTS:
+            out.append(_SUPERSCRIPTS[ch])
+        elif ch in _VULGAR:
+            num, den = _VULGAR[ch]
+            out.append(f"\\frac{{{num}}}{{{den}}}")
+        else:
+            out.append(ch)
+    return unicodedata.normalize("NFKC", "".join(out))
+
+
+def canonical(answer: str) -> str:
+    """The canonical string form of an answer: what string equality compares.
+
+    Example:
+        >>> canonical("$\\\\dfrac{14}{3}$.")
+        '\\\\frac{14}{3}'
+    """
+    s = fold_unicode(answer).strip()
+    s = s.replace("\\$", "").replace("$", "").replace("\\(", "").replace("\\)", "")
+    s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%")
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
+    s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
+    s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
+    s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    for cmd in _WRAPPERS:
+        if cmd in s:
+            s = _unwrap(s, cmd)
+    for token in _DROP:
+        s = s.replace(token, " ")
+    s = s.strip().rstrip(".").strip()
+    s = _UNIT_WORDS.sub("", s)
+    s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
+    s = re.sub(r"\s+", "", s)
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
+        s = s.replace(",", "")
+    return s
+
+
+def _short_tex(m: re.Match[str]) -> str:
+    """``\\frac12`` -> ``\\frac{1}{2}``, ``\\sqrt2`` -> ``\\sqrt{2}``."""
+    if m.group(1) == "frac":
+        return f"\\frac{{{m.group(2)}}}{{{m.group(3)}}}" if m.group(3) else m.group(0)
+    return f"\\sqrt{{{m.group(2)}}}" + (m.group(3) or "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exact numbers.
+@dataclass(frozen=True, slots=True)
+class Number:
+    """An exact number read from an answer.
+
+    Attributes:
+        value: the exact value.
+        decimals: digits after the decimal point if written as a plain decimal, else ``None``.
+        percent: whether it was written with ``%``.
+    """
+
+    value: Fraction
+    decimals: int | None = None
+    percent: bool = False
+
+
+_INT = r"\d{1,%d}" % MAX_DIGITS
+_DEC = r"(?:\d{1,%d}(?:\.\d{0,%d})?|\.\d{1,%d})" % (MAX_DIGITS, MAX_DIGITS, MAX_DIGITS)
+_SCI_E = re.compile(r"(%s)[eE]([-+]?\d{1,4})" % _DEC)
+_SCI_TEN = re.compile(r"(?:(%s)(?:\\times|\\cdot|\*|x))?10\^(?:\{([-+]?\d{1,4})\}|([-+]?\d))" % _DEC)
+_FRAC = re.compile(r"(%s)?\\frac\{([-+]?%s)\}\{([-+]?%s)\}" % (_INT, _DEC, _DEC))
+_SLASH = re.compile(r"(%s)/(%s)" % (_DEC, _DEC))
+_POW = re.compile(r"(%s)\^(?:\{(\d{1,4})\}|(\d))" % _INT)
+
+
+def _dec(text: str) -> tuple[Fraction, int]:
+    """Exact value and number of decimals of a plain decimal literal."""
+    if "." in text:
+        whole, frac = text.split(".")
+        return Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac)), len(frac)
+    return Fraction(int(text)), 0
+
+
+def parse_number(s: str) -> Number | None:
+    """Read a canonical answer as an exact number, or ``None`` if it is not a plain number.
+
+    Accepts integers, decimals, ``\\frac{a}{b}``, ``a/b``, mixed numbers ``2\\frac{1}{2}``,
+    percentages, ``1.6e-19``, ``1.6\\times10^{-19}`` and small integer powers ``2^{10}``. Digit counts
+    and exponents are capped (``MAX_DIGITS``, ``MAX_EXPONENT``); anything larger is not a number here.
+
+    Example:
+        >>> parse_number("-\\\\frac{3}{4}").value
+        Fraction(-3, 4)
+    """
+    if not s or len(s) > 2 * MAX_DIGITS + 40:
+        return None
+    percent = s.endswith("%")
+    if percent:
+        s = s[:-1]
+    sign = 1
+    if s[:1] in "+-" and s:
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s.startswith("{") and s.endswith("}") and match_brace(s, 0) == len(s) - 1:
+        s = s[1:-1]
+    try:
+        value, decimals = _parse_unsigned(s)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    if value is None:
+        return None
+    return Number(sign * value, decimals, percent)
+
+
+def _parse_unsigned(s: str) -> tuple[Fraction | None, int | None]:
+    if re.fullmatch(_DEC, s):
+        value, decimals = _dec(s)
+        return value, decimals
+    m = _SCI_E.fullmatch(s)
+    if m:
+        exp = int(m.group(2))
+        if abs(exp) > MAX_EXPONENT:
+            return None, None
+        return _dec(m.group(1))[0] * Fraction(10) ** exp, None
+    m = _SCI_TEN.fullmatch(s)
+    if m:
+        exp = int(m.group(2) or m.group(3))
+        if abs(exp) > MAX_EXPONENT:
+            return None, None
+        mant = _dec(m.group(1))[0] if m.group(1) else Fraction(1)
+        return mant * Fraction(10) ** exp, None
+    m = _FRAC.fullmatch(s)
+    if m:
+        num, den = _signed_dec(m.group(2)), _signed_dec(m.group(3))
+        if den == 0:
+            return None, None
+        frac = num / den
+        if m.group(1):  # mixed number 2\frac{1}{2}
+            if frac < 0:
+                return None, None
+            frac = int(m.group(1)) + frac
+        return frac, None
+    m = _SLASH.fullmatch(s)
+    if m:
+        den = _dec(m.group(2))[0]
+        return (None, None) if den == 0 else (_dec(m.group(1))[0] / den, None)
+    m = _POW.fullmatch(s)
+    if m:
+        base, exp = int(m.group(1)), int(m.group(2) or m.group(3))
+        if base > 1 and exp * len(m.group(1)) > MAX_DIGITS:
+            return None, None
+        return Fraction(base) ** exp, None
+    return None, None
+
+
+def _signed_dec(text: str) -> Fraction:
+    sign = -1 if text.startswith("-") else 1
+    return sign * _dec(text.lstrip("+-"))[0]
+
+
+__all__ = ["Number", "canonical", "dapo_normalize", "fold_unicode", "parse_number"]
