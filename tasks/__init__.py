@@ -1,3 +1,33 @@
-"""Tasks: named sources of problems with a prompt template and a verifier."""
+"""Tasks: named sources of problems with a prompt template and a verifier.
+
+Importing this package registers every built-in task (and its Gymnasium id) without loading any data,
+torch or `datasets`. See ``docs/tasks.md``.
+"""
 
 from __future__ import annotations
+
+from dapo_env.tasks.base import DataFiles, ProblemSource, Task, TaskDataError, template_fields
+from dapo_env.tasks.registry import get_task, list_tasks, register_task, unregister_task
+
+# Built-in tasks: each module registers its task(s) on import.
+from dapo_env.tasks import arithmetic, countdown  # noqa: E402  (after the registry exists)
+from dapo_env.tasks.arithmetic import ArithmeticConfig
+from dapo_env.tasks.countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
+
+__all__ = [
+    "ArithmeticConfig",
+    "CountdownAnswer",
+    "CountdownConfig",
+    "CountdownVerifier",
+    "DataFiles",
+    "ProblemSource",
+    "Task",
+    "TaskDataError",
+    "arithmetic",
+    "countdown",
+    "get_task",
+    "list_tasks",
+    "register_task",
+    "template_fields",
+    "unregister_task",
+]

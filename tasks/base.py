@@ -1,0 +1,137 @@
+"""The `Task` type: a named source of problems with a prompt template, a verifier and a split.
+
+A task never imports the environment layer: the Gymnasium id it gets when registered (see
+:mod:`dapo_env.tasks.registry`) names the env classes by string.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from dapo_env.types import Problem, Verifier
+
+DataFiles = str | Sequence[str] | Mapping[str, str | Sequence[str]]
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
+_VERSIONED_RE = re.compile(r"-v\d+$")
+
+
+class TaskDataError(ValueError):
+    """A task's data could not be loaded or a row is malformed; the message says how to fix it."""
+
+
+@runtime_checkable
+class ProblemSource(Protocol):
+    """Where a task's problems come from: a dataset loader or a procedural generator.
+
+    ``load`` returns an indexable, sized sequence of :class:`~dapo_env.types.Problem` in a
+    deterministic order. ``kwargs`` are source-specific (e.g. difficulty knobs of a generator).
+    """
+
+    def load(self, split: str, data_files: DataFiles | None = None, **kwargs: Any) -> Sequence[Problem]: ...
+
+
+def template_fields(template: str) -> tuple[str, ...]:
+    """The top-level field names a ``str.format`` template uses, e.g. ``("question", "level")``.
+
+    Raises:
+        ValueError: when the template is not a valid format string.
+    """
+    names: list[str] = []
+    for _, field_name, _, _ in string.Formatter().parse(template):
+        if field_name is None:
+            continue
+        if field_name == "" or field_name[0].isdigit():
+            raise ValueError(
+                f"prompt template {template!r} uses a positional field '{{{field_name}}}': use named fields "
+                "such as {question}; write literal braces as '{{' and '}}'"
+            )
+        root = re.split(r"[.\[]", field_name, maxsplit=1)[0]
+        if root not in names:
+            names.append(root)
+    return tuple(names)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    """A named source of problems, a prompt template and a verifier.
+
+    Attributes:
+        name: the task's name without version, e.g. ``"GSM8K"``.
+        source: a :class:`ProblemSource` (dataset loader or procedural generator).
+        verifier: called as ``verifier(response, problem.answer) -> VerifyResult``; must be picklable.
+        prompt_template: a ``str.format`` template with ``{question}`` and any of the row's metadata
+            fields; literal braces are written ``{{`` and ``}}``.
+        split: the split ``load()`` uses when none is given.
+        version: the integer in the Gymnasium id ``f"{name}-v{version}"``.
+        description: one line for listings and docs.
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> task = get_task("Arithmetic-v0")
+        >>> problems = task.load(size=3)
+        >>> task.format_prompt(problems[0]).startswith("Compute ")
+        True
+    """
+
+    name: str
+    source: ProblemSource
+    verifier: Verifier
+    prompt_template: str = "{question}"
+    split: str = "train"
+    version: int = 0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise ValueError(
+                f"Task name {self.name!r} is invalid: use letters, digits, '_' or '.', starting with a letter "
+                "(e.g. 'MyMath')"
+            )
+        if _VERSIONED_RE.search(self.name):
+            raise ValueError(f"Task name {self.name!r} must not carry a version suffix: pass version=... instead")
+        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 0:
+            raise ValueError(f"Task version must be an integer >= 0, got {self.version!r}")
+        if not callable(getattr(self.source, "load", None)):
+            raise TypeError(
+                f"Task source must have a load(split, data_files, **kwargs) method, got {type(self.source).__name__}"
+            )
+        if not callable(self.verifier):
+            raise TypeError(f"Task verifier must be callable as verifier(response, answer), got {self.verifier!r}")
+        if not isinstance(self.prompt_template, str):
+            raise TypeError(f"prompt_template must be a str, got {type(self.prompt_template).__name__}")
+        template_fields(self.prompt_template)  # raises on a malformed template
+        if not isinstance(self.split, str) or not self.split:
+            raise ValueError(f"Task split must be a non-empty string such as 'train' or 'test', got {self.split!r}")
+
+    @property
+    def env_id(self) -> str:
+        """The Gymnasium id, ``f"{name}-v{version}"``."""
+        return f"{self.name}-v{self.version}"
+
+    def load(self, split: str | None = None, data_files: DataFiles | None = None, **kwargs: Any) -> Sequence[Problem]:
+        """Load the problems of a split (default: ``self.split``), from ``data_files`` when given.
+
+        Load once and keep the result: dataset sources cache the converted rows, so calling this again
+        with the same arguments is cheap, but callers should not call it per episode.
+        """
+        return self.source.load(split or self.split, data_files, **kwargs)
+
+    def format_prompt(self, problem: Problem, template: str | None = None) -> str:
+        """Fill the prompt template (``template`` overrides the task's) with the problem's fields."""
+        template = self.prompt_template if template is None else template
+        values = {**problem.metadata, "question": problem.question}
+        missing = [name for name in template_fields(template) if name not in values]
+        if missing:
+            raise KeyError(
+                f"prompt template of {self.env_id} uses {missing} but problem {problem.id!r} only has "
+                f"{sorted(values)}: use those fields or add them to the rows' metadata"
+            )
+        return template.format(**values)
+
+
+__all__ = ["DataFiles", "ProblemSource", "Task", "TaskDataError", "template_fields"]

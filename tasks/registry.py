@@ -1,0 +1,94 @@
+"""The task registry: ``register_task``, ``get_task``, ``list_tasks``.
+
+Registering a task also registers its Gymnasium id. The entry points are strings, so this module
+never imports the environment layer (which imports tasks).
+"""
+
+from __future__ import annotations
+
+
+import gymnasium
+
+from dapo_env.tasks.base import Task
+
+ENTRY_POINT = "dapo_env.envs:ReasoningEnv"
+VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"
+
+_TASKS: dict[str, Task] = {}  # env_id -> Task
+
+
+def register_task(task: Task, *, overwrite: bool = False) -> str:
+    """Add ``task`` to the registry and register its Gymnasium id; returns the id.
+
+    The Gymnasium spec is ``entry_point="dapo_env.envs:ReasoningEnv"``,
+    ``vector_entry_point="dapo_env.vector:GroupVectorEnv"``, ``kwargs={"task": task.env_id}``, so
+    ``gym.make(task.env_id, data_files=..., split=...)`` builds a :class:`ReasoningEnv` for it.
+
+    Raises:
+        ValueError: when the id is taken (by a task or any Gymnasium env) and ``overwrite`` is False.
+
+    Example:
+        >>> from dapo_env.tasks import Task, register_task, get_task
+        >>> base = get_task("Arithmetic-v0")
+        >>> register_task(Task(name="MyArithmetic", source=base.source, verifier=base.verifier))
+        'MyArithmetic-v0'
+    """
+    if not isinstance(task, Task):
+        raise TypeError(f"register_task expects a Task, got {type(task).__name__}")
+    env_id = task.env_id
+    taken = env_id in _TASKS or env_id in gymnasium.registry
+    if taken and not overwrite:
+        where = "the task registry" if env_id in _TASKS else "the Gymnasium registry"
+        raise ValueError(
+            f"{env_id!r} is already in {where}: pass overwrite=True to replace it, or bump the version "
+            f"(Task(..., version={task.version + 1}))"
+        )
+    if env_id in gymnasium.registry:
+        del gymnasium.registry[env_id]  # replace without Gymnasium's "overriding" warning
+    gymnasium.register(
+        id=env_id,
+        entry_point=ENTRY_POINT,
+        vector_entry_point=VECTOR_ENTRY_POINT,
+        kwargs={"task": env_id},
+    )
+    _TASKS[env_id] = task
+    return env_id
+
+
+def unregister_task(name_or_env_id: str) -> Task:
+    """Remove a task and its Gymnasium id (mainly for tests); returns the removed task."""
+    task = get_task(name_or_env_id)
+    del _TASKS[task.env_id]
+    gymnasium.registry.pop(task.env_id, None)
+    return task
+
+
+def get_task(name_or_env_id: str | Task) -> Task:
+    """Look a task up by Gymnasium id (``"GSM8K-v0"``) or by name (``"GSM8K"``: its highest version).
+
+    A :class:`Task` passed in is returned unchanged.
+
+    Raises:
+        KeyError: for an unknown name; the message lists the registered ids.
+    """
+    if isinstance(name_or_env_id, Task):
+        return name_or_env_id
+    if not isinstance(name_or_env_id, str):
+        raise TypeError(f"get_task expects a task name or id string, got {type(name_or_env_id).__name__}")
+    if name_or_env_id in _TASKS:
+        return _TASKS[name_or_env_id]
+    versions = [task for task in _TASKS.values() if task.name == name_or_env_id]
+    if versions:
+        return max(versions, key=lambda task: task.version)
+    raise KeyError(
+        f"unknown task {name_or_env_id!r}; registered tasks: {', '.join(list_tasks()) or '(none)'}. "
+        "Register yours with dapo_env.tasks.register_task(Task(...))"
+    )
+
+
+def list_tasks() -> list[str]:
+    """The registered Gymnasium ids, sorted."""
+    return sorted(_TASKS)
+
+
+__all__ = ["ENTRY_POINT", "VECTOR_ENTRY_POINT", "get_task", "list_tasks", "register_task", "unregister_task"]
