@@ -1,12 +1,52 @@
 """dapo-env: reasoning tasks as Gymnasium environments with rule-based verifiers.
 
 Importing this package registers every built-in task as a Gymnasium id. It never imports torch.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import dapo_env
+    >>> env = gym.make("dapo_env:Arithmetic-v0")
+    >>> prompt, info = env.reset(seed=0)
+    >>> isinstance(prompt, str) and "answer" not in info
+    True
 """
 
 from __future__ import annotations
 
 from dapo_env.types import CodeTests, Completion, Group, Problem, RolloutBatch, VerifyResult
 
+from dapo_env import tasks  # noqa: E402,F401  (registers the built-in tasks' Gymnasium ids)
+from dapo_env.envs import ReasoningEnv  # noqa: E402
+from dapo_env.sampler import DynamicSampler  # noqa: E402
+from dapo_env.spaces import UnicodeText  # noqa: E402
+from dapo_env.vector import GroupVectorEnv  # noqa: E402
+from dapo_env.wrappers import (  # noqa: E402
+    ChatTemplate,
+    OverlongFilter,
+    RewardMap,
+    SoftOverlongPenalty,
+    map_reward,
+    soft_overlong_penalty,
+)
+
 __version__ = "0.1.0"
 
-__all__ = ["CodeTests", "Completion", "Group", "Problem", "RolloutBatch", "VerifyResult", "__version__"]
+__all__ = [
+    "ChatTemplate",
+    "CodeTests",
+    "Completion",
+    "DynamicSampler",
+    "Group",
+    "GroupVectorEnv",
+    "OverlongFilter",
+    "Problem",
+    "ReasoningEnv",
+    "RewardMap",
+    "RolloutBatch",
+    "SoftOverlongPenalty",
+    "UnicodeText",
+    "VerifyResult",
+    "__version__",
+    "map_reward",
+    "soft_overlong_penalty",
+]

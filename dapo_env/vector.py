@@ -1,0 +1,317 @@
+"""`GroupVectorEnv`: B prompts x G responses per step, verified in a persistent worker pool.
+
+Every sub-environment is a one-step episode, so the env resets in the same step (Gymnasium's
+``AutoresetMode.SAME_STEP``): the observations ``step`` returns are already the next B*G prompts and
+no generation is wasted on a reset step. Shaping (overlong penalty, overlong filter, reward map,
+chat template) is configured by constructor arguments and computed with the same pure functions as
+the single-env wrappers in :mod:`dapo_env.wrappers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, build_id_index, load_problems, resolve_task, step_info
+from dapo_env.spaces import UnicodeText
+from dapo_env.tasks import Task
+from dapo_env.types import Completion, Problem
+from dapo_env.wrappers import (
+    DEFAULT_CACHE_LENGTH,
+    DEFAULT_MAX_LENGTH,
+    ChatTokenizer,
+    apply_chat_template,
+    check_overlong_args,
+    check_reward_map_args,
+    map_reward,
+    soft_overlong_penalty,
+)
+
+# Per-sample info keys whose values are Python objects (str / None) rather than numbers.
+_OBJECT_KEYS = ("extracted", "reason", "problem_id", "task", "response_length")
+
+
+def group_stats(correct: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-group statistics, broadcast to every sample of the group.
+
+    Args:
+        correct: bool array of shape (B, G), the verifier's verdicts.
+
+    Returns:
+        ``group_accuracy`` (float), ``group_num_correct`` (int) and ``group_informative`` (bool,
+        ``0 < #correct < G``), each of shape (B*G,).
+    """
+    num_groups, group_size = correct.shape
+    num_correct = correct.sum(axis=1)  # (B,)
+    informative = (num_correct > 0) & (num_correct < group_size)  # (B,)
+    return {
+        "group_accuracy": np.repeat(num_correct / group_size, group_size),  # (B*G,)
+        "group_num_correct": np.repeat(num_correct, group_size),
+        "group_informative": np.repeat(informative, group_size),
+    }
+
+
+def to_vector_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Stack per-sample info dicts into Gymnasium vector infos: ``key -> array`` plus ``_key`` masks.
+
+    Nested dicts (``reward_terms``) become nested vector infos. Every sample has every key here.
+    """
+    n = len(infos)
+    out: dict[str, Any] = {}
+    for key in infos[0]:
+        values = [info[key] for info in infos]
+        if isinstance(values[0], Mapping):
+            out[key] = to_vector_infos(values)
+        else:
+            if key in _OBJECT_KEYS:
+                array = np.empty(n, dtype=object)
+                array[:] = values
+            else:
+                array = np.asarray(values)
+            out[key] = array
+        out[f"_{key}"] = np.ones(n, dtype=bool)
+    return out
+
+
+class GroupVectorEnv(gym.vector.VectorEnv):
+    """B prompts, each repeated G times (group-major), as one vector environment.
+
+    Args:
+        task: task name, Gymnasium id or :class:`~dapo_env.tasks.Task`.
+        num_envs: B*G, the number of responses per step.
+        group_size: G, responses per prompt; must divide ``num_envs``.
+        split, data_files, prompt_template, max_response_tokens: as for :class:`~dapo_env.envs.ReasoningEnv`.
+        workers: verifier worker processes; 0 (default) verifies in this process, the fastest choice
+            for the math fast path (see ``benchmarks/bench_env.py``); use workers > 0 for slow
+            verifiers (code, symbolic maths) to get parallelism and a per-item time limit.
+        timeout_s: per-response time limit in worker processes (``workers > 0``).
+        overlong_penalty: ``dict(max_length=..., cache_length=..., factor=...)`` (or ``True`` for the
+            paper's 20480/4096/1.0) adds :func:`~dapo_env.wrappers.soft_overlong_penalty`.
+        overlong_filter: sets ``loss_mask`` False for truncated responses.
+        reward_map: ``(low, high)`` maps the verifier score onto ``[low, high]`` (``(-1.0, 1.0)`` in DAPO).
+        chat_template: a tokenizer with ``apply_chat_template``; observations are chat-formatted.
+        system_prompt: system message for the chat template.
+        render_mode: unused; accepted for Gymnasium's ``make_vec``.
+        **task_kwargs: passed to ``task.load``.
+
+    ``step(responses)`` takes B*G ``str`` or :class:`~dapo_env.types.Completion` in observation order
+    and returns ``(next_prompts, rewards, terminated, truncated, infos)``: ``next_prompts`` is a tuple
+    of B*G strings; ``infos`` holds, per sample, every key of ``ReasoningEnv``'s step info plus
+    ``group_id`` (0..B-1 within the step), ``group_accuracy``, ``group_num_correct``,
+    ``group_informative``, ``final_obs`` (the prompts the responses answered) and ``next_problem_id``.
+
+    Example:
+        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4)
+        >>> prompts, infos = env.reset(seed=0)
+        >>> prompts[0] == prompts[3] != prompts[4]
+        True
+        >>> _, rewards, *_ , infos = env.step(["Answer: 0"] * 8)
+        >>> rewards.shape, infos["group_id"].tolist()
+        ((8,), [0, 0, 0, 0, 1, 1, 1, 1])
+        >>> env.close()
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        task: str | Task,
+        num_envs: int,
+        group_size: int = 1,
+        *,
+        split: str | None = None,
+        data_files: Any = None,
+        prompt_template: str | None = None,
+        max_response_tokens: int | None = None,
+        workers: int = 0,
+        timeout_s: float = 10.0,
+        overlong_penalty: Mapping[str, Any] | bool | None = None,
+        overlong_filter: bool = False,
+        reward_map: tuple[float, float] | None = None,
+        chat_template: ChatTokenizer | None = None,
+        system_prompt: str | None = None,
+        render_mode: str | None = None,
+        **task_kwargs: Any,
+    ) -> None:
+        task_kwargs.pop("max_episode_steps", None)  # make_vec forwards a spec's limit; episodes are one step
+        if not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size must be a positive int (G responses per prompt), got {group_size!r}")
+        if not isinstance(num_envs, int) or num_envs < 1 or num_envs % group_size:
+            raise ValueError(
+                f"num_envs ({num_envs!r}) must be a positive multiple of group_size ({group_size}): "
+                f"pass num_envs = B * group_size for B prompts per step"
+            )
+        if max_response_tokens is not None and (not isinstance(max_response_tokens, int) or max_response_tokens < 1):
+            raise ValueError(f"max_response_tokens must be a positive int or None, got {max_response_tokens!r}")
+        self.overlong_penalty = self._overlong_settings(overlong_penalty)
+        if reward_map is not None:
+            if len(reward_map) != 2:
+                raise ValueError(f"reward_map must be a (low, high) pair, got {reward_map!r}")
+            check_reward_map_args(*reward_map)
+            reward_map = (float(reward_map[0]), float(reward_map[1]))
+        if chat_template is not None and not callable(getattr(chat_template, "apply_chat_template", None)):
+            raise TypeError(f"chat_template must be a tokenizer with apply_chat_template, got {type(chat_template).__name__}")
+        self.task = resolve_task(task, prompt_template)
+        self.problems: Sequence[Problem] = load_problems(self.task, split, data_files, task_kwargs)
+        self.num_envs = num_envs
+        self.group_size = group_size
+        self.num_prompts = num_envs // group_size
+        self.max_response_tokens = max_response_tokens
+        self.overlong_filter = bool(overlong_filter)
+        self.reward_map = reward_map
+        self.chat_template = chat_template
+        self.system_prompt = system_prompt
+        self.render_mode = render_mode
+        self.single_observation_space = UnicodeText(MAX_TEXT_LENGTH)
+        self.single_action_space = UnicodeText(MAX_TEXT_LENGTH)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._indices: np.ndarray | None = None  # (B,) problem indices of the current prompts
+        self._prompts: tuple[str, ...] = ()
+        self._id_index: dict[str, int] | None = None
+        from dapo_env.verifiers.pool import VerifierPool  # lazy: the pool module starts nothing on import
+
+        self._pool = VerifierPool(workers, timeout_s=timeout_s)
+
+    @staticmethod
+    def _overlong_settings(value: Mapping[str, Any] | bool | None) -> dict[str, Any] | None:
+        if value is None or value is False:
+            return None
+        settings = {"max_length": DEFAULT_MAX_LENGTH, "cache_length": DEFAULT_CACHE_LENGTH, "factor": 1.0}
+        if value is not True:
+            unknown = set(value) - set(settings)
+            if unknown:
+                raise ValueError(f"overlong_penalty takes max_length, cache_length and factor; unknown keys {sorted(unknown)}")
+            settings.update(value)
+        check_overlong_args(settings["max_length"], settings["cache_length"], settings["factor"])
+        return settings
+
+    # -- prompts -----------------------------------------------------------------------------------
+    @property
+    def needs_reset(self) -> bool:
+        """True until the first ``reset``."""
+        return self._indices is None
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The current B*G observations (group-major)."""
+        return self._prompts
+
+    def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
+        """B problem indices: from ``options`` (``indices`` / ``ids``) or drawn without replacement."""
+        n, b = len(self.problems), self.num_prompts
+        if options and "indices" in options:
+            indices = np.asarray(options["indices"], dtype=np.int64)
+            if indices.shape != (b,) or (indices < 0).any() or (indices >= n).any():
+                raise ValueError(f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
+            return indices
+        if options and "ids" in options:
+            if self._id_index is None:
+                self._id_index = build_id_index(self.problems)
+            ids = [str(i) for i in options["ids"]]
+            missing = [i for i in ids if i not in self._id_index]
+            if len(ids) != b or missing:
+                raise ValueError(f"options['ids'] must name {b} known problem ids; unknown: {missing[:5]}")
+            return np.array([self._id_index[i] for i in ids], dtype=np.int64)
+        return self.np_random.choice(n, size=b, replace=b > n)
+
+    def _show(self, indices: np.ndarray) -> tuple[tuple[str, ...], list[str]]:
+        self._indices = indices
+        prompts: list[str] = []
+        ids: list[str] = []
+        for index in indices:
+            problem = self.problems[int(index)]
+            prompt = self.task.format_prompt(problem)
+            if self.chat_template is not None:
+                prompt = apply_chat_template(self.chat_template, prompt, self.system_prompt)
+            prompts.extend([prompt] * self.group_size)  # G consecutive copies
+            ids.extend([problem.id] * self.group_size)
+        self._prompts = tuple(prompts)
+        return self._prompts, ids
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """Draw B prompts (seeded) and return them, each repeated G times."""
+        if seed is not None:
+            self._np_random, self._np_random_seed = seeding.np_random(seed)
+        prompts, ids = self._show(self._draw(options))
+        problem_ids = np.empty(self.num_envs, dtype=object)
+        problem_ids[:] = ids
+        group_id = np.repeat(np.arange(self.num_prompts), self.group_size)
+        ones = np.ones(self.num_envs, dtype=bool)
+        return prompts, {"problem_id": problem_ids, "_problem_id": ones, "group_id": group_id, "_group_id": ones}
+
+    # -- stepping ----------------------------------------------------------------------------------
+    def step(self, actions: Sequence[str | Completion]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Verify B*G responses, then show the next B prompts (same-step autoreset)."""
+        if self._indices is None:
+            raise RuntimeError("GroupVectorEnv.step() called before reset(): call reset(seed=...) first")
+        if len(actions) != self.num_envs:
+            raise ValueError(f"step expects {self.num_envs} responses (B*G, in observation order), got {len(actions)}")
+        completions = [as_completion(a) for a in actions]
+        problems = [self.problems[int(i)] for i in np.repeat(self._indices, self.group_size)]  # (B*G,)
+        results = self._pool.map(self.task.verifier, [c.text for c in completions], [p.answer for p in problems])
+        per_sample = [
+            step_info(r, c, problem_id=p.id, task=self.task.env_id, max_response_tokens=self.max_response_tokens)
+            for r, c, p in zip(results, completions, problems)
+        ]
+        rewards = np.array([self._shape(info) for info in per_sample], dtype=np.float64)
+        correct = np.array([info["correct"] for info in per_sample], dtype=bool)
+        infos = to_vector_infos(per_sample)
+        ones = np.ones(self.num_envs, dtype=bool)
+        infos["group_id"], infos["_group_id"] = np.repeat(np.arange(self.num_prompts), self.group_size), ones
+        for key, value in group_stats(correct.reshape(self.num_prompts, self.group_size)).items():
+            infos[key], infos[f"_{key}"] = value, ones
+        final_obs = np.empty(self.num_envs, dtype=object)
+        final_obs[:] = self._prompts
+        infos["final_obs"], infos["_final_obs"] = final_obs, ones
+        next_prompts, next_ids = self._show(self._draw(None))
+        next_problem_id = np.empty(self.num_envs, dtype=object)
+        next_problem_id[:] = next_ids
+        infos["next_problem_id"], infos["_next_problem_id"] = next_problem_id, ones
+        terminated = np.ones(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        return next_prompts, rewards, terminated, truncated, infos
+
+    def _shape(self, info: dict[str, Any]) -> float:
+        """Apply the configured shaping to one sample's info (in place); returns its reward."""
+        score = info["score"]
+        terms = info["reward_terms"]
+        if self.reward_map is not None:
+            terms["reward_map"] = map_reward(score, low=self.reward_map[0], high=self.reward_map[1]) - score
+        if self.overlong_penalty is not None:
+            length = info["response_length"]
+            terms["overlong_penalty"] = 0.0 if length is None else soft_overlong_penalty(length, **self.overlong_penalty)
+        if self.overlong_filter and info["response_truncated"]:
+            info["loss_mask"] = False
+        return float(sum(terms.values()))
+
+    # -- state -------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The RNG state and current prompts' problem indices (JSON-serialisable) for exact resume."""
+        return {
+            "rng": self.np_random.bit_generator.state,
+            "indices": None if self._indices is None else [int(i) for i in self._indices],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`: the next draws and the current prompts match the saved run."""
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = dict(state["rng"])
+        self._np_random = rng
+        if state["indices"] is None:
+            self._indices, self._prompts = None, ()
+        else:
+            self._show(np.asarray(state["indices"], dtype=np.int64))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stop the verifier pool."""
+        self._pool.close()
+
+
+__all__ = ["GroupVectorEnv", "group_stats", "to_vector_infos"]
