@@ -16,7 +16,7 @@ from dapo_env.types import Problem, Verifier
 
 DataFiles = str | Sequence[str] | Mapping[str, str | Sequence[str]]
 
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _VERSIONED_RE = re.compile(r"-v\d+$")
 
 
@@ -87,13 +87,13 @@ class Task:
     description: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.name, str) and _VERSIONED_RE.search(self.name):
+            raise ValueError(f"Task name {self.name!r} must not carry a version suffix: pass version=... instead")
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ValueError(
-                f"Task name {self.name!r} is invalid: use letters, digits, '_' or '.', starting with a letter "
+                f"Task name {self.name!r} is invalid: use letters, digits, '_', '.' or '-', starting with a letter "
                 "(e.g. 'MyMath')"
             )
-        if _VERSIONED_RE.search(self.name):
-            raise ValueError(f"Task name {self.name!r} must not carry a version suffix: pass version=... instead")
         if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 0:
             raise ValueError(f"Task version must be an integer >= 0, got {self.version!r}")
         if not callable(getattr(self.source, "load", None)):

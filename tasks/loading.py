@@ -92,8 +92,8 @@ def read_hub(hub_id: str, config: str | None, split: str, *, env_id: str, exampl
         raise TaskDataError(
             f"cannot load {env_id} from the Hugging Face hub dataset {hub_id!r}"
             f"{f' (config {config!r})' if config else ''}, split {split!r}: {state} ({type(exc).__name__}: {exc}). "
-            f"Pass a local copy instead: gym.make({env_id!r}, data_files={example!r}) or "
-            f"get_task({env_id!r}).load(data_files={example!r}) (JSONL, .jsonl.gz or Parquet)."
+            f'Pass a local copy instead: gym.make("{env_id}", data_files="{example}") or '
+            f'get_task("{env_id}").load(data_files="{example}") (JSONL, .jsonl.gz or Parquet).'
         ) from exc
     return _batches_to_rows(dataset)
 
