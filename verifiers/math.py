@@ -31,8 +31,12 @@ _TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
 _LHS_VAR = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?")
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
+_MAX_PAREN_STRIP = 256
 _MAX_SYMBOLIC_CHARS = 600
-_PATHOLOGICAL = re.compile(r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|\\underbrace|\\overbrace")
+_PATHOLOGICAL = re.compile(
+    r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
+)
+_BASE_SUBSCRIPT = re.compile(r"[0-9A-Za-z]+_\{?\d+\}?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,9 +167,11 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         return False, "no_answer"
     if p == g:
         return True, "equal:string"
-    p = _strip_lhs(p, g)
+    p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(g)
     if p == g:
         return True, "equal:string"
+    if _BASE_SUBSCRIPT.fullmatch(g):  # numbers in another base, 52_8: digits must match exactly
+        return False, "not_equal"
     pn, gn = parse_number(p), parse_number(g)
     if gn is not None and pn is not None:
         ok = numbers_equal(pn, gn)
@@ -180,6 +186,23 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     if gn is not None and _plain_number_like(p):
         return False, "not_equal"
     return None, "undecided"
+
+
+def _strip_parens(s: str) -> str:
+    """``((5))`` -> ``5``: drop redundant outer parentheses (never those of a tuple or interval)."""
+    for _ in range(_MAX_PAREN_STRIP):
+        if not (s.startswith("(") and s.endswith(")")):
+            return s
+        depth = 0
+        for i, ch in enumerate(s):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(s) - 1:
+                return s
+            if depth == 1 and ch == ",":
+                return s
+        s = s[1:-1]
+    return s
 
 
 def _plain_number_like(p: str) -> bool:

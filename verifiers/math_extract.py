@@ -24,7 +24,7 @@ BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
 MAX_BRACE_DEPTH = 64
 MAX_ANSWER_CHARS = 1000
 
-_ANSWER_LINE = re.compile(r"(?im)^[ \t>*#_]*(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)")
+_ANSWER_LINE = re.compile(r"(?i)(?<![A-Za-z])(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(
     r"(?i)\b(?:final\s+answer|the\s+answer|correct\s+answer)\s*(?:is|=|:|：|would\s+be|will\s+be)\s*[:：]?\s*"
     r"([^\n]*)"

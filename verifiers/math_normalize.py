@@ -85,7 +85,7 @@ _UNIT_WORDS = re.compile(
     r"cm|mm|km|m|meters?|metres?|inches?|inch|in|feet|foot|ft|yards?|miles?|mph|hours?|hrs?|minutes?|"
     r"mins?|seconds?|secs?|s|days?|weeks?|months?|years?|pounds?|lbs?|kg|g|grams?|ounces?|oz|liters?|"
     r"litres?|ml|l|gallons?|people|persons?|students?|children|apples?|points?|ways?|times|pages?|"
-    r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\^?\{?[23]\}?)?\.?\s*$"
+    r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\s*\^?\{?[23]\}?)?\.?\s*$"
 )
 
 
@@ -139,12 +139,14 @@ def canonical(answer: str) -> str:
     for cmd in _WRAPPERS:
         if cmd in s:
             s = _unwrap(s, cmd)
+    s = s.replace("\\\\", "\x01")  # protect LaTeX row breaks from the "\\ " spacing command
     for token in _DROP:
         s = s.replace(token, " ")
     s = s.strip().rstrip(".").strip()
     s = _UNIT_WORDS.sub("", s)
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
-    s = re.sub(r"\s+", "", s)
+    s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
+    s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")
     return s

@@ -187,6 +187,9 @@ def symbolic_equal(pred: str, gold: str, timeout_s: float, *, gold_decimals: int
 # ---------------------------------------------------------------------------------------------------
 # Server side: runs in the helper process.
 def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("op") == "sleep":  # lets tests exercise the kill-on-timeout path deterministically
+        time.sleep(float(request.get("seconds", 0)))
+        return {"equal": False, "reason": "slept"}
     import math_verify
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
