@@ -1,0 +1,281 @@
+"""Pure maths of the DAPO/GRPO family: group advantages, the clipped policy loss, aggregation, entropy.
+
+Tensors in, a loss tensor and detached metric tensors out; no config objects, no ``.item()``, no I/O.
+Formulas, references and the global-denominator rule are in ``docs/losses.md``.
+
+Shapes: ``B`` sequences (group-major: the ``G`` responses to one prompt are consecutive), ``T`` response
+positions (right-padded), ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+
+def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean of ``values`` where ``mask`` is true (over ``dim``, or everything); 0 where nothing is masked in.
+
+    Example:
+        >>> masked_mean(torch.tensor([1.0, 2.0, 9.0]), torch.tensor([1, 1, 0]))
+        tensor(1.5000)
+    """
+    m = mask.to(values.dtype)
+    if dim is None:
+        return (values * m).sum() / m.sum().clamp(min=1)
+    return (values * m).sum(dim) / m.sum(dim).clamp(min=1)
+
+
+def group_advantages(
+    rewards: Tensor, group_size: int, *, scale_by_std: bool = True, eps: float = 1e-6
+) -> Tensor:
+    """Group-relative advantages (GRPO; DAPO eq. 9): ``A_i = (R_i - mean_g) / (std_g + eps)``.
+
+    ``std_g`` is the UNBIASED standard deviation of the group (``torch.std`` with Bessel's correction,
+    as TRL and verl use). ``scale_by_std=False`` gives Dr.GRPO's mean-centring ``R_i - mean_g``. A group
+    whose rewards are all equal (or a group of one) gets exactly 0.
+
+    Args:
+        rewards: (N,) rewards, group-major (``group_size`` consecutive entries per prompt).
+        group_size: G.
+        scale_by_std: divide by the group's standard deviation.
+        eps: added to the standard deviation.
+
+    Returns:
+        (N,) advantages, same dtype as ``rewards``.
+
+    Example:
+        >>> group_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), 2)
+        tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    """
+    if group_size < 1 or rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(
+            f"rewards must be 1-D with a length divisible by group_size={group_size}, got shape "
+            f"{tuple(rewards.shape)}"
+        )
+    r = rewards.reshape(-1, group_size)  # (N/G, G)
+    centred = r - r.mean(dim=1, keepdim=True)
+    constant = (r == r[:, :1]).all(dim=1, keepdim=True)  # (N/G, 1)
+    if scale_by_std and group_size > 1:
+        centred = centred / (r.std(dim=1, keepdim=True) + eps)
+    return torch.where(constant, torch.zeros_like(centred), centred).reshape(-1)
+
+
+def truncated_is_weights(old_logp: Tensor, rollout_logp: Tensor, cap: float = 2.0) -> Tensor:
+    """Truncated importance-sampling weights ``min(pi_old / pi_rollout, cap)`` per token (detached).
+
+    Corrects the mismatch between the engine that sampled (``rollout_logp``, e.g. vLLM in bf16) and the
+    learner's recomputation (``old_logp``); pass the result as ``policy_loss(is_weights=...)``.
+    """
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return torch.exp(old_logp.detach() - rollout_logp.detach()).clamp(max=cap)
+
+
+def loss_denominators(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The global denominators of a mini-batch: (number of loss tokens, number of sequences with one).
+
+    Compute them over the whole mini-batch (summed over ranks) and pass them to every micro-batch's
+    :func:`policy_loss` call as ``num_tokens`` / ``num_seqs``.
+    """
+    m = mask.bool()
+    return m.sum(), m.any(dim=-1).sum()
+
+
+class Aggregation(Protocol):
+    """Reduces a (B, T) per-token loss to a scalar; every entry has this one signature."""
+
+    def __call__(
+        self, loss_mat: Tensor, mask: Tensor, *, num_tokens: Tensor | float | None,
+        num_seqs: Tensor | float | None, max_len: int | None,
+    ) -> Tensor: ...
+
+
+def _seqs(mask: Tensor, num_seqs: Tensor | float | None) -> Tensor | float:
+    return num_seqs if num_seqs is not None else mask.bool().any(dim=-1).sum().clamp(min=1)
+
+
+def _token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+    denom = num_tokens if num_tokens is not None else mask.sum().clamp(min=1)
+    return (loss_mat * mask).sum() / denom
+
+
+def _seq_mean_token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+    per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
+    return per_seq.sum() / _seqs(mask, num_seqs)
+
+
+def _seq_mean_token_sum(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+    return (loss_mat * mask).sum() / _seqs(mask, num_seqs)
+
+
+def _seq_mean_token_sum_norm(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+    norm = max_len if max_len is not None else mask.shape[-1]
+    return (loss_mat * mask).sum() / (norm * _seqs(mask, num_seqs))
+
+
+AGGREGATIONS: dict[str, Aggregation] = {
+    "token-mean": _token_mean,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+    "seq-mean-token-sum": _seq_mean_token_sum,
+    "seq-mean-token-sum-norm": _seq_mean_token_sum_norm,
+}
+
+
+def register_aggregation(name: str, fn: Aggregation, *, overwrite: bool = False) -> None:
+    """Add a loss aggregation mode usable as ``policy_loss(agg=name)``; duplicates raise."""
+    if name in AGGREGATIONS and not overwrite:
+        raise ValueError(f"aggregation {name!r} is already registered; pass overwrite=True to replace it")
+    AGGREGATIONS[name] = fn
+
+
+def get_aggregation(name: str) -> Aggregation:
+    """The registered aggregation ``name``; unknown names raise listing the known ones."""
+    try:
+        return AGGREGATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown aggregation {name!r}; known: {sorted(AGGREGATIONS)}") from None
+
+
+def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -> Tensor:
+    """Per-token log importance ratio, (B, T); zero at padding."""
+    log_ratio = torch.where(mask.bool(), logp - old_logp, torch.zeros_like(logp))
+    if ratio_level == "token":
+        return log_ratio
+    if ratio_level == "sequence":
+        # GSPO: s_i = exp(mean_t log ratio). Token form: value log s_i, gradient that of logp_t (scaled by
+        # s_i through exp), so seq-mean-token-mean aggregation reproduces the sequence objective's gradient.
+        seq = (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)).detach()  # (B,)
+        return torch.where(mask.bool(), logp - logp.detach() + seq[:, None], torch.zeros_like(logp))
+    raise ValueError(f"ratio_level must be 'token' or 'sequence', got {ratio_level!r}")
+
+
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    clip_c: float | None = None,
+    agg: str = "token-mean",
+    ratio_level: str = "token",
+    num_tokens: Tensor | float | None = None,
+    num_seqs: Tensor | float | None = None,
+    is_weights: Tensor | None = None,
+    max_len: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """DAPO's clipped surrogate (eq. 10) with decoupled clip, optional dual clip, any aggregation.
+
+    Per token: ``l = -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)``; with ``clip_c`` (dual clip,
+    ``> 1``) the loss of a token with ``A < 0`` is at most ``clip_c * |A|``; times ``is_weights`` if given.
+    ``r = exp(logp - old_logp)`` (``ratio_level="token"``) or GSPO's length-normalised sequence ratio
+    (``"sequence"``; use ``agg="seq-mean-token-mean"`` for the GSPO paper's objective).
+
+    Global denominators: when ``num_tokens`` / ``num_seqs`` (the counts over the WHOLE mini-batch, all
+    micro-batches and ranks; see :func:`loss_denominators`) are given, the result is this micro-batch's
+    share, so summing the micro-batch losses (and gradients) gives exactly the full-batch loss. Without
+    them the micro-batch is its own batch. ``max_len`` is Dr.GRPO's constant for
+    ``"seq-mean-token-sum-norm"`` (default ``T``; pass the generation limit for split invariance).
+
+    Args:
+        logp: (B, T) log-probs of the taken tokens under the current policy (requires grad).
+        old_logp: (B, T) under the policy that the ratio is taken against (detached here).
+        advantages: (B,) or (B, T) (detached here).
+        mask: (B, T) 1/True for response tokens in the loss.
+
+    Returns:
+        ``(loss, metrics)``: scalar loss; detached metrics over masked tokens of this micro-batch:
+        ``clip_frac_high`` (r > 1 + clip_high with A > 0), ``clip_frac_low`` (r < 1 - clip_low with A < 0),
+        ``clip_frac``, ``dual_clip_frac`` (A < 0 and the ``clip_c`` bound binds), ``approx_kl`` (k3:
+        ``r - 1 - log r``), ``ratio_mean``, ``ratio_max``.
+
+    Example:
+        >>> lp = torch.zeros(1, 2, requires_grad=True)
+        >>> loss, m = policy_loss(lp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2))
+        >>> loss
+        tensor(-1., grad_fn=<DivBackward0>)
+    """
+    if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
+        raise ValueError(
+            f"logp, old_logp and mask must share a (B, T) shape, got {tuple(logp.shape)}, "
+            f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
+        )
+    if not (0 <= clip_low < 1 and clip_high >= 0):
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    if clip_c is not None and clip_c <= 1:
+        raise ValueError(f"dual-clip clip_c must be > 1 (verl uses 3.0), got {clip_c}")
+    aggregate = get_aggregation(agg)
+    adv = advantages.detach().to(logp.dtype)
+    if adv.dim() == 1:
+        adv = adv[:, None]  # (B, 1) broadcasts over T
+    elif adv.shape != logp.shape:
+        raise ValueError(f"advantages must be (B,) or (B, T), got {tuple(advantages.shape)}")
+    m = mask.to(logp.dtype)
+    log_ratio = _log_ratio(logp, old_logp.detach(), mask, ratio_level)
+    ratio = torch.exp(log_ratio)  # (B, T)
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
+    loss_mat = torch.maximum(unclipped, clipped)
+    if clip_c is not None:
+        loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, -adv * clip_c), loss_mat)
+    if is_weights is not None:
+        loss_mat = loss_mat * is_weights.detach()
+    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+
+    with torch.no_grad():
+        r = ratio.detach()
+        high = (r > 1 + clip_high) & (adv > 0)
+        low = (r < 1 - clip_low) & (adv < 0)
+        dual = (adv < 0) & (r > clip_c) if clip_c is not None else torch.zeros_like(high)
+        lr = log_ratio.detach()
+        metrics = {
+            "clip_frac_high": masked_mean(high.to(m.dtype), m),
+            "clip_frac_low": masked_mean(low.to(m.dtype), m),
+            "clip_frac": masked_mean((high | low).to(m.dtype), m),
+            "dual_clip_frac": masked_mean(dual.to(m.dtype), m),
+            "approx_kl": masked_mean(torch.expm1(lr) - lr, m),
+            "ratio_mean": masked_mean(r, m),
+            "ratio_max": torch.where(mask.bool(), r, torch.zeros_like(r)).max(),
+        }
+    return loss, metrics
+
+
+def entropy_from_logits(logits: Tensor, chunk_size: int = 1024) -> Tensor:
+    """Entropy of ``softmax(logits)`` over the last dim, in fp32, ``chunk_size`` rows at a time.
+
+    ``H = logsumexp(l) - sum softmax(l) * l``. Chunking bounds the fp32 temporaries to
+    ``chunk_size * V`` elements. Differentiable.
+
+    Args:
+        logits: (..., V).
+
+    Returns:
+        (...) entropies, fp32.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    flat = logits.reshape(-1, logits.shape[-1])  # (N, V)
+    parts = []
+    for start in range(0, flat.shape[0], chunk_size):
+        chunk = flat[start : start + chunk_size].float()
+        parts.append(torch.logsumexp(chunk, -1) - (torch.softmax(chunk, -1) * chunk).sum(-1))
+    out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
+    return out.reshape(logits.shape[:-1])
+
+
+__all__ = [
+    "AGGREGATIONS",
+    "Aggregation",
+    "entropy_from_logits",
+    "get_aggregation",
+    "group_advantages",
+    "loss_denominators",
+    "masked_mean",
+    "policy_loss",
+    "register_aggregation",
+    "truncated_is_weights",
+]
