@@ -221,7 +221,8 @@ def get_field(row: Mapping[str, Any], *names: str, required: bool = True) -> Any
             return value
     if required:
         shown = names[0] if len(names) == 1 else f"{names[0]} (or {', '.join(names[1:])})"
-        raise RowError(names[0], f"missing field {shown}; the row has fields {sorted(row)}")
+        present = sorted(key for key, value in row.items() if value is not None)
+        raise RowError(names[0], f"missing field {shown}; the row has fields {present}")
     return None
 
 
