@@ -67,3 +67,52 @@ class ScriptedPolicy:
 
 def _wrong(gold: str) -> str:
     return str(int(gold) + 1) if re.fullmatch(r"-?\d+", gold) else gold + "1"
+
+
+# Minimal rows for every built-in data task, in the schema of the real files in ../shared/data.
+FIXTURE_ROWS: dict[str, list[dict[str, Any]]] = {
+    "MATH500-v0": [
+        {"problem": "Simplify $\\frac{6}{8}$.", "answer": "\\frac{3}{4}", "unique_id": "test/a/1.json"},
+        {"problem": "What is $2^{10}$?", "answer": "1024", "unique_id": "test/a/2.json"},
+    ],
+    "AIME24-v0": [{"problem": "Find $x$ if $x+1=26$.", "answer": "025", "id": "2024-I-1"},
+                  {"problem": "Find $y$ if $2y=14$.", "answer": "7", "id": "2024-I-2"}],
+    "AIME25-v0": [{"problem": "Find $x$ if $x-1=69$.", "answer": "70", "id": "2025-I-1"},
+                  {"problem": "Find $z$ if $z/2=8$.", "answer": "16", "id": "2025-I-2"}],
+    "GSM8K-v0": [{"problem": "Tom has 3 apples and buys 4. How many?", "answer": "7"},
+                 {"problem": "A box holds 1,000 pens; 1 is lost. How many are left?", "answer": "999"}],
+    "MBPP-v0": [{"task_id": 11, "prompt": "Write a function add(a, b) returning the sum.",
+                 "code": "def add(a, b):\n    return a + b", "test_list": ["assert add(1, 2) == 3"]},
+                {"task_id": 12, "prompt": "Write a function neg(a) returning -a.",
+                 "code": "def neg(a):\n    return -a", "test_list": ["assert neg(2) == -2"]}],
+    "HumanEval-v0": [{"task_id": "HumanEval/0", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n",
+                      "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add",
+                      "canonical_solution": "    return a + b\n"}],
+}
+
+# The real file of each data task in ../shared/data (see its README).
+SHARED_FILES: dict[str, str] = {
+    "DAPOMath-v0": "dapo_math_17k/dapo_math_17k.jsonl.gz",
+    "MATH500-v0": "math_500/math500_test.jsonl",
+    "AIME24-v0": "aime_2024/aime_2024.jsonl",
+    "AIME25-v0": "aime_2025/aime_2025.jsonl",
+    "GSM8K-v0": "gsm8k/gsm8k_test.jsonl",
+    "MBPP-v0": "mbpp/mbpp.jsonl",
+    "HumanEval-v0": "humaneval/humaneval.jsonl",
+}
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def fixture_kwargs(env_id: str, directory: Path) -> dict[str, Any]:
+    """``gym.make`` kwargs that give ``env_id`` a small local data file (procedural tasks need none)."""
+    if env_id == "DAPOMath-v0":
+        return {"data_files": str(write_dapo_jsonl(directory / "dapo.jsonl", n=8))}
+    if env_id in FIXTURE_ROWS:
+        return {"data_files": str(write_jsonl(directory / f"{env_id}.jsonl", FIXTURE_ROWS[env_id]))}
+    return {"size": 50} if env_id in ("Arithmetic-v0", "Countdown-v0") else {}

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from env_helpers import ScriptedPolicy, answer_book
+
+from dapo_env import Completion, DynamicSampler, GroupVectorEnv, RolloutBatch
+
+
+def _env(dapo_file: Path, b: int = 4, g: int = 4, **kwargs) -> GroupVectorEnv:
+    return gym.make_vec("DAPOMath-v0", num_envs=b * g, vectorization_mode="vector_entry_point", group_size=g,
+                        data_files=str(dapo_file), **kwargs)
+
+
+def _policy(env: GroupVectorEnv, p: float, seed: int = 0) -> ScriptedPolicy:
+    return ScriptedPolicy(answer_book(env.task, env.problems), p_correct=p, seed=seed)
+
+
+def test_fills_a_batch_with_informative_groups_only(dapo_file: Path) -> None:
+    env = _env(dapo_file)
+    policy = _policy(env, 0.5)
+    sampler = DynamicSampler(env, policy, max_rounds=20, seed=0)
+    batch = sampler.sample()
+    assert isinstance(batch, RolloutBatch) and len(batch.groups) == 4
+    for group in batch.groups:
+        assert group.informative and group.size == 4 and len(set(c.text for c in group.completions)) >= 1
+        assert group.correct == tuple(i["correct"] for i in group.infos)
+        assert group.rewards == tuple(float(c) for c in group.correct)
+        assert all(i["problem_id"] == group.problem_id for i in group.infos)
+        assert isinstance(group.completions[0], Completion) and group.completions[0].num_tokens == 10
+    stats = batch.stats
+    assert stats["rounds"] == policy.calls and stats["samples_generated"] == 16 * policy.calls
+    assert stats["partial"] == 0.0
+    assert stats["informative_groups"] == 4 * policy.calls - 4 * policy.calls * (
+        stats["all_correct_share"] + stats["all_wrong_share"])
+    env.close()
+
+
+def test_statistics_before_filtering_are_exact(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=4, g=4)
+    book = answer_book(env.task, env.problems)
+    pattern = [4, 0, 2, 1]  # correct answers per group in every round
+
+    def generate(prompts: list[str]) -> list[str]:
+        return [f"Answer: {book[p]}" if i % 4 < pattern[i // 4] else "Answer: x" for i, p in enumerate(prompts)]
+
+    batch = DynamicSampler(env, generate, num_groups=2, max_rounds=5, seed=0).sample()
+    s = batch.stats
+    assert (s["rounds"], s["samples_generated"]) == (1.0, 16.0)
+    assert s["accuracy_before_filter"] == 7 / 16
+    assert (s["all_correct_share"], s["all_wrong_share"], s["zero_advantage_share"]) == (0.25, 0.25, 0.5)
+    assert (s["informative_groups"], s["surplus_groups"], s["partial"]) == (2.0, 0.0, 0.0)
+    assert [g.num_correct for g in batch.groups] == [2, 1]
+    env.close()
+
+
+def test_surplus_is_carried_over_first_in_first_out(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=4, g=4)
+    book = answer_book(env.task, env.problems)
+
+    def half_right(prompts: list[str]) -> list[str]:
+        return [f"Answer: {book[p]}" if i % 2 else "Answer: x" for i, p in enumerate(prompts)]
+
+    sampler = DynamicSampler(env, half_right, num_groups=3, max_rounds=5, seed=0)
+    first = sampler.sample()
+    assert len(first.groups) == 3 and first.stats["surplus_groups"] == 1.0
+    kept = sampler.surplus[0]
+    second = sampler.sample()
+    assert second.groups[0] is kept  # the oldest surplus group leads the next batch
+    assert second.stats["rounds"] == 1.0 and second.stats["surplus_groups"] == 2.0
+    third = sampler.sample()
+    assert third.stats["rounds"] == 1.0  # 2 carried + 4 new
+    fourth = sampler.sample()
+    assert fourth.stats["rounds"] == 0.0 and fourth.stats["samples_generated"] == 0.0  # all from surplus
+    assert (sampler.total_rounds, sampler.total_batches, sampler.total_samples) == (3, 4, 48)
+    env.close()
+
+
+def test_bounded_rounds_warn_and_return_a_partial_batch(dapo_file: Path) -> None:
+    env = _env(dapo_file)
+    policy = _policy(env, 0.0)  # always wrong: no group is informative
+    sampler = DynamicSampler(env, policy, max_rounds=3, seed=0)
+    with pytest.warns(RuntimeWarning, match="only 0 of 4 informative groups after 3 generation rounds"):
+        batch = sampler.sample()
+    assert batch.groups == () and batch.stats["partial"] == 1.0 and batch.stats["rounds"] == 3.0
+    assert batch.stats["all_wrong_share"] == 1.0 and policy.calls == 3
+    env.close()
+
+
+def test_filter_off_returns_the_first_groups_unfiltered(dapo_file: Path) -> None:
+    env = _env(dapo_file)
+    policy = _policy(env, 0.0)
+    sampler = DynamicSampler(env, policy, filter_groups=False, max_rounds=1, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batch = sampler.sample()
+    assert len(batch.groups) == 4 and batch.stats["rounds"] == 1.0 and batch.stats["zero_advantage_share"] == 1.0
+    assert [g.num_correct for g in batch.groups] == [0, 0, 0, 0]
+    env.close()
+
+
+def test_judged_from_correctness_not_the_shaped_reward(dapo_file: Path) -> None:
+    # With a reward map and an overlong penalty, rewards differ within a group even when all answers are
+    # wrong; such a group is still all-wrong, so it is filtered out.
+    env = _env(dapo_file, b=2, g=2, reward_map=(-1.0, 1.0), overlong_penalty={"max_length": 20, "cache_length": 10})
+
+    def generate(prompts: list[str]) -> list[Completion]:
+        return [Completion("Answer: x", num_tokens=5 + 10 * (i % 2)) for i in range(len(prompts))]
+
+    with pytest.warns(RuntimeWarning):
+        batch = DynamicSampler(env, generate, max_rounds=2, seed=0).sample()
+    assert batch.groups == () and batch.stats["all_wrong_share"] == 1.0 and batch.stats["zero_advantage_share"] == 0.0
+    env.close()
+
+
+def test_state_dict_round_trip_resumes_exactly(dapo_file: Path) -> None:
+    def run(resume_at: int | None) -> list[list[tuple[str, tuple[bool, ...]]]]:
+        env = _env(dapo_file)
+        sampler = DynamicSampler(env, _policy(env, 0.5, seed=9), num_groups=3, max_rounds=10, seed=4)
+        out = []
+        for step in range(4):
+            if step == resume_at:
+                state = json.loads(json.dumps(sampler.state_dict()))  # checkpoints are plain JSON
+                env.close()
+                env = _env(dapo_file)
+                policy = _policy(env, 0.5)
+                policy.rng.bit_generator.state = sampler.generate.rng.bit_generator.state
+                sampler = DynamicSampler(env, policy, num_groups=3, max_rounds=10, seed=None)
+                sampler.load_state_dict(state)
+            batch = sampler.sample()
+            out.append([(g.problem_id, g.correct) for g in batch.groups])
+        env.close()
+        return out
+
+    assert run(None) == run(2)
+
+
+def test_arguments_and_generate_contract(dapo_file: Path) -> None:
+    env = _env(dapo_file)
+    with pytest.raises(TypeError, match="GroupVectorEnv"):
+        DynamicSampler(object(), lambda p: p)
+    with pytest.raises(ValueError, match="max_rounds"):
+        DynamicSampler(env, lambda p: p, max_rounds=0)
+    with pytest.raises(ValueError, match="num_groups"):
+        DynamicSampler(env, lambda p: p, num_groups=0)
+    with pytest.raises(ValueError, match="one per prompt"):
+        DynamicSampler(env, lambda p: p[:-1]).sample()
+    env.close()
