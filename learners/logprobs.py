@@ -1,0 +1,286 @@
+"""Memory-lean per-token log-probs and entropy of a causal LM's responses.
+
+The naive path materialises ``model(...).logits`` in fp32 for every position: ``B * L * V * 4`` bytes,
+plus as much again for the softmax saved for the backward (for V = 151,936, B*L = 8k tokens that is
+~5 GB per copy). Here the backbone runs once, and the lm_head, the temperature, the log-softmax and the
+entropy are computed chunk by chunk over the response tokens inside one custom autograd Function that
+saves only the hidden states, the log-sum-exp and the entropy, and recomputes each chunk's logits in the
+backward. Peak extra memory is ``chunk_size * V`` fp32 elements (a few copies) instead of ``B * T * V``.
+
+Batch layout (see :func:`pack_batch`): prompts left-padded, responses right-padded, the response block
+being the LAST ``response_len`` columns of ``input_ids``.
+
+Example:
+    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> tok = build_tokenizer(); model = build_tiny_model(tok)
+    >>> batch = pack_batch([[1, 5], [1]], [[6, 2], [7]], pad_id=0)
+    >>> logp, ent = token_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask, batch.response_len)
+    >>> logp.shape, ent.shape
+    (torch.Size([2, 2]), torch.Size([2, 2]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from dapo_env.learners.losses import entropy_from_logits
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackedBatch:
+    """Prompt + response token ids in the learner's layout.
+
+    Attributes:
+        input_ids: (B, P + T) left-padded prompts then right-padded responses.
+        attention_mask: (B, P + T) 1 on real tokens.
+        response_mask: (B, T) 1 on response tokens.
+        response_len: T.
+        rollout_logprobs: (B, T) the engine's log-probs (0 at padding), when given.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    response_mask: Tensor
+    response_len: int
+    rollout_logprobs: Tensor | None = None
+
+
+def pack_batch(
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    rollout_logprobs: Sequence[Sequence[float]] | None = None,
+) -> PackedBatch:
+    """Lay out prompts (left-padded) and responses (right-padded) into one (B, P + T) batch.
+
+    Example:
+        >>> b = pack_batch([[1, 5], [1]], [[6], [7, 8]], pad_id=0)
+        >>> b.input_ids.tolist(), b.response_mask.tolist()
+        ([[1, 5, 6, 0], [0, 1, 7, 8]], [[1, 0], [1, 1]])
+    """
+    if len(prompts) != len(responses) or not prompts:
+        raise ValueError(f"need as many prompts as responses (> 0), got {len(prompts)} and {len(responses)}")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token (the first response token is predicted from it)")
+    P = max(len(p) for p in prompts)
+    T = max(max(len(r) for r in responses), 1)
+    B = len(prompts)
+    ids = torch.full((B, P + T), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, P + T), dtype=torch.long)
+    resp_mask = torch.zeros((B, T), dtype=torch.long)
+    roll = torch.zeros((B, T), dtype=torch.float32) if rollout_logprobs is not None else None
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        ids[i, P - len(p) : P] = torch.tensor(list(p), dtype=torch.long)
+        attn[i, P - len(p) : P + len(r)] = 1
+        if len(r):
+            ids[i, P : P + len(r)] = torch.tensor(list(r), dtype=torch.long)
+            resp_mask[i, : len(r)] = 1
+        if roll is not None:
+            lp = rollout_logprobs[i]
+            if len(lp) != len(r):
+                raise ValueError(f"row {i}: {len(lp)} rollout logprobs for {len(r)} response tokens")
+            roll[i, : len(r)] = torch.tensor(list(lp), dtype=torch.float32)
+    return PackedBatch(input_ids=ids, attention_mask=attn, response_mask=resp_mask, response_len=T,
+                       rollout_logprobs=roll)
+
+
+def _compute_dtype(hidden: Tensor) -> torch.dtype:
+    """fp32 for half/bf16/fp32 models (like the naive ``.float()`` path); fp64 stays fp64."""
+    return torch.float64 if hidden.dtype == torch.float64 else torch.float32
+
+
+class _ChunkedHeadLogprobs(torch.autograd.Function):
+    """logp[n] = log_softmax((h[n] @ W.T + b) / temp)[y[n]] and its entropy, chunk by chunk over n."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, chunk_size, with_entropy):
+        n = hidden.shape[0]
+        cdtype = _compute_dtype(hidden)
+        logp = hidden.new_empty(n, dtype=cdtype)
+        lse = hidden.new_empty(n, dtype=cdtype)
+        ent = hidden.new_zeros(n, dtype=cdtype)
+        for s in range(0, n, chunk_size):
+            z = torch.nn.functional.linear(hidden[s : s + chunk_size], weight, bias).to(cdtype) / temperature
+            c_lse = torch.logsumexp(z, dim=-1)  # (C,)
+            lse[s : s + chunk_size] = c_lse
+            logp[s : s + chunk_size] = z.gather(-1, targets[s : s + chunk_size, None]).squeeze(-1) - c_lse
+            if with_entropy:
+                p = torch.exp(z - c_lse[:, None])
+                ent[s : s + chunk_size] = c_lse - (p * z).sum(-1)
+        ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
+        ctx.temperature, ctx.chunk_size, ctx.with_entropy = temperature, chunk_size, with_entropy
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, grad_logp, grad_ent):
+        hidden, weight, bias, targets, lse, ent = ctx.saved_tensors
+        temp, chunk = ctx.temperature, ctx.chunk_size
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        cdtype = _compute_dtype(hidden)
+        grad_h = torch.zeros_like(hidden) if need_h else None
+        grad_w = torch.zeros_like(weight, dtype=cdtype) if need_w else None
+        grad_b = torch.zeros_like(bias, dtype=cdtype) if (need_b and bias is not None) else None
+        for s in range(0, hidden.shape[0], chunk):
+            h = hidden[s : s + chunk]  # (C, H)
+            z = torch.nn.functional.linear(h, weight, bias).to(cdtype) / temp  # (C, V)
+            c_lse = lse[s : s + chunk, None]
+            p = torch.exp(z - c_lse)
+            # d logp / dz = onehot(y) - p ; d H / dz = -p * (z - lse + H)
+            g = -p * grad_logp[s : s + chunk, None]
+            g.scatter_add_(-1, targets[s : s + chunk, None], grad_logp[s : s + chunk, None].to(cdtype))
+            if ctx.with_entropy and grad_ent is not None:
+                g -= p * (z - c_lse + ent[s : s + chunk, None]) * grad_ent[s : s + chunk, None]
+            g = g / temp  # through z = logits / temp
+            if grad_h is not None:
+                grad_h[s : s + chunk] = (g.to(weight.dtype) @ weight).to(hidden.dtype)
+            if grad_w is not None:
+                grad_w += g.t() @ h.to(cdtype)
+            if grad_b is not None:
+                grad_b += g.sum(0)
+        grad_w = grad_w.to(weight.dtype) if grad_w is not None else None
+        grad_b = grad_b.to(bias.dtype) if grad_b is not None else None
+        return grad_h, grad_w, grad_b, None, None, None, None
+
+
+def chunked_head_logprobs(
+    hidden: Tensor,
+    head: Any,
+    targets: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 1024,
+    with_entropy: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probs of ``targets`` and entropies under ``softmax(head(hidden) / temperature)``, chunked.
+
+    Args:
+        hidden: (..., H) final hidden states (after the backbone's last norm).
+        head: the lm_head: anything with ``weight`` (V, H) and ``bias`` (V,) or None, e.g. a ``Linear``
+            (its weight may be tied to the embeddings).
+        targets: (...) token ids predicted from each hidden state.
+
+    Returns:
+        ``(logp, entropy)`` both (...) fp32 (fp64 for fp64 inputs); ``entropy`` is None unless ``with_entropy``.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    lead = targets.shape
+    flat_h = hidden.reshape(-1, hidden.shape[-1])  # (N, H)
+    flat_y = targets.reshape(-1)  # (N,)
+    logp, ent = _ChunkedHeadLogprobs.apply(
+        flat_h, head.weight, head.bias, flat_y, float(temperature), int(chunk_size), bool(with_entropy)
+    )
+    return logp.reshape(lead), (ent.reshape(lead) if with_entropy else None)
+
+
+def _default_positions(attention_mask: Tensor) -> Tensor:
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L): left padding starts at 0
+
+
+def supports_chunked_head(model: Any) -> bool:
+    """True when ``model`` is a plain decoder + linear lm_head (no logit soft-capping or scaling)."""
+    get_dec = getattr(model, "get_decoder", None)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if get_dec is None or not isinstance(head, torch.nn.Linear):
+        return False
+    config = getattr(model, "config", None)
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None) not in (None, 1, 1.0):
+        return False
+    try:
+        return get_dec() is not None
+    except (AttributeError, NotImplementedError):
+        return False
+
+
+def token_logprobs_and_entropy(
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    response_len: int,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 1024,
+    with_entropy: bool = True,
+    position_ids: Tensor | None = None,
+    chunked: bool | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Per-token log-probs of the response tokens (and entropies) under ``softmax(logits / temperature)``.
+
+    Runs the backbone once (``model.get_decoder()``), then :func:`chunked_head_logprobs` over the last
+    ``response_len`` positions' predecessors. Models without a decoder + ``Linear`` lm_head (or with
+    logit soft-capping/scaling) take the naive full-logits path; ``chunked=False`` forces it.
+
+    Args:
+        model: an HF causal LM.
+        input_ids: (B, L) prompts left-padded then responses right-padded (see :func:`pack_batch`).
+        attention_mask: (B, L).
+        response_len: T, the response block is ``input_ids[:, L - T:]``.
+        temperature: the policy trained is the temperature-scaled one (match the sampler's).
+        chunk_size: tokens per lm_head chunk (peak extra memory ~ ``chunk_size * V`` fp32 elements).
+        with_entropy: also return the entropies (differentiable).
+        position_ids: (B, L); default ``cumsum(attention_mask) - 1`` (what the HF engine used).
+        chunked: force (True) or forbid (False) the chunked path; default: chunked when supported.
+
+    Returns:
+        ``(logp, entropy)``: (B, T) fp32 each (entropy None unless ``with_entropy``). Values at padding
+        positions are finite but meaningless: mask them.
+    """
+    L = input_ids.shape[1]
+    if not 0 < response_len < L:
+        raise ValueError(f"response_len must be in [1, {L - 1}] for inputs of length {L}, got {response_len}")
+    if position_ids is None:
+        position_ids = _default_positions(attention_mask)
+    targets = input_ids[:, L - response_len :]  # (B, T)
+    use_chunked = supports_chunked_head(model) if chunked is None else chunked
+    if use_chunked:
+        if not supports_chunked_head(model):
+            raise ValueError("chunked=True needs a model with get_decoder() and a Linear lm_head; pass chunked=None")
+        out = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                  position_ids=position_ids, use_cache=False)
+        hidden = out.last_hidden_state[:, L - response_len - 1 : L - 1]  # (B, T, H) predicts targets
+        return chunked_head_logprobs(hidden, model.get_output_embeddings(), targets, temperature=temperature,
+                                     chunk_size=chunk_size, with_entropy=with_entropy)
+    return naive_logprobs_and_entropy(model, input_ids, attention_mask, response_len, temperature=temperature,
+                                      with_entropy=with_entropy, position_ids=position_ids)
+
+
+def naive_logprobs_and_entropy(
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    response_len: int,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = True,
+    position_ids: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """The reference path: full fp32 logits, ``log_softmax(logits / T)`` gathered. Same contract as
+    :func:`token_logprobs_and_entropy`; memory grows with ``B * T * V``."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
+    L = input_ids.shape[1]
+    if position_ids is None:
+        position_ids = _default_positions(attention_mask)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   use_cache=False).logits
+    z = logits[:, L - response_len - 1 : L - 1].float() / temperature  # (B, T, V)
+    logp = torch.log_softmax(z, dim=-1).gather(-1, input_ids[:, L - response_len :, None]).squeeze(-1)
+    return logp, (entropy_from_logits(z) if with_entropy else None)
+
+
+__all__ = [
+    "PackedBatch",
+    "chunked_head_logprobs",
+    "naive_logprobs_and_entropy",
+    "pack_batch",
+    "supports_chunked_head",
+    "token_logprobs_and_entropy",
+]
