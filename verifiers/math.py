@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dapo_env.types import VerifyResult
+from dapo_env.verifiers.math_eval import evaluate, identity, proportional
 from dapo_env.verifiers.math_extract import extract_answer
 from dapo_env.verifiers.math_normalize import Number, canonical, dapo_normalize, parse_number
 from dapo_env.verifiers.math_symbolic import symbolic_equal
@@ -167,7 +168,7 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         return False, "no_answer"
     if p == g:
         return True, "equal:string"
-    p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(g)
+    p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(_strip_lhs(g, p))
     if p == g:
         return True, "equal:string"
     if _BASE_SUBSCRIPT.fullmatch(g):  # numbers in another base, 52_8: digits must match exactly
@@ -176,16 +177,67 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     if gn is not None and pn is not None:
         ok = numbers_equal(pn, gn)
         return ok, "equal:numeric" if ok else "not_equal"
-    if _TEXT.fullmatch(g) and len(g) >= 3 and "\\" not in g:
+    if p.count("{") != p.count("}") or p.count("(") + p.count("[") != p.count(")") + p.count("]") or (
+        "{}" in p and "{}" not in g
+    ):
+        return False, "not_equal"  # malformed LaTeX (e.g. a box cut off mid-way) is never equal
+    if _plain_number_like(p) and _plain_number_like(g):  # too long for parse_number: compare digits
+        return False, "not_equal"
+    if _TEXT.fullmatch(g) and (len(g) >= 3 or g.lower() in ("no", "ok")) and "\\" not in g:
         ok = _text_key(p) == _text_key(g)
         return ok, "equal:string" if ok else "not_equal"
+    if "matrix}" in g and "matrix}" in p:
+        return _grade_matrix(p, g, depth)
     if depth < 2:
         verdict = _grade_structure(p, g, depth)
         if verdict is not None:
             return verdict, "equal:numeric" if verdict else "not_equal"
     if gn is not None and _plain_number_like(p):
         return False, "not_equal"
+    if gn is not None and gn.decimals and _rounds_to(p, gn):
+        return True, "equal:numeric"
+    verdict = _equations_equal(p, g) if p.count("=") == 1 and g.count("=") == 1 else identity(p, g)
+    if verdict is not None:
+        return verdict, "equal:symbolic" if verdict else "not_equal"
     return None, "undecided"
+
+
+_MATRIX = re.compile(r"\\begin\{[pbvB]?matrix\}(.*)\\end\{[pbvB]?matrix\}")
+
+
+def _grade_matrix(p: str, g: str, depth: int) -> tuple[bool | None, str]:
+    """Matrices and vectors entry by entry (rows split on ``\\\\``, columns on ``&``)."""
+    pm, gm = _MATRIX.fullmatch(p), _MATRIX.fullmatch(g)
+    if pm is None or gm is None:
+        return None, "undecided"
+    prows = [row.split("&") for row in pm.group(1).split("\\\\")]
+    grows = [row.split("&") for row in gm.group(1).split("\\\\")]
+    if [len(r) for r in prows] != [len(r) for r in grows]:
+        return False, "not_equal"
+    verdicts = [_grade_canonical(a, b, depth + 1)[0] for pr, gr in zip(prows, grows) for a, b in zip(pr, gr)]
+    if all(verdicts):
+        return True, "equal:symbolic"
+    return (False, "not_equal") if any(v is False for v in verdicts) else (None, "undecided")
+
+
+def _rounds_to(p: str, gold: Number) -> bool:
+    """An exact constant ``p`` (``\\sqrt{3}``, ``1/3``) that rounds half up to the decimal gold."""
+    value = evaluate(p)
+    if value is None:
+        return False
+    if isinstance(value, complex):
+        if value.imag != 0 or abs(value.real) > 1e12:
+            return False
+        value = Fraction(value.real)
+    return _round_half_up(value, gold.decimals or 0) == gold.value
+
+
+def _equations_equal(p: str, g: str) -> bool | None:
+    """``y=2x+3`` vs ``3+2x=y``: ``lhs - rhs`` of one is a non-zero constant times the other's."""
+    (pl, pr), (gl, gr) = p.split("="), g.split("=")
+    if identity(pl, gl) and identity(pr, gr):
+        return True
+    return proportional(f"({pl})-({pr})", f"({gl})-({gr})")
 
 
 def _strip_parens(s: str) -> str:
@@ -237,6 +289,63 @@ def _round_half_up(value: Fraction, decimals: int) -> Fraction:
     return Fraction(scaled if value >= 0 else -scaled, scale)
 
 
+_INF = Fraction(10) ** 1000  # stands in for infinity when merging intervals
+
+
+def _endpoint(s: str) -> Fraction | None:
+    if s in ("\\infty", "+\\infty", "\\infinity", "inf", "oo"):
+        return _INF
+    if s in ("-\\infty", "-\\infinity", "-inf", "-oo"):
+        return -_INF
+    n = parse_number(s)
+    return None if n is None or n.percent else n.value
+
+
+def _interval_union(parts: list[str]) -> list[tuple[Fraction, bool, Fraction, bool]] | None:
+    """A union of intervals with numeric endpoints as sorted, merged ``(lo, closed, hi, closed)``."""
+    spans = []
+    for part in parts:
+        if len(part) < 5 or part[0] not in "([" or part[-1] not in ")]":
+            return None
+        ends = part[1:-1].split(",")
+        if len(ends) != 2:
+            return None
+        lo, hi = _endpoint(ends[0]), _endpoint(ends[1])
+        if lo is None or hi is None or lo > hi:
+            return None
+        spans.append((lo, part[0] == "[", hi, part[-1] == "]"))
+    spans.sort(key=lambda t: (t[0], not t[1]))
+    merged: list[tuple[Fraction, bool, Fraction, bool]] = []
+    for lo, lc, hi, hc in spans:
+        if merged:
+            plo, plc, phi, phc = merged[-1]
+            if lo < phi or (lo == phi and (lc or phc)):
+                if hi > phi or (hi == phi and hc):
+                    merged[-1] = (plo, plc, hi, hc if hi > phi else (hc or phc))
+                continue
+        merged.append((lo, lc, hi, hc))
+    return merged
+
+
+def _split_top(s: str, sep: str) -> list[str]:
+    """Split ``s`` on ``sep`` outside brackets."""
+    parts, depth, last, i = [], 0, 0, 0
+    while i < len(s):
+        ch = s[i]
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif depth <= 0 and s.startswith(sep, i):
+            parts.append(s[last:i])
+            last = i + len(sep)
+            i = last
+            continue
+        i += 1
+    parts.append(s[last:])
+    return parts
+
+
 def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
     """``(open, close, items)`` for ``(a,b)``, ``[a,b)``, ``\\{a,b\\}`` or a bare ``a,b`` list."""
     opener = next((o for o in ("\\{", "\\langle", "(", "[") if s.startswith(o)), None)
@@ -267,6 +376,15 @@ def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
 
 
 def _grade_structure(p: str, g: str, depth: int) -> bool | None:
+    if "\\cup" in g or "\\cup" in p:
+        pparts, gparts = _split_top(p, "\\cup"), _split_top(g, "\\cup")
+        pu, gu = _interval_union(pparts), _interval_union(gparts)
+        if pu is not None and gu is not None:
+            return pu == gu
+        if len(pparts) != len(gparts):
+            return None
+        verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pparts, gparts)]
+        return True if all(verdicts) else (False if any(v is False for v in verdicts) else None)
     ps, gs = _split_structure(p), _split_structure(g)
     if ps is None or gs is None:
         return None
@@ -280,7 +398,7 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         return False if (po, pc) == (go, gc) and all(parse_number(x) for x in pitems + gitems) else None
     if not unordered:
         verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pitems, gitems)]
-        if any(v is False for v in verdicts) and all(parse_number(x) for x in gitems):
+        if any(v is False for v in verdicts):
             return False
         return True if all(verdicts) else None
     remaining = list(gitems)

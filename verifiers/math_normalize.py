@@ -88,6 +88,9 @@ _UNIT_WORDS = re.compile(
     r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\s*\^?\{?[23]\}?)?\.?\s*$"
 )
 
+# "12 bananas", "3 full boxes": a number followed by plain words ends the answer.
+_TRAILING_WORDS = re.compile(r"(?<=\d)\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*\.?\s*$")
+
 
 def _unwrap(s: str, command: str) -> str:
     """Replace every ``\\command{X}`` by `` X `` (balanced braces; unbalanced ones stay)."""
@@ -144,6 +147,7 @@ def canonical(answer: str) -> str:
         s = s.replace(token, " ")
     s = s.strip().rstrip(".").strip()
     s = _UNIT_WORDS.sub("", s)
+    s = _TRAILING_WORDS.sub("", s)
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
     s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")
