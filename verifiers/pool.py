@@ -1,0 +1,495 @@
+"""Batched verification in a persistent pool of worker processes that survives hangs and crashes.
+
+A :class:`VerifierPool` keeps ``workers`` non-daemonic processes (a verifier may start its own
+subprocesses inside a worker). ``pool.map`` sends the pickled verifier once per worker (cached by a hash
+of its pickle), dispatches items in chunks, and reads results back per chunk. Each worker writes the index
+and start time of the item it is working on into a small shared array, so the parent knows exactly which
+item hangs: a worker past the per-item limit is killed with its process group and replaced, that one item
+is scored ``VerifyResult(False, 0.0, None, "timeout")`` (``"worker_died"`` when the worker died on its
+own), and the rest of its chunk is re-queued. The batch always completes, in input order.
+
+``verify_batch`` is the one-shot form; its ``backend`` names an entry of a small registry
+(:func:`register_backend`) so other execution backends can be added with the same guarantees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dill
+import multiprocess
+from multiprocess import connection as mp_connection
+from multiprocess import util as mp_util
+
+from dapo_env.types import VerifyResult
+
+_IDLE = -1.0  # progress[0] while a worker waits for work
+_LOADING = -2.0  # progress[0] while a worker unpickles a verifier
+_LOAD_GRACE_S = 30.0  # extra time allowed for unpickling (importing) a verifier in a fresh worker
+_FLUSH_S = 0.05  # a worker sends partial chunk results at least this often
+_MAX_CHUNK = 256
+_START_METHODS = ("forkserver", "spawn", "fork")
+
+
+def _error_result(exc: BaseException) -> VerifyResult:
+    return VerifyResult(False, 0.0, None, f"error:{type(exc).__name__}")
+
+
+def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, reference: Any) -> VerifyResult:
+    """Call the verifier, turning an exception or a wrong return type into a wrong result."""
+    try:
+        result = verifier(response, reference)
+    except Exception as exc:  # a verifier must never take the batch down
+        return _error_result(exc)
+    if not isinstance(result, VerifyResult):
+        return VerifyResult(False, 0.0, None, f"error:bad_return:{type(result).__name__}")
+    return result
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return b"D" + dill.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _loads(data: bytes) -> Any:
+    if data[:1] == b"D":
+        return dill.loads(data[1:])
+    return pickle.loads(data)
+
+
+class _BrokenVerifier:
+    """Stands in for a verifier that failed to unpickle in a worker: every item gets the error."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.reason = f"error:{type(exc).__name__}"
+
+    def __call__(self, response: str, reference: Any) -> VerifyResult:
+        return VerifyResult(False, 0.0, None, self.reason)
+
+
+def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
+    """Worker loop: receive ("verifier", key, blob) and ("items", indices, pairs); send results."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business; it closes us
+    try:
+        os.setpgid(0, 0)  # own process group: the parent kills us and our helpers together
+    except OSError:
+        pass
+    sys.path[:] = sys_path  # so verifiers defined in the parent's modules unpickle by reference
+    conn.send_bytes(_dumps(("ready",)))
+    verifier: Callable[[str, Any], VerifyResult] | None = None
+    while True:
+        try:
+            message = _loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "verifier":
+            progress[1] = time.monotonic()
+            progress[0] = _LOADING
+            try:
+                verifier = dill.loads(message[2])
+            except Exception as exc:
+                verifier = _BrokenVerifier(exc)
+            progress[0] = _IDLE
+            continue
+        _, indices, pairs = message
+        if verifier is None:
+            verifier = _BrokenVerifier(RuntimeError("items arrived before a verifier"))
+        done: list[tuple[int, VerifyResult]] = []
+        last_flush = time.monotonic()
+        for index, (response, reference) in zip(indices, pairs):
+            progress[1] = time.monotonic()
+            progress[0] = float(index)
+            done.append((index, _verify_one(verifier, response, reference)))
+            if progress[1] - last_flush > _FLUSH_S:
+                conn.send_bytes(_dumps(("results", done, False)))
+                done, last_flush = [], time.monotonic()
+        progress[0] = _IDLE
+        conn.send_bytes(_dumps(("results", done, True)))
+
+
+@dataclass
+class _Slot:
+    """The parent's view of one worker."""
+
+    process: Any
+    conn: Any
+    progress: Any
+    verifier_key: bytes | None = None
+    pending: list[int] = field(default_factory=list)  # indices sent and not yet answered
+    assigned_at: float = 0.0
+
+
+def _kill_slot(slot: _Slot) -> None:
+    pid = slot.process.pid
+    if pid is not None:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError, OSError):
+                continue
+    slot.process.join(timeout=5.0)
+    try:
+        slot.conn.close()
+    except OSError:
+        pass
+
+
+def _shutdown(slots: list[_Slot]) -> None:
+    """Stop every worker: polite stop message, short join, then SIGKILL of its process group."""
+    for slot in slots:
+        try:
+            slot.conn.send_bytes(_dumps(("stop",)))
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + 1.0
+    for slot in slots:
+        slot.process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for slot in slots:
+        _kill_slot(slot)
+    slots.clear()
+
+
+class VerifierPool:
+    """A persistent pool of verifier worker processes; hung or dead workers are replaced.
+
+    Args:
+        workers: number of worker processes; ``None`` means ``os.cpu_count()``; ``0`` verifies in the
+            calling process (no process overhead, but no per-item time limit: a hanging verifier hangs
+            the caller, so use it only for verifiers that bound their own time, like the math fast path).
+        timeout_s: per-item wall-clock limit in a worker; past it the worker is killed and replaced and
+            that item is scored ``VerifyResult(False, 0.0, None, "timeout")``.
+        start_method: how workers start: ``"forkserver"`` (default: safe when the caller has threads,
+            e.g. torch), ``"spawn"`` or ``"fork"`` (fastest start; unsafe in multi-threaded callers).
+        chunk_size: items per dispatch message; ``None`` picks ``ceil(n / (4 * workers))`` capped at 256.
+        startup_timeout_s: how long the constructor waits for every worker to report ready.
+
+    Raises:
+        RuntimeError: a worker did not start (with ``"forkserver"``/``"spawn"`` the worker re-imports the
+            caller's ``__main__`` script: guard the script with ``if __name__ == "__main__":``, or use
+            ``start_method="fork"``).
+
+    Example:
+        >>> from dapo_env.types import VerifyResult
+        >>> def exact(response, reference):
+        ...     ok = response.strip() == reference
+        ...     return VerifyResult(ok, float(ok), response.strip(), "equal" if ok else "different")
+        >>> with VerifierPool(workers=0) as pool:
+        ...     [r.correct for r in pool.map(exact, ["4", "5"], ["4", "4"])]
+        [True, False]
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        timeout_s: float = 10.0,
+        start_method: str = "forkserver",
+        chunk_size: int | None = None,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
+            raise ValueError(f"workers must be an int >= 0 (0 = verify in the calling process), got {workers!r}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s!r}")
+        if start_method not in _START_METHODS:
+            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+            raise ValueError(f"chunk_size must be None or an int >= 1, got {chunk_size!r}")
+        self.workers = workers
+        self.timeout_s = float(timeout_s)
+        self.chunk_size = chunk_size
+        self._ctx = multiprocess.get_context(start_method)
+        self._slots: list[_Slot] = []
+        self._closed = False
+        self.replaced = 0  # workers killed or found dead and replaced, over the pool's life
+        self._finalizer = mp_util.Finalize(self, _shutdown, args=(self._slots,), exitpriority=10)
+        for _ in range(workers):
+            self._slots.append(self._start_worker())
+        self._await_ready(startup_timeout_s)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _start_worker(self) -> _Slot:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        progress = self._ctx.RawArray("d", 2)
+        progress[0] = _IDLE
+        process = self._ctx.Process(
+            target=_worker_main, args=(child_conn, progress, list(sys.path)), name="dapo-verifier", daemon=False
+        )
+        process.start()
+        child_conn.close()
+        return _Slot(process=process, conn=parent_conn, progress=progress)
+
+    def _await_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for slot in self._slots:
+            ok = False
+            try:
+                ok = slot.conn.poll(max(0.0, deadline - time.monotonic())) and _loads(slot.conn.recv_bytes()) == ("ready",)
+            except (EOFError, OSError):
+                ok = False
+            if not ok:
+                self.close()
+                raise RuntimeError(
+                    "a VerifierPool worker failed to start within "
+                    f"{timeout_s:.0f} s; with start_method 'forkserver' or 'spawn' workers re-import the "
+                    "caller's __main__ script: guard it with `if __name__ == \"__main__\":` or pass "
+                    "start_method=\"fork\""
+                )
+
+    def _replace(self, slot: _Slot) -> _Slot:
+        _kill_slot(slot)
+        self.replaced += 1
+        new = self._start_worker()
+        self._slots[self._slots.index(slot)] = new
+        return new
+
+    def close(self) -> None:
+        """Stop all workers and their process groups; idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> VerifierPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pids(self) -> list[int]:
+        """Process ids of the current workers (for monitoring and tests)."""
+        return [slot.process.pid for slot in self._slots if slot.process.pid is not None]
+
+    # -- mapping ---------------------------------------------------------------------------------
+    def map(
+        self, verifier: Callable[[str, Any], VerifyResult], responses: Sequence[str], references: Sequence[Any]
+    ) -> list[VerifyResult]:
+        """Verify ``responses[i]`` against ``references[i]`` for every i; results in input order.
+
+        Never raises on model output: verifier exceptions become ``error:<Type>`` results, a hang
+        becomes ``"timeout"`` and a crashed worker ``"worker_died"`` (for its current item only).
+        """
+        if self._closed:
+            raise RuntimeError("VerifierPool is closed: create a new one (or use it as a context manager)")
+        if len(responses) != len(references):
+            raise ValueError(
+                f"responses and references must have the same length, got {len(responses)} and {len(references)}"
+            )
+        n = len(responses)
+        if n == 0:
+            return []
+        if self.workers == 0:
+            return [_verify_one(verifier, r, ref) for r, ref in zip(responses, references)]
+        blob = dill.dumps(verifier, protocol=pickle.HIGHEST_PROTOCOL, recurse=True)
+        key = hashlib.sha1(blob).digest()
+        size = self.chunk_size or max(1, min(_MAX_CHUNK, -(-n // (4 * self.workers))))
+        queue: deque[list[int]] = deque(list(range(s, min(n, s + size))) for s in range(0, n, size))
+        results: list[VerifyResult | None] = [None] * n
+        remaining = n
+        while remaining:
+            for slot in list(self._slots):
+                if not slot.pending and queue:
+                    slot = self._dispatch(slot, queue.popleft(), key, blob, responses, references, queue)
+            remaining -= self._collect(results, queue)
+        return [r for r in results if r is not None]
+
+    def _dispatch(
+        self,
+        slot: _Slot,
+        chunk: list[int],
+        key: bytes,
+        blob: bytes,
+        responses: Sequence[str],
+        references: Sequence[Any],
+        queue: deque[list[int]],
+    ) -> _Slot:
+        try:
+            if not slot.process.is_alive():
+                raise BrokenPipeError("worker exited while idle")
+            if slot.verifier_key != key:
+                slot.conn.send_bytes(_dumps(("verifier", key, blob)))
+                slot.verifier_key = key
+            pairs = [(responses[i], references[i]) for i in chunk]
+            slot.conn.send_bytes(_dumps(("items", chunk, pairs)))
+        except (OSError, ValueError, BrokenPipeError):
+            queue.appendleft(chunk)  # the worker is gone: replace it; the chunk waits for the next round
+            return self._replace(slot)
+        slot.pending = list(chunk)
+        slot.assigned_at = time.monotonic()
+        return slot
+
+    def _deadline(self, slot: _Slot) -> float:
+        current, started = slot.progress[0], slot.progress[1]
+        if current == _LOADING or int(current) not in slot.pending:
+            return max(started, slot.assigned_at) + self.timeout_s + _LOAD_GRACE_S
+        return started + self.timeout_s
+
+    def _culprit(self, slot: _Slot) -> int:
+        current = int(slot.progress[0])
+        return current if current in slot.pending else slot.pending[0]
+
+    def _fail(self, slot: _Slot, reason: str, results: list[VerifyResult | None], queue: deque[list[int]]) -> int:
+        """Kill/replace a busy worker: its current item gets ``reason``, the rest of its chunk is re-queued."""
+        _kill_slot(slot)
+        culprit = self._culprit(slot)
+        results[culprit] = VerifyResult(False, 0.0, None, reason)
+        rest = [i for i in slot.pending if i != culprit]
+        if rest:
+            queue.appendleft(rest)
+        slot.pending = []
+        self._replace(slot)
+        return 1
+
+    def _collect(self, results: list[VerifyResult | None], queue: deque[list[int]]) -> int:
+        """Wait for results, deaths or deadlines; return how many items got their final result."""
+        busy = [slot for slot in self._slots if slot.pending]
+        if not busy:
+            return 0
+        now = time.monotonic()
+        wait_s = min(self._deadline(slot) for slot in busy) - now
+        by_handle: dict[Any, _Slot] = {}
+        for slot in busy:
+            by_handle[slot.conn] = slot
+            by_handle[slot.process.sentinel] = slot
+        ready = mp_connection.wait(list(by_handle), timeout=max(0.0, min(wait_s, 1.0)))
+        finished = 0
+        handled: set[int] = set()
+        for handle in ready:
+            slot = by_handle[handle]
+            if id(slot) in handled:
+                continue
+            handled.add(id(slot))
+            finished += self._read(slot, results)
+            if slot.pending and not slot.process.is_alive():
+                finished += self._fail(slot, "worker_died", results, queue)
+        now = time.monotonic()
+        for slot in list(self._slots):
+            if slot.pending and now > self._deadline(slot):
+                finished += self._fail(slot, "timeout", results, queue)
+        return finished
+
+    def _read(self, slot: _Slot, results: list[VerifyResult | None]) -> int:
+        """Drain every result message the worker has sent so far."""
+        finished = 0
+        try:
+            while slot.conn.poll():
+                message = _loads(slot.conn.recv_bytes())
+                if message[0] != "results":
+                    continue  # a replacement worker's "ready"
+                _, done, _chunk_done = message
+                for index, result in done:
+                    if results[index] is None:
+                        results[index] = result
+                        finished += 1
+                done_set = {index for index, _ in done}
+                slot.pending = [i for i in slot.pending if i not in done_set]
+        except (EOFError, OSError):
+            pass
+        return finished
+
+
+# -- one-shot form and backends -------------------------------------------------------------------
+BatchBackend = Callable[..., list[VerifyResult]]
+
+
+def _inline_backend(
+    verifier: Callable[[str, Any], VerifyResult],
+    responses: Sequence[str],
+    references: Sequence[Any],
+    *,
+    workers: int | None,
+    timeout: float,
+    pool: VerifierPool | None,
+) -> list[VerifyResult]:
+    return VerifierPool(0, timeout_s=timeout).map(verifier, responses, references)
+
+
+def _process_backend(
+    verifier: Callable[[str, Any], VerifyResult],
+    responses: Sequence[str],
+    references: Sequence[Any],
+    *,
+    workers: int | None,
+    timeout: float,
+    pool: VerifierPool | None,
+) -> list[VerifyResult]:
+    if pool is not None:
+        return pool.map(verifier, responses, references)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, max(1, len(responses)))
+    with VerifierPool(workers, timeout_s=timeout) as one_shot:
+        return one_shot.map(verifier, responses, references)
+
+
+_BACKENDS: dict[str, BatchBackend] = {"process": _process_backend, "inline": _inline_backend}
+
+
+def register_backend(name: str, backend: BatchBackend, *, overwrite: bool = False) -> None:
+    """Add a ``verify_batch`` backend.
+
+    A backend is called as ``backend(verifier, responses, references, *, workers, timeout, pool)`` and must
+    give the same guarantees as ``"process"``: results in input order, one result per item, a hung item
+    scored ``"timeout"`` and a lost worker ``"worker_died"`` for its item only, never raising on model output.
+    """
+    if name in _BACKENDS and not overwrite:
+        raise ValueError(f"verify_batch backend {name!r} is already registered; pass overwrite=True to replace it")
+    _BACKENDS[name] = backend
+
+
+def verify_batch(
+    verifier: Callable[[str, Any], VerifyResult],
+    responses: Sequence[str],
+    references: Sequence[Any],
+    *,
+    workers: int | None = None,
+    timeout: float = 10.0,
+    backend: str = "process",
+    pool: VerifierPool | None = None,
+) -> list[VerifyResult]:
+    """Verify a batch; the one-shot form of :meth:`VerifierPool.map` (reuses ``pool`` when given).
+
+    Args:
+        verifier: a picklable ``(response, reference) -> VerifyResult`` callable.
+        responses: model outputs.
+        references: one reference per response (gold answer, ``CodeTests``, ...).
+        workers: worker processes for a one-shot pool (``None``: ``os.cpu_count()`` capped at the batch
+            size; ``0``: in the calling process).
+        timeout: per-item wall-clock limit in seconds.
+        backend: ``"process"`` (worker processes) or ``"inline"`` (calling process), or a registered one.
+        pool: an open :class:`VerifierPool` to reuse (``"process"`` backend).
+
+    Example:
+        >>> from dapo_env.types import VerifyResult
+        >>> def exact(response, reference):
+        ...     ok = response == reference
+        ...     return VerifyResult(ok, float(ok), response, "equal" if ok else "different")
+        >>> [r.score for r in verify_batch(exact, ["a", "b"], ["a", "a"], backend="inline")]
+        [1.0, 0.0]
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"unknown verify_batch backend {backend!r}; valid: {sorted(_BACKENDS)}")
+    if len(responses) != len(references):
+        raise ValueError(
+            f"responses and references must have the same length, got {len(responses)} and {len(references)}"
+        )
+    if workers == 0 and backend == "process" and pool is None:
+        backend = "inline"
+    return _BACKENDS[backend](verifier, responses, references, workers=workers, timeout=timeout, pool=pool)
+
+
+__all__ = ["VerifierPool", "register_backend", "verify_batch"]
