@@ -52,11 +52,15 @@ def sample_infos(infos: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
     return out
 
 
+# Step-level keys left out of each Group's per-sample infos (the prompt is Group.prompt already).
+_STEP_KEYS = frozenset({"final_obs", "next_problem_id"})
+
+
 def groups_from_step(prompts: Sequence[str], completions: Sequence[Completion], rewards: np.ndarray,
                      infos: Mapping[str, Any], group_size: int) -> list[Group]:
     """Cut one group env step (B*G samples, group-major) into B :class:`Group` objects."""
     n = len(completions)
-    per_sample = sample_infos(infos, n)
+    per_sample = sample_infos({k: v for k, v in infos.items() if k.lstrip("_") not in _STEP_KEYS}, n)
     groups = []
     for start in range(0, n, group_size):
         span = range(start, start + group_size)

@@ -22,7 +22,7 @@ def test_check_env_passes_without_warnings_on_every_id(env_id: str, tmp_path: Pa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         env = gym.make(env_id, **fixture_kwargs(env_id, tmp_path))
-        check_env(env.unwrapped, skip_render_check=True)
+        check_env(env.unwrapped)
         obs, info = env.reset(seed=3)  # through gym.make's own checker wrappers too
         assert isinstance(obs, str) and obs
         _, reward, terminated, truncated, info = env.step("no idea")
@@ -35,7 +35,7 @@ def test_check_env_on_the_real_data(env_id: str, shared_data: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         env = gym.make(env_id, data_files=str(shared_data / SHARED_FILES[env_id]))
-        check_env(env.unwrapped, skip_render_check=True)
+        check_env(env.unwrapped)
     assert len(env.unwrapped.problems) >= 30
 
 
@@ -185,6 +185,14 @@ def test_import_never_loads_torch_or_learners() -> None:
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dapo_env.learners') or m == 'transformers'))\n"
     )
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "module", ["dapo_env.verifiers.math", "dapo_env.tasks", "dapo_env.wrappers", "dapo_env.vector", "dapo_env.interop"]
+)
+def test_any_module_can_be_imported_first(module: str) -> None:
+    out = _run(f"import {module}, gymnasium as gym\nprint(gym.spec('DAPOMath-v0').entry_point)\n")
+    assert out.strip() == "dapo_env.envs:ReasoningEnv"
 
 
 def test_public_names() -> None:

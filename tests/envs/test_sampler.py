@@ -32,6 +32,7 @@ def test_fills_a_batch_with_informative_groups_only(dapo_file: Path) -> None:
         assert group.rewards == tuple(float(c) for c in group.correct)
         assert all(i["problem_id"] == group.problem_id for i in group.infos)
         assert isinstance(group.completions[0], Completion) and group.completions[0].num_tokens == 10
+        assert "final_obs" not in group.infos[0] and {"group_id", "group_accuracy", "reward_terms"} <= set(group.infos[0])
     stats = batch.stats
     assert stats["rounds"] == policy.calls and stats["samples_generated"] == 16 * policy.calls
     assert stats["partial"] == 0.0
@@ -137,6 +138,23 @@ def test_state_dict_round_trip_resumes_exactly(dapo_file: Path) -> None:
         return out
 
     assert run(None) == run(2)
+
+
+def test_completions_reach_the_groups_unchanged(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=2, g=2)
+    book = answer_book(env.task, env.problems)
+    made: list[Completion] = []
+
+    def generate(prompts: list[str]) -> list[Completion]:
+        out = [Completion(f"Answer: {book[p]}" if i % 2 else "Answer: x", num_tokens=3, token_ids=(1, 2, 3),
+                          logprobs=(-0.1, -0.2, -0.3), prompt_token_ids=(7, 8)) for i, p in enumerate(prompts)]
+        made.extend(out)
+        return out
+
+    batch = DynamicSampler(env, generate, max_rounds=1, seed=0).sample()
+    assert [c for g in batch.groups for c in g.completions] == made[:4]
+    assert batch.groups[0].completions[1] is made[1] and batch.groups[0].correct == (False, True)
+    env.close()
 
 
 def test_arguments_and_generate_contract(dapo_file: Path) -> None:
