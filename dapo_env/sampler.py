@@ -24,6 +24,35 @@ from dapo_env.vector import GroupVectorEnv
 Generate = Callable[[list[str]], Sequence["Completion | str"]]
 
 
+def grouped(generate_n: Callable[[list[str], int], Sequence[Sequence[Completion | str]]], group_size: int) -> Generate:
+    """Adapt an engine-style ``generate_n(prompts, n) -> [[n responses] per prompt]`` to ``generate``.
+
+    The group env shows each prompt G times in a row; engines usually take each distinct prompt once
+    with ``n`` samples. The adapter passes ``prompts[::G]`` and flattens the answer group-major.
+
+    Example:
+        >>> gen = grouped(lambda prompts, n: [[f"{p}-{k}" for k in range(n)] for p in prompts], 2)
+        >>> gen(["a", "a", "b", "b"])
+        ['a-0', 'a-1', 'b-0', 'b-1']
+    """
+    if not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+
+    def generate(prompts: list[str]) -> list[Completion | str]:
+        if len(prompts) % group_size:
+            raise ValueError(f"{len(prompts)} prompts is not a multiple of group_size={group_size}")
+        unique = prompts[::group_size]
+        for g, prompt in enumerate(unique):
+            if any(p != prompt for p in prompts[g * group_size:(g + 1) * group_size]):
+                raise ValueError(f"prompts are not group-major with group_size={group_size} (group {g} differs)")
+        nested = generate_n(list(unique), group_size)
+        if len(nested) != len(unique) or any(len(group) != group_size for group in nested):
+            raise ValueError(f"generate_n must return {len(unique)} lists of {group_size} responses")
+        return [response for group in nested for response in group]  # (B, G) -> (B*G,)
+
+    return generate
+
+
 def _plain(value: Any) -> Any:
     """Numpy scalars and arrays as plain Python values (JSON-serialisable state, clean infos)."""
     if isinstance(value, np.generic):
@@ -250,4 +279,4 @@ class DynamicSampler:
         self.env.load_state_dict(state["env"])
 
 
-__all__ = ["DynamicSampler", "group_from_dict", "group_to_dict", "groups_from_step", "sample_infos"]
+__all__ = ["DynamicSampler", "group_from_dict", "group_to_dict", "grouped", "groups_from_step", "sample_infos"]

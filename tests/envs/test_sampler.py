@@ -9,6 +9,7 @@ import pytest
 from env_helpers import ScriptedPolicy, answer_book
 
 from dapo_env import Completion, DynamicSampler, GroupVectorEnv, RolloutBatch
+from dapo_env.sampler import grouped
 
 
 def _env(dapo_file: Path, b: int = 4, g: int = 4, **kwargs) -> GroupVectorEnv:
@@ -167,4 +168,22 @@ def test_arguments_and_generate_contract(dapo_file: Path) -> None:
         DynamicSampler(env, lambda p: p, num_groups=0)
     with pytest.raises(ValueError, match="one per prompt"):
         DynamicSampler(env, lambda p: p[:-1]).sample()
+    env.close()
+
+
+def test_grouped_adapts_an_engine_style_generate(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=2, g=3)
+    book = answer_book(env.task, env.problems)
+    calls: list[tuple[int, int]] = []
+
+    def generate_n(prompts: list[str], n: int) -> list[list[str]]:
+        calls.append((len(prompts), n))
+        return [[f"Answer: {book[p]}" if k == 0 else "Answer: x" for k in range(n)] for p in prompts]
+
+    batch = DynamicSampler(env, grouped(generate_n, 3), max_rounds=1, seed=0).sample()
+    assert calls == [(2, 3)] and [g.correct for g in batch.groups] == [(True, False, False)] * 2
+    with pytest.raises(ValueError, match="group-major"):
+        grouped(generate_n, 2)(["a", "b"])
+    with pytest.raises(ValueError, match="lists of 2"):
+        grouped(lambda p, n: [["x"]], 2)(["a", "a"])
     env.close()
