@@ -1,0 +1,127 @@
+"""Atomic training checkpoints: model, optimizer, scheduler, RNG states, sampler state, counters.
+
+Layout: ``<run_dir>/checkpoints/step_<N>/`` holds ``model/`` (``save_pretrained`` + tokenizer, so
+``dapo-env eval --model`` loads it directly) and ``trainer_state.pt`` (everything else). A checkpoint
+is written to ``step_<N>.tmp`` and renamed into place, so a run killed mid-write never leaves a
+half-written checkpoint that :func:`latest_checkpoint` would pick.
+
+Example:
+    >>> latest_checkpoint("/nonexistent") is None
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The process-wide RNG states (python, numpy, torch CPU and CUDA) for exact resume.
+
+    The library itself never seeds these; they are saved because user code (custom verifiers,
+    model code with dropout) may draw from them.
+    """
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: Any,
+                    trainer_state: Mapping[str, Any], keep: int = 2) -> Path:
+    """Write checkpoint ``step`` atomically and prune all but the newest ``keep`` (0 keeps all).
+
+    Args:
+        run_dir: the run's folder.
+        step: the number of completed training steps.
+        model: a ``transformers`` model (saved with ``save_pretrained``).
+        tokenizer: saved next to the model (``None`` skips it).
+        trainer_state: optimizer/scheduler state dicts, RNG states, sampler state, counters.
+        keep: how many checkpoints to keep.
+
+    Returns:
+        The checkpoint folder.
+    """
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f"step_{step:06d}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    model.save_pretrained(tmp / "model")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp / "model")
+    torch.save(dict(trainer_state, step=step), tmp / "trainer_state.pt")
+    _fsync_tree(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    if keep > 0:
+        for old in list_checkpoints(run_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _fsync_tree(path: Path) -> None:
+    for p in path.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (``.tmp`` leftovers are ignored)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and p.is_dir()
+             and (p / "trainer_state.pt").exists()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of a run, or ``None``."""
+    ckpts = list_checkpoints(run_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
+    """Load ``trainer_state.pt`` (it holds pickled Python objects: load only checkpoints you wrote)."""
+    return torch.load(Path(checkpoint) / "trainer_state.pt", map_location="cpu", weights_only=False)
+
+
+def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
+    """Load a checkpoint's model weights into ``model`` in place (same architecture)."""
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(str(Path(checkpoint) / "model"), dtype=torch.float32)
+    model.load_state_dict(saved.state_dict())
+
+
+__all__ = ["capture_rng_state", "latest_checkpoint", "list_checkpoints", "load_model_weights",
+           "load_trainer_state", "restore_rng_state", "save_checkpoint"]

@@ -1,0 +1,286 @@
+"""The DAPO trainer's configuration: one frozen dataclass with the paper's defaults, and named presets.
+
+Every DAPO component is its own switch, so the paper's ablation (naive GRPO, + overlong filtering,
++ clip-higher, + soft overlong punishment, + token-level loss, + dynamic sampling) is a configuration
+change. Defaults follow Yu et al. 2025 (DAPO), Section 3 and Table 1 / the released recipe.
+
+Example:
+    >>> cfg = preset("grpo", max_steps=3)
+    >>> (cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.dynamic_sampling)
+    (0.2, 0.2, 'seq-mean-token-mean', False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+LR_SCHEDULES = ("constant", "cosine", "linear")
+ENGINES = ("hf", "vllm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything one training run needs. Defaults are the paper's (the ``dapo`` preset).
+
+    Sizes: a step draws ``batch_size`` prompts' worth of informative groups of ``group_size``
+    responses each; the update splits them into mini-batches of ``mini_batch_size`` groups (one
+    optimizer step each, ``batch_size / mini_batch_size`` steps per rollout, like the paper's 512/32)
+    and each mini-batch into micro-batches of ``micro_batch_size`` sequences for gradient accumulation.
+
+    Overlong filtering is off by default: the paper's final recipe shapes too-long responses with the
+    soft overlong punishment instead, and masking truncated samples as well would throw away exactly
+    the samples the penalty teaches from. Turn it on for the ablation's "+overlong filtering" row.
+
+    Example:
+        >>> TrainConfig(max_steps=2).with_overrides({"group_size": 8}).group_size
+        8
+    """
+
+    # --- run -------------------------------------------------------------------------------------
+    name: str | None = None  # run name; None -> "<task>-<preset>-s<seed>"
+    out_dir: str = "runs"  # the run's files go to <out_dir>/<name>/
+    preset_name: str = "dapo"  # which preset built this config (recorded in config.json)
+    seed: int = 0
+    max_steps: int = 100  # training steps (one rollout batch each)
+    device: str = "cpu"
+    engine: str = "hf"  # "hf" (transformers, CPU/GPU) or "vllm"
+    num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
+    # --- task and model --------------------------------------------------------------------------
+    task: str = "Arithmetic-v0"  # any registered task name or Gymnasium id
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)  # passed to the task's loader
+    train_split: str = "train"
+    eval_split: str = "test"
+    verifier: str | Callable[..., Any] | None = None  # replaces the task's verifier; "module:function"
+    model: str | None = None  # local HF model folder; None builds the tiny random-init model
+    tiny_hidden_size: int = 128
+    tiny_layers: int = 2
+    tiny_heads: int = 4
+    chat_template: bool = False  # wrap prompts with the tokenizer's chat template
+    # --- rollout ----------------------------------------------------------------------------------
+    group_size: int = 16  # G responses per prompt
+    batch_size: int = 512  # prompts (groups) per training step
+    mini_batch_size: int = 32  # groups per optimizer step
+    micro_batch_size: int = 16  # sequences per forward/backward (gradient accumulation)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_response_tokens: int = 20480  # the paper's L_max
+    # --- DAPO components ---------------------------------------------------------------------------
+    clip_low: float = 0.2  # epsilon_low
+    clip_high: float = 0.28  # epsilon_high (clip-higher); set equal to clip_low for symmetric clipping
+    clip_c: float | None = None  # dual-clip constant for negative advantages (None: off)
+    loss_agg: str = "token-mean"  # token-level policy-gradient loss (DAPO Eq. 12)
+    dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
+    max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
+    overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
+    overlong_cache_length: int = 4096  # L_cache: the penalty ramps over the last L_cache tokens
+    overlong_penalty_factor: float = 1.0
+    overlong_filter: bool = False  # mask truncated responses out of the loss
+    reward_low: float = -1.0  # reward of a wrong response
+    reward_high: float = 1.0  # reward of a correct response
+    scale_adv_by_std: bool = True  # GRPO's (r - mean) / std
+    epochs_per_batch: int = 1  # passes over each rollout batch
+    # --- optimisation ---------------------------------------------------------------------------
+    lr: float = 1e-6
+    warmup_steps: int = 20  # linear warm-up, in optimizer steps
+    lr_schedule: str = "constant"  # after warm-up
+    weight_decay: float = 0.1
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    grad_clip: float = 1.0
+    # --- supervised warm start (the tiny default run) ---------------------------------------------
+    warmstart_steps: int = 0
+    warmstart_lr: float = 3e-3
+    warmstart_batch_size: int = 64
+    warmstart_target_accuracy: float | None = None  # stop once greedy train-probe accuracy reaches it
+    # --- evaluation, logging, checkpoints ---------------------------------------------------------
+    eval_every: int = 10  # steps; 0 disables (the first and last steps are always evaluated)
+    eval_size: int = 200  # held-out problems (greedy decoding)
+    eval_temperature: float = 0.0  # 0 = greedy
+    plot_every: int = 5
+    checkpoint_every: int = 10  # steps; 0 disables
+    keep_checkpoints: int = 2
+    progress: bool = True  # tqdm progress bar
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"TrainConfig.{name}: {msg} (got {getattr(self, name)!r})")
+
+        for name in ("max_steps", "group_size", "batch_size", "mini_batch_size", "micro_batch_size",
+                     "max_response_tokens", "max_gen_rounds", "epochs_per_batch", "eval_size",
+                     "tiny_hidden_size", "tiny_layers", "tiny_heads", "warmstart_batch_size"):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1, name,
+                 "must be an integer >= 1")
+        for name in ("warmup_steps", "warmstart_steps", "eval_every", "plot_every", "checkpoint_every",
+                     "keep_checkpoints", "overlong_cache_length"):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0, name,
+                 "must be an integer >= 0")
+        need(self.group_size >= 2, "group_size", "group-relative advantages need at least 2 responses")
+        need(self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
+             f"must divide batch_size={self.batch_size}; pick a divisor")
+        need(self.clip_low >= 0.0 and self.clip_low < 1.0, "clip_low", "must be in [0, 1)")
+        need(self.clip_high >= 0.0, "clip_high", "must be >= 0 (use clip_high=clip_low for symmetric)")
+        need(self.clip_c is None or self.clip_c > 1.0, "clip_c", "dual clip needs a constant > 1, or None")
+        need(self.loss_agg in LOSS_AGGREGATIONS, "loss_agg", f"choose one of {LOSS_AGGREGATIONS}")
+        need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
+        need(self.engine in ENGINES, "engine", f"choose one of {ENGINES}")
+        need(self.temperature > 0.0, "temperature", "sampling needs a temperature > 0")
+        need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
+        need(self.eval_temperature >= 0.0, "eval_temperature", "must be >= 0 (0 = greedy)")
+        need(self.lr > 0.0, "lr", "must be > 0")
+        need(self.warmstart_lr > 0.0, "warmstart_lr", "must be > 0")
+        need(self.warmstart_target_accuracy is None or 0.0 < self.warmstart_target_accuracy <= 1.0,
+             "warmstart_target_accuracy", "must be in (0, 1] or None")
+        need(self.grad_clip > 0.0, "grad_clip", "must be > 0")
+        need(self.reward_high > self.reward_low, "reward_high", "must exceed reward_low")
+        need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens,
+             "overlong_cache_length", f"must be < max_response_tokens={self.max_response_tokens} "
+             "(the penalty ramps over the last overlong_cache_length tokens)")
+        need(self.tiny_hidden_size % self.tiny_heads == 0, "tiny_heads", "must divide tiny_hidden_size")
+        need(self.verifier is None or callable(self.verifier)
+             or (isinstance(self.verifier, str) and ":" in self.verifier), "verifier",
+             "pass a callable or a 'module:function' string")
+        need(self.name is None or (bool(self.name) and "/" not in self.name), "name",
+             "must be a non-empty folder name without '/'")
+        need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
+             "must be a pair (beta1, beta2)")
+        object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
+
+    # ----------------------------------------------------------------------------------------------
+    @property
+    def run_name(self) -> str:
+        """The run's folder name: ``name`` or ``<task>-<preset>-s<seed>``."""
+        return self.name or f"{self.task}-{self.preset_name}-s{self.seed}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir) / self.run_name
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> TrainConfig:
+        """A copy with ``overrides`` applied; unknown keys raise listing the valid ones."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
+        clean = dict(overrides)
+        if isinstance(clean.get("adam_betas"), list):
+            clean["adam_betas"] = tuple(clean["adam_betas"])
+        return dataclasses.replace(self, **clean)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (a callable verifier is recorded by its qualified name)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if callable(self.verifier):
+            fn = self.verifier
+            out["verifier"] = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        out["adam_betas"] = list(self.adam_betas)
+        out["task_kwargs"] = dict(self.task_kwargs)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``)."""
+        base = preset(str(data.get("preset_name", "dapo")))
+        return base.with_overrides(data)
+
+
+def _dapo(**kw: Any) -> TrainConfig:
+    return TrainConfig(preset_name="dapo", **kw)
+
+
+def _grpo(**kw: Any) -> TrainConfig:
+    """Naive GRPO: symmetric clip, per-sequence loss averaging, no dynamic sampling, no shaping."""
+    base: dict[str, Any] = dict(clip_high=0.2, loss_agg="seq-mean-token-mean", dynamic_sampling=False,
+                                overlong_penalty=False, overlong_filter=False)
+    return TrainConfig(preset_name="grpo", **{**base, **kw})
+
+
+def _tiny(**kw: Any) -> TrainConfig:
+    """DAPO on the CPU in minutes: a tiny random-init model warm-started on Arithmetic, then RL.
+
+    Only sizes, learning rate and lengths change; the DAPO switches keep the paper's settings (the
+    overlong penalty is scaled down with the response limit: it ramps over the last 8 of 24 tokens).
+    """
+    base: dict[str, Any] = dict(
+        task="Arithmetic-v0", task_kwargs={}, max_steps=40, group_size=8, batch_size=16,
+        mini_batch_size=8, micro_batch_size=64, max_response_tokens=24, overlong_cache_length=8,
+        max_gen_rounds=4, lr=1e-3, warmup_steps=2, weight_decay=0.0, warmstart_steps=150,
+        warmstart_lr=3e-3, warmstart_batch_size=64, warmstart_target_accuracy=0.15, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4,
+        eval_every=5, eval_size=200, checkpoint_every=10, plot_every=5, num_threads=2,
+    )
+    return TrainConfig(preset_name="tiny", **{**base, **kw})
+
+
+PRESETS: dict[str, Callable[..., TrainConfig]] = {"dapo": _dapo, "grpo": _grpo, "tiny": _tiny}
+
+
+def preset(name: str, /, **overrides: Any) -> TrainConfig:
+    """Build a named preset (``dapo``, ``grpo``, ``tiny``) with optional field overrides.
+
+    Example:
+        >>> preset("dapo").clip_high
+        0.28
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name](**overrides)
+
+
+#: The paper's ablation (DAPO Table 1) as cumulative overrides on the ``grpo`` preset.
+ABLATION: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("naive GRPO", {}),
+    ("+ overlong filtering", {"overlong_filter": True}),
+    ("+ clip-higher", {"overlong_filter": True, "clip_high": 0.28}),
+    ("+ soft overlong punishment", {"overlong_filter": True, "clip_high": 0.28, "overlong_penalty": True}),
+    ("+ token-level loss", {"overlong_filter": True, "clip_high": 0.28, "overlong_penalty": True,
+                            "loss_agg": "token-mean"}),
+    ("+ dynamic sampling (DAPO)", {"overlong_filter": True, "clip_high": 0.28, "overlong_penalty": True,
+                                   "loss_agg": "token-mean", "dynamic_sampling": True}),
+)
+
+
+def load_overrides(path: str | Path) -> dict[str, Any]:
+    """Read config overrides from a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file.
+
+    A top-level ``preset`` key is kept in the result (the CLI applies it first).
+    """
+    path = Path(path)
+    text = path.read_text()
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    elif suffix == ".toml":
+        data = tomllib.loads(text)
+    elif suffix == ".json":
+        data = json.loads(text)
+    else:
+        raise ValueError(f"config file {path}: use a .yaml, .yml, .toml or .json file")
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping of field: value, got {type(data).__name__}")
+    return data
+
+
+def build_config(preset_name: str = "dapo", *, config_file: str | Path | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+    """Preset, then the file's fields, then explicit overrides (later wins)."""
+    file_data = load_overrides(config_file) if config_file else {}
+    name = str(file_data.pop("preset", preset_name))
+    cfg = preset(name)
+    if file_data:
+        cfg = cfg.with_overrides(file_data)
+    if overrides:
+        cfg = cfg.with_overrides(overrides)
+    return cfg
+
+
+__all__ = ["ABLATION", "LOSS_AGGREGATIONS", "PRESETS", "TrainConfig", "build_config", "load_overrides",
+           "preset"]
