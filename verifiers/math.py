@@ -152,7 +152,7 @@ def _mc_gold(gold: str) -> str | None:
 
 def _strip_lhs(p: str, g: str) -> str:
     """``x=5`` -> ``5`` (and ``x\\in[1,2]`` -> ``[1,2]``) when the gold is not itself an equation."""
-    if "=" in p and "=" not in g:
+    if "=" in p and "=" not in g and not (p.count("=") > 1 and "," in p):
         lhs, rhs = p.split("=", 1) if p.count("=") == 1 else p.rsplit("=", 1)
         if rhs and (_LHS_VAR.fullmatch(lhs) or p.count("=") > 1 or parse_number(rhs) is not None):
             return rhs

@@ -24,13 +24,18 @@ BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
 MAX_BRACE_DEPTH = 64
 MAX_ANSWER_CHARS = 1000
 
-_ANSWER_LINE = re.compile(r"(?i)(?<![A-Za-z])(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)")
+_ANSWER_LINE = re.compile(
+    r"(?im)(?:^[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)"
+)
 _ANSWER_IS = re.compile(
     r"(?i)\b(?:final\s+answer|the\s+answer|correct\s+answer)\s*(?:is|=|:|：|would\s+be|will\s+be)\s*[:：]?\s*"
     r"([^\n]*)"
 )
 _HEDGE = re.compile(r"(?i)^\s*(?:probably|maybe|perhaps|likely|not\b|either\b|unclear|wrong|incorrect|"
-                    r"still|yet\b|going|somewhere|between|to\s+be\b|less|more|greater|smaller|undetermined)")
+                    r"still|yet\b|going|somewhere|between|to\s+be\b|less|more|greater|smaller|undetermined|correct\b|right\b|"
+                    r"valid\b|consistent|reasonable|as\s+follows|below|above|indeed|the\s+same|unchanged)")
+_EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _GSM8K = re.compile(r"(?m)^\s*####\s*([^\n]+)")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
@@ -41,13 +46,14 @@ def tail(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[-max_chars:]
 
 
-def match_brace(text: str, open_idx: int, max_depth: int = MAX_BRACE_DEPTH) -> int:
-    """Index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced or nested too deep.
+def match_brace(text: str, open_idx: int, max_depth: int = MAX_BRACE_DEPTH, max_len: int = 1 << 62) -> int:
+    """Index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced, nested deeper than
+    ``max_depth`` or longer than ``max_len`` characters.
 
     Escaped braces ``\\{`` and ``\\}`` count like plain ones (LaTeX sets keep them balanced).
     """
     depth = 0
-    for i in range(open_idx, len(text)):
+    for i in range(open_idx, min(len(text), open_idx + max_len)):
         ch = text[i]
         if ch == "{":
             depth += 1
@@ -60,39 +66,54 @@ def match_brace(text: str, open_idx: int, max_depth: int = MAX_BRACE_DEPTH) -> i
     return -1
 
 
-def last_boxed(text: str) -> tuple[str, int] | None:
-    """Content and end index of the last complete ``\\boxed{}``/``\\fbox{}`` in ``text``.
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
+_BOX_JOIN = re.compile(r"[\s$.,;]*(?:and|,|\\text\{\s*and\s*\})?[\s$,;]*")
+MAX_BOXES = 50
 
-    ``\\boxed 5`` (no braces) is accepted for a single token. Unclosed boxes are skipped, so a box cut
-    off by truncation does not count, but an earlier complete one still does.
+
+def boxes(text: str) -> tuple[list[tuple[str, int, int]], int]:
+    """Complete boxes ``(content, start, end)`` in order, and the start of the last unclosed one (-1).
+
+    Looks at the last :data:`MAX_BOXES` box commands only; ``\\boxed 5`` (no braces) counts for a
+    single token.
     """
-    best: tuple[str, int] | None = None
-    for cmd in BOX_COMMANDS:
-        start = len(text)
-        while True:
-            idx = text.rfind(cmd, 0, start)
-            if idx < 0:
-                break
-            start = idx
-            j = idx + len(cmd)
-            if cmd == "\\fbox" and text.startswith("\\fboxed", idx):  # not a separate command
+    found: list[tuple[str, int, int]] = []
+    unclosed = -1
+    for m in list(_BOX.finditer(text))[-MAX_BOXES:]:
+        j = m.end()
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            end = match_brace(text, j, max_len=MAX_ANSWER_CHARS * 2)
+            if end < 0:
+                unclosed = m.start()
                 continue
-            while j < len(text) and text[j] in " \t":
-                j += 1
-            if j < len(text) and text[j] == "{":
-                end = match_brace(text, j)
-                if end < 0:
-                    continue
-                found = (text[j + 1 : end], end + 1)
-            else:
-                m = re.match(r"[ \t]*([^\s$\\{}]+)", text[idx + len(cmd) :])
-                if m is None or text[idx + len(cmd) : idx + len(cmd) + 1].isalpha():
-                    continue
-                found = (m.group(1), idx + len(cmd) + m.end())
-            if best is None or found[1] > best[1]:
-                best = found
+            found.append((text[j + 1 : end], m.start(), end + 1))
+        else:
+            token = re.match(r"[ \t]+([^\s$\\{}]+)", text[m.end() : m.end() + MAX_ANSWER_CHARS])
+            if token is not None:
+                found.append((token.group(1), m.start(), m.end() + token.end()))
+    return found, unclosed
+
+
+def last_boxed(text: str) -> tuple[str, int] | None:
+    """Content and end index of the final boxed answer in ``text``, or ``None``.
+
+    Unclosed boxes are skipped. Boxes at the very end that are joined only by ``and``/``,`` (``\\boxed{2}
+    and \\boxed{3}``) form one answer ``2, 3``; boxes separated by working text do not (the last wins).
+    """
+    found, _ = boxes(text)
+    found = [b for b in found if b[0].strip()]
+    if not found:
+        return None
+    content, start, end = found[-1]
+    parts = [content]
+    for prev_content, prev_start, prev_end in reversed(found[:-1]):
+        if not _BOX_JOIN.fullmatch(text[prev_end:start]):
             break
-    return best
+        parts.insert(0, prev_content)
+        start = prev_start
+    return ", ".join(parts), end
 
 
 def _clip_statement(text: str) -> str:
@@ -124,8 +145,8 @@ def _clip_statement(text: str) -> str:
 def _statement_candidates(text: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     for m in _ANSWER_LINE.finditer(text):
-        value = m.group(1).strip()
-        if value:
+        value = _EXPLANATION.sub("", _clip_statement(m.group(1))).strip()
+        if value and not _HEDGE.match(value):
             found.append((value, m.end()))
     for m in _ANSWER_IS.finditer(text):
         value = m.group(1)
@@ -159,6 +180,8 @@ def extract_answer(response: str, *, answer_format: str = "auto", max_chars: int
         matches = _DAPO_PATTERN.findall(response[-300:])
         return matches[-1] if matches else None
     text = tail(response, max_chars)
+    if not text.isascii():
+        text = text.translate(_FULLWIDTH)  # "Ａｎｓｗｅｒ：５" reads as "Answer:5"
     candidates: list[tuple[str, int]] = []
     boxed = last_boxed(text)
     if boxed is not None:
@@ -167,7 +190,9 @@ def extract_answer(response: str, *, answer_format: str = "auto", max_chars: int
         candidates.extend(_statement_candidates(text))
     if candidates:
         # Latest end wins; on a tie (a box inside an Answer: line) the box, listed first, wins.
-        value, _ = max(enumerate(candidates), key=lambda ic: (ic[1][1], -ic[0]))[1]
+        value, value_end = max(enumerate(candidates), key=lambda ic: (ic[1][1], -ic[0]))[1]
+        if boxes(text)[1] > value_end:
+            return None  # the final box was cut off mid-way: the last commitment is incomplete
         if len(value) > MAX_ANSWER_CHARS:
             value = value[:MAX_ANSWER_CHARS]
         # An "Answer:" line that itself holds a box: the box is the answer.

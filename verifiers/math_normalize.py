@@ -88,6 +88,12 @@ _UNIT_WORDS = re.compile(
     r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\s*\^?\{?[23]\}?)?\.?\s*$"
 )
 
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+                      "eighty": "80", "ninety": "90", "hundred": "100", "onehundred": "100", "none": "0"})
+
 # "12 bananas", "3 full boxes": a number followed by plain words ends the answer.
 _TRAILING_WORDS = re.compile(r"(?<=\d)\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*\.?\s*$")
 
@@ -139,6 +145,8 @@ def canonical(answer: str) -> str:
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", lambda _: "(-\\infty,\\infty)", s)  # all reals as an interval
+    s = re.sub(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", "\\1\\\\frac{\\2}{\\3}", s)  # 1 1/2
     for cmd in _WRAPPERS:
         if cmd in s:
             s = _unwrap(s, cmd)
@@ -151,6 +159,9 @@ def canonical(answer: str) -> str:
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
     s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")
+    word = _NUMBER_WORDS.get(s.lower())
+    if word is not None:
+        return word
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")
     return s
