@@ -81,6 +81,16 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
     return model, tok
 
 
+def make_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
+    """The rollout engine ``cfg.engine`` names: ``hf`` shares the learner's model object (weight pushes
+    are free); ``vllm`` builds a vLLM engine (GPU, optional extra) that receives every push."""
+    if cfg.engine == "vllm":
+        from dapo_env.learners.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, tokenizer, seed=cfg.seed)
+    return HFEngine(model, tokenizer, device=cfg.device, batch_size=256)
+
+
 def _lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
     def fn(step: int) -> float:
         if cfg.warmup_steps and step < cfg.warmup_steps:
@@ -143,8 +153,7 @@ class Trainer:
         if tokenizer is None:
             raise ValueError("pass the tokenizer together with the model")
         self.model, self.tokenizer = model.to(self.device), tokenizer
-        self.engine = engine if engine is not None else HFEngine(self.model, tokenizer, device=self.device,
-                                                                 batch_size=256)
+        self.engine = engine if engine is not None else make_engine(cfg, self.model, tokenizer)
         self.step, self.optimizer_steps = 0, 0
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl")
         self.eval_history: list[tuple[int, float]] = []
@@ -421,4 +430,4 @@ def train(config: TrainConfig, *, resume: bool = False, **kwargs: Any) -> TrainR
     return Trainer(config, resume=resume, warm_start=warm, **kwargs).fit()
 
 
-__all__ = ["TrainResult", "Trainer", "build_model", "param_drift", "train"]
+__all__ = ["TrainResult", "Trainer", "build_model", "make_engine", "param_drift", "train"]

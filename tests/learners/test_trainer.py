@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dapo_env.learners.trainer import Trainer, train
+from dapo_env.types import Completion
+
+sys.path.insert(0, str(Path(__file__).parent))
+from trainer_helpers import even_length, starts_with_digit, tiny_config  # noqa: E402
+
+torch.set_num_threads(1)
+
+STEP_KEYS = {
+    "reward/mean", "rollout/accuracy", "rollout/accuracy_before_filter", "policy/entropy", "policy/clip_frac_high",
+    "policy/clip_frac_low", "response/length_mean", "response/length_max", "response/truncation_rate",
+    "rollout/zero_adv_share", "rollout/rounds", "rollout/samples_generated", "perf/rollout_tokens_per_s",
+    "perf/update_tokens_per_s", "time/step_s", "policy/logprob_mismatch_mean", "policy/logprob_mismatch_max",
+    "optim/lr", "optim/grad_norm", "policy/drift_from_init", "eval/accuracy",
+}
+
+
+def test_two_steps_change_parameters_and_log_every_metric(tmp_path: Path) -> None:
+    trainer = Trainer(tiny_config(tmp_path))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    result = trainer.fit()
+    changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
+    assert len(changed) == len(before)
+    steps = [m for m in result.metrics if m["step"] > 0]
+    assert [m["step"] for m in steps] == [1, 2]
+    for record in steps:
+        assert STEP_KEYS <= set(record), STEP_KEYS - set(record)
+        assert record["policy/logprob_mismatch_max"] < 1e-3  # the engine holds the learner's weights
+        assert record["optim/grad_norm"] > 0
+    assert steps[-1]["policy/drift_from_init"] > 0
+    run = result.run_dir
+    for name in ("config.json", "metrics.jsonl", "curves.png", "init_weights.pt"):
+        assert (run / name).exists(), name
+    assert (run / "checkpoints" / "step_000002" / "trainer_state.pt").exists()
+
+
+def test_stale_engine_is_caught_by_the_push_check(tmp_path: Path) -> None:
+    trainer = Trainer(tiny_config(tmp_path))
+
+    class Stale:  # an engine whose load_weights silently does nothing
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def load_weights(self, weights) -> None:
+            pass
+
+    trainer.engine = Stale(trainer.engine)
+    with pytest.raises(RuntimeError, match="did not take effect"):
+        trainer._push_weights()
+
+
+def test_mismatch_metric_reports_a_stale_rollout(tmp_path: Path) -> None:
+    trainer = Trainer(tiny_config(tmp_path))
+    real = trainer.engine.generate
+
+    def shifted(prompts, n, sampling):  # engine logprobs off by 0.5 on every token
+        out = real(prompts, n, sampling)
+        return [[Completion(c.text, num_tokens=c.num_tokens, finish_reason=c.finish_reason, token_ids=c.token_ids,
+                            logprobs=tuple(x - 0.5 for x in c.logprobs), prompt_token_ids=c.prompt_token_ids)
+                 for c in group] for group in out]
+
+    trainer.engine.generate = shifted
+    record = trainer.train_step()
+    assert record["policy/logprob_mismatch_mean"] == pytest.approx(0.5, abs=1e-3)
+
+
+@pytest.mark.parametrize("verifier", [even_length, "trainer_helpers:starts_with_digit"])
+def test_custom_verifier_callable_and_string(tmp_path: Path, verifier: object) -> None:
+    result = train(tiny_config(tmp_path, verifier=verifier, max_steps=1, checkpoint_every=0, plot_every=0,
+                               eval_every=0))
+    record = result.metrics[-1]
+    assert 0.0 <= record["rollout/accuracy_before_filter"] <= 1.0
+    assert record["reward/mean"] is not None
+    assert starts_with_digit("1", None).correct
+
+
+def test_grpo_preset_runs_without_filtering(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, max_steps=1, checkpoint_every=0, plot_every=0, eval_every=0)
+    cfg = cfg.with_overrides({"preset_name": "grpo", "clip_high": 0.2, "loss_agg": "seq-mean-token-mean",
+                              "dynamic_sampling": False, "overlong_penalty": False, "overlong_filter": True})
+    record = train(cfg).metrics[-1]
+    assert record["rollout/rounds"] == 1 and record["rollout/num_groups"] == cfg.batch_size
