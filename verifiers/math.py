@@ -27,9 +27,10 @@ from dapo_env.verifiers.math_symbolic import symbolic_equal
 
 _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
-_MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z])")
+_MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z]|,[A-E]|,\([A-E])")
 _TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
-_LHS_VAR = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?")
+_VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?"
+_LHS_VAR = re.compile(rf"{_VAR}|\({_VAR}(?:,{_VAR})+\)")  # x, f(x), a_1, \theta, (x,y)
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
 _MAX_PAREN_STRIP = 256
@@ -37,6 +38,7 @@ _MAX_SYMBOLIC_CHARS = 600
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_APPROX = re.compile(r"\d\.\d{3,}")
 _BASE_SUBSCRIPT = re.compile(r"[0-9A-Za-z]+_\{?\d+\}?")
 
 
@@ -169,6 +171,7 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     if p == g:
         return True, "equal:string"
     p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(_strip_lhs(g, p))
+    p, g = _expand_pm(p), _expand_pm(g)
     if p == g:
         return True, "equal:string"
     if _BASE_SUBSCRIPT.fullmatch(g):  # numbers in another base, 52_8: digits must match exactly
@@ -196,7 +199,11 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         return False, "not_equal"
     if gn is not None and gn.decimals and _rounds_to(p, gn):
         return True, "equal:numeric"
-    verdict = _equations_equal(p, g) if p.count("=") == 1 and g.count("=") == 1 else identity(p, g)
+    if p.count("=") == 1 and g.count("=") == 1:
+        verdict = _equations_equal(p, g)
+    else:
+        # A long decimal (1.4142) is an approximation: it may only equal the gold exactly.
+        verdict = identity(p, g, exact_only=bool(_APPROX.search(p)) and not _APPROX.search(g))
     if verdict is not None:
         return verdict, "equal:symbolic" if verdict else "not_equal"
     return None, "undecided"
@@ -240,6 +247,13 @@ def _equations_equal(p: str, g: str) -> bool | None:
     return proportional(f"({pl})-({pr})", f"({gl})-({gr})")
 
 
+def _expand_pm(s: str) -> str:
+    """``a\\pm b`` -> ``a+b,a-b`` (a two-element list), for a single ``\\pm`` outside any list."""
+    if s.count("\\pm") != 1 or "," in s or "\\mp" in s:
+        return s
+    return s.replace("\\pm", "+", 1) + "," + s.replace("\\pm", "-", 1)
+
+
 def _strip_parens(s: str) -> str:
     """``((5))`` -> ``5``: drop redundant outer parentheses (never those of a tuple or interval)."""
     for _ in range(_MAX_PAREN_STRIP):
@@ -270,15 +284,16 @@ def numbers_equal(p: Number, g: Number) -> bool:
     """Exact equality, with the documented percent and rounding policy.
 
     * ``50%`` equals ``50`` and ``0.5``; a gold ``50\\%`` accepts ``50`` and ``0.5``.
-    * A gold written as a decimal with ``d`` places accepts a more precise prediction that rounds
-      (half up) to it: gold ``0.33`` accepts ``1/3`` and ``0.333``. The converse is wrong: gold
-      ``1/3`` rejects ``0.333``. Gold integers never accept non-integers.
+    * Decimals are compared exactly (``0.333 != 0.33``; ``0.50 == 0.5``).
+    * A gold written as a decimal with ``d`` places accepts an exact non-decimal value that rounds
+      (half up) to it: gold ``0.33`` accepts ``1/3``. The converse is wrong: gold ``1/3`` rejects
+      ``0.333`` (an approximation). Gold integers never accept non-integers.
     """
     preds = {p.value} | ({p.value / 100} if p.percent and not g.percent else set())
     golds = {g.value} | ({g.value / 100} if g.percent and not p.percent else set())
     if preds & golds:
         return True
-    if g.decimals and (p.decimals is None or p.decimals > g.decimals):
+    if g.decimals and p.decimals is None:
         return any(_round_half_up(v, g.decimals) == g.value for v in preds)
     return False
 
@@ -350,10 +365,18 @@ def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
     """``(open, close, items)`` for ``(a,b)``, ``[a,b)``, ``\\{a,b\\}`` or a bare ``a,b`` list."""
     opener = next((o for o in ("\\{", "\\langle", "(", "[") if s.startswith(o)), None)
     closer = next((c for c in ("\\}", "\\rangle", ")", "]") if s.endswith(c)), None)
-    inner, open_, close = s, "", ""
     if opener and closer and len(s) > len(opener) + len(closer):
-        inner = s[len(opener) : -len(closer)]
-        open_, close = opener, closer
+        items = _split_items(s[len(opener) : -len(closer)])
+        if items is not None:
+            return opener, closer, items
+    items = _split_items(s)  # a bare list, e.g. (1,2),(3,4)
+    if items is None or len(items) < 2:
+        return None
+    return "", "", items
+
+
+def _split_items(inner: str) -> list[str] | None:
+    """Split on commas outside brackets; ``None`` if the brackets do not balance."""
     items, depth, last = [], 0, 0
     for i, ch in enumerate(inner):
         if ch in "({[":
@@ -361,8 +384,6 @@ def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
         elif ch in ")}]":
             depth -= 1
             if depth < 0:
-                if open_:  # the outer brackets were not one pair: e.g. (1,2)\cup(3,4)
-                    return None
                 return None
         elif ch == "," and depth == 0:
             items.append(inner[last:i])
@@ -370,9 +391,7 @@ def _split_structure(s: str) -> tuple[str, str, list[str]] | None:
     items.append(inner[last:])
     if depth != 0 or len(items) > _MAX_ITEMS:
         return None
-    if not open_ and len(items) < 2:
-        return None
-    return open_, close, items
+    return items
 
 
 def _grade_structure(p: str, g: str, depth: int) -> bool | None:
@@ -386,6 +405,11 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pparts, gparts)]
         return True if all(verdicts) else (False if any(v is False for v in verdicts) else None)
     ps, gs = _split_structure(p), _split_structure(g)
+    if "\\pm" not in p + g and (
+        (ps is None and gs is not None and not gs[0] and "," not in p)
+        or (gs is None and ps is not None and not ps[0] and "," not in g)
+    ):
+        return False  # one value where the gold lists several, or several where it has one
     if ps is None or gs is None:
         return None
     (po, pc, pitems), (go, gc, gitems) = ps, gs

@@ -282,8 +282,12 @@ def evaluate(text: str, env: dict[str, Fraction] | None = None) -> Value | None:
         return None
 
 
-def identity(a: str, b: str) -> bool | None:
-    """Whether expressions ``a`` and ``b`` are identical (see the module docstring), or ``None``."""
+def identity(a: str, b: str, *, exact_only: bool = False) -> bool | None:
+    """Whether expressions ``a`` and ``b`` are identical (see the module docstring), or ``None``.
+
+    With ``exact_only``, agreement in floating point only (``1.4142`` vs ``\\sqrt{2}``) counts as
+    not equal: used when one side is a rounded decimal approximation.
+    """
     names = _variables(a, b)
     if len(names) > 6:
         return None
@@ -300,7 +304,7 @@ def identity(a: str, b: str) -> bool | None:
         diff, scale = abs(ca - cb), max(1.0, abs(ca), abs(cb))
         if scale > 1e12:
             return None
-        if diff > 1e-6 * scale:
+        if diff > 1e-6 * scale or exact_only:
             return False
         if diff > 1e-11 * scale:
             return None

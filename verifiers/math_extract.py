@@ -25,7 +25,7 @@ MAX_BRACE_DEPTH = 64
 MAX_ANSWER_CHARS = 1000
 
 _ANSWER_LINE = re.compile(
-    r"(?im)(?:^[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)"
+    r"(?im)(?:^[^\w\n]*|(?<=[.!?:;)$])[ \t]+[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)"
 )
 _ANSWER_IS = re.compile(
     r"(?i)\b(?:final\s+answer|the\s+answer|correct\s+answer)\s*(?:is|=|:|：|would\s+be|will\s+be)\s*[:：]?\s*"
@@ -35,7 +35,12 @@ _HEDGE = re.compile(r"(?i)^\s*(?:probably|maybe|perhaps|likely|not\b|either\b|un
                     r"still|yet\b|going|somewhere|between|to\s+be\b|less|more|greater|smaller|undetermined|correct\b|right\b|"
                     r"valid\b|consistent|reasonable|as\s+follows|below|above|indeed|the\s+same|unchanged)")
 _EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
+_SENTENCE = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
+# "if the answer is 5, then ...", "I think the answer is 5": conditional or tentative, not a commitment.
+_TENTATIVE = re.compile(r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|"
+                        r"might|seems?|likely|perhaps|whether|say)\s+(?:that\s+)?(?:the\s+|our\s+|my\s+)?"
+                        r"(?:final\s+|correct\s+)?$")
 _GSM8K = re.compile(r"(?m)^\s*####\s*([^\n]+)")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
@@ -146,15 +151,21 @@ def _statement_candidates(text: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     for m in _ANSWER_LINE.finditer(text):
         value = _EXPLANATION.sub("", _clip_statement(m.group(1))).strip()
+        sentence = _SENTENCE.match(value)
+        if sentence:  # "Answer: The number of ways is 84" -> "84"
+            value = sentence.group(1)
         if value and not _HEDGE.match(value):
             found.append((value, m.end()))
     for m in _ANSWER_IS.finditer(text):
         value = m.group(1)
-        if _HEDGE.match(value):
+        if _HEDGE.match(value) or _TENTATIVE.search(text[max(0, m.start() - 40) : m.start()]):
             continue
-        value = _clip_statement(value).strip()
-        if value:
-            found.append((value, m.start(1) + len(value)))
+        clipped = _clip_statement(value)
+        if value[len(clipped) : len(clipped) + 1] == "?":
+            continue  # "so the answer is 5?" is a question, not a commitment
+        clipped = clipped.strip()
+        if clipped:
+            found.append((clipped, m.start(1) + len(clipped)))
     for m in _GSM8K.finditer(text):
         found.append((m.group(1).strip(), m.end()))
     return found

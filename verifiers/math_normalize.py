@@ -153,7 +153,8 @@ def canonical(answer: str) -> str:
     s = s.replace("\\\\", "\x01")  # protect LaTeX row breaks from the "\\ " spacing command
     for token in _DROP:
         s = s.replace(token, " ")
-    s = s.strip().rstrip(".").strip()
+    s = s.strip().rstrip(".").strip().strip("*").strip()  # markdown bold **42**
+    s = re.sub(r"\s+(?:or|and)\s+", ",", s)  # "x = 2 or x = 3" lists both answers
     s = _UNIT_WORDS.sub("", s)
     s = _TRAILING_WORDS.sub("", s)
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)

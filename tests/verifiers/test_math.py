@@ -57,7 +57,13 @@ def test_table_is_large_and_covers_every_category() -> None:
         ("The answer is probably 7, but let me check", None),
         ("we compute 3 + 4 = 7", None),
         ("#### 1,234", "1,234"),
-        ("\\boxed{12} and then \\boxed{13", "12"),
+        ("\\boxed{12} and then \\boxed{13", None),  # the final commitment was cut off
+        ("\\boxed{12}. Let me double-check: 3 \\times 4 = ", "12"),  # cut off after committing
+        ("\\boxed{2} and \\boxed{3}", "2, 3"),
+        ("\\boxed{2}. Then we recompute and get \\boxed{3}", "3"),
+        ("If the answer is 12, then", None),
+        ("Working... Answer: 996", "996"),
+        ("We may check our answer: 17 * 44 = 748", None),
     ],
 )
 def test_extraction_policy(response: str, expected: str | None) -> None:
