@@ -10,7 +10,7 @@ from dapo_env.tasks.base import DataFiles, ProblemSource, Task, TaskDataError, t
 from dapo_env.tasks.registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
-from dapo_env.tasks import arithmetic, countdown, math_tasks  # noqa: E402  (after the registry exists)
+from dapo_env.tasks import arithmetic, code_tasks, countdown, math_tasks  # noqa: E402  (after the registry exists)
 from dapo_env.tasks.arithmetic import ArithmeticConfig
 from dapo_env.tasks.countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 
@@ -24,6 +24,7 @@ __all__ = [
     "Task",
     "TaskDataError",
     "arithmetic",
+    "code_tasks",
     "countdown",
     "math_tasks",
     "get_task",
