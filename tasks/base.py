@@ -41,8 +41,15 @@ def template_fields(template: str) -> tuple[str, ...]:
     Raises:
         ValueError: when the template is not a valid format string.
     """
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(
+            f"prompt template {template!r} is not a valid str.format template ({exc}); "
+            "write literal braces as '{{' and '}}'"
+        ) from exc
     names: list[str] = []
-    for _, field_name, _, _ in string.Formatter().parse(template):
+    for _, field_name, _, _ in parsed:
         if field_name is None:
             continue
         if field_name == "" or field_name[0].isdigit():

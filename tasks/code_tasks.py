@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,16 @@ HUMANEVAL_TEMPLATE = (
 _BUILTINS = frozenset(dir(builtins))
 
 
+def _parse(code: str) -> ast.Module | None:
+    """Parse code from a data row quietly (rows hold strings like '\\d' that warn); None if invalid."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(code)
+        except SyntaxError:
+            return None
+
+
 def _string_list(row: Mapping[str, Any], name: str, *, required: bool) -> list[str]:
     value = get_field(row, name, required=required)
     if value is None:
@@ -49,9 +60,8 @@ def _string_list(row: Mapping[str, Any], name: str, *, required: bool) -> list[s
 
 def _defined_names(code: str) -> set[str]:
     """Top-level names a module defines (functions, classes, assignments, imports)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = _parse(code)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -65,9 +75,8 @@ def _defined_names(code: str) -> set[str]:
 
 
 def _loaded_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = _parse(code)
+    if tree is None:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -80,9 +89,8 @@ def setup_needs_solution(setup: str, solution: str) -> bool:
 
 def called_function(test: str, solution: str = "") -> str | None:
     """The function a test calls: the first called name the solution defines, else the first non-builtin."""
-    try:
-        tree = ast.parse(test)
-    except SyntaxError:
+    tree = _parse(test)
+    if tree is None:
         return None
     called = [
         node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)

@@ -119,7 +119,7 @@ def test_unregister_removes_gymnasium_id(probe: list[str]) -> None:
         ({"name": "has space"}, ValueError, "letters, digits"),
         ({"version": -1}, ValueError, "version"),
         ({"prompt_template": "Q: {}"}, ValueError, "positional"),
-        ({"prompt_template": "Q: {question"}, ValueError, ""),
+        ({"prompt_template": "Q: {question"}, ValueError, "literal braces"),
         ({"source": object()}, TypeError, "load"),
         ({"verifier": "not callable"}, TypeError, "callable"),
         ({"split": ""}, ValueError, "split"),
