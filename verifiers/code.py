@@ -23,11 +23,74 @@ from dapo_env.verifiers.sandbox import SandboxLimits, isolation, run_sandboxed
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 
-# The harness runs as ``python -I -c HARNESS <payload_fd> <result_fd>`` inside the sandbox. It keeps the
-# nonce in a local of main() only; the audit hook refuses the ways to reach another frame's locals
-# (sys._getframe, traceback/generator frames, gc, settrace, /proc/*/mem) and the OS-level escapes.
-HARNESS = r'''
+# The harness runs as ``python -I -c HARNESS <payload_fd> <result_fd>`` inside the sandbox. Two audit
+# hooks are installed before the candidate runs. The reporter holds the nonce and the result fd in its
+# closure and writes "<nonce> <test> <outcome>" only for a "dapo.record" event raised from main()'s own
+# frame (the one frame that announced itself with "dapo.start"), ignoring every other caller. Python code
+# cannot list audit hooks; the guard refuses the remaining ways to reach the reporter's closure (gc
+# object walks, other threads' frames, tracing, ctypes, /proc/*/mem) and the OS-level escapes. main()'s
+# own locals hold no secret, so frame inspection (which namedtuple and typing need) stays allowed.
+HARNESS = r"""
 import os, sys
+
+def install(nonce, result_fd, main_code):
+    write, getframe, legit = os.write, sys._getframe, []
+
+    def reporter(event, args):
+        if event != "dapo.start" and event != "dapo.record":
+            return
+        frame = getframe(1)
+        if frame.f_code is not main_code:
+            return
+        if event == "dapo.start":
+            if not legit:
+                legit.append(frame)
+        elif legit and frame is legit[0] and len(args) == 2:
+            write(result_fd, f"{nonce} {args[0]} {args[1]}\n".encode())
+
+    workdir = os.path.realpath(os.getcwd())
+    blocked = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.kill",
+               "os.killpg", "os.system", "os.startfile", "ctypes.", "pty.", "sys._current_frames",
+               "sys.settrace", "sys.setprofile", "gc.get_", "sys.addaudithook")
+    path_events = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
+                             "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree",
+                             "shutil.move", "shutil.copyfile", "shutil.copytree"})
+    realpath, fspath, join = os.path.realpath, os.fspath, os.path.join
+
+    def as_text(path):
+        try:
+            path = fspath(path)
+        except TypeError:
+            return None
+        return path.decode("utf-8", "replace") if isinstance(path, bytes) else path
+
+    def outside(path):
+        path = as_text(path)
+        if not isinstance(path, str):
+            return False
+        full = realpath(join(workdir, path))
+        return full != workdir and not full.startswith(workdir + "/")
+
+    def guard(event, args):
+        if event.startswith(blocked):
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if event == "open" and args and not isinstance(args[0], int):
+            name = as_text(args[0]) or ""
+            if name.startswith("/proc/") and ("mem" in name or "environ" in name):
+                raise PermissionError("sandbox: process memory is not readable")
+            mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & 0o3103)
+            if writing and outside(name):
+                raise PermissionError("sandbox: writes outside the working directory are not allowed")
+        elif event in path_events:
+            for arg in args:
+                if isinstance(arg, (str, bytes)) or hasattr(arg, "__fspath__"):
+                    if outside(arg):
+                        raise PermissionError(f"sandbox: {event} outside the working directory")
+
+    sys.addaudithook(reporter)
+    sys.addaudithook(guard)
+
 
 def main():
     payload_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
@@ -40,94 +103,57 @@ def main():
     os.close(payload_fd)
     import json
     job = json.loads(b"".join(chunks))
-    del chunks
-    nonce = job.pop("nonce")
-    write, run, compile_, exc_type = os.write, exec, compile, BaseException
-    workdir = os.path.realpath(os.getcwd())
-    stdout = sys.stdout
-
-    blocked_prefixes = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
-                        "os.kill", "os.killpg", "os.system", "ctypes.", "pty.", "sys._getframe",
-                        "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_", "os.startfile",
-                        "sys.addaudithook")
-    frame_attrs = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals"})
-    path_events = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
-                             "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree",
-                             "shutil.move", "shutil.copyfile", "shutil.copytree", "os.chflags", "os.lchflags"})
-    realpath, fspath, join = os.path.realpath, os.fspath, os.path.join
-
-    def outside(path):
-        try:
-            path = fspath(path)
-        except TypeError:
-            return False
-        if isinstance(path, bytes):
-            path = path.decode("utf-8", "replace")
-        if not isinstance(path, str):
-            return False
-        full = realpath(join(workdir, path))
-        return full != workdir and not full.startswith(workdir + "/")
-
-    def hook(event, args):
-        if event.startswith(blocked_prefixes):
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "object.__getattr__" and len(args) > 1 and args[1] in frame_attrs:
-            raise PermissionError("sandbox: frame introspection is not allowed")
-        if event == "open" and args and not isinstance(args[0], int):
-            name = fspath(args[0]) if not isinstance(args[0], (str, bytes)) else args[0]
-            name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
-            if name.startswith("/proc/") and ("mem" in name or "environ" in name):
-                raise PermissionError("sandbox: process memory is not readable")
-            mode, flags = args[1] if len(args) > 1 else "r", args[2] if len(args) > 2 else 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags & 0o3103)
-            if writing and outside(name):
-                raise PermissionError("sandbox: writes outside the working directory are not allowed")
-        elif event in path_events:
-            for arg in args:
-                if isinstance(arg, (str, bytes)) or hasattr(arg, "__fspath__"):
-                    if outside(arg):
-                        raise PermissionError(f"sandbox: {event} outside the working directory")
-
-    sys.addaudithook(hook)
-    mode = job["mode"]
-    namespace = {"__name__": "__main__" if mode == "stdio" else "candidate", "__builtins__": __builtins__}
+    chunks = None
+    install(job.pop("nonce"), result_fd, main.__code__)
+    # Only immutable values from here on: candidate code can read this frame, not rebind its locals.
+    mode, code, setup, tests = str(job["mode"]), str(job["code"]), str(job["setup"]), tuple(job["tests"])
+    job = None
+    import builtins
+    audit, run, compile_, exc_type, stdout, is_int = sys.audit, exec, compile, BaseException, sys.stdout, int
+    namespace = {"__name__": "__main__" if mode == "stdio" else "candidate", "__builtins__": builtins}
+    saved_builtins = tuple(builtins.__dict__.items())
+    audit("dapo.start")
     try:
-        run(compile_(job["code"], "<candidate>", "exec"), namespace)
+        run(compile_(code, "<candidate>", "exec"), namespace)
         status = "ok"
     except SystemExit as stop:
-        status = "ok" if stop.code in (None, 0) else "exit"
-    except exc_type as error:
-        status = "error:" + type(error).__name__
+        status = "ok" if stop.code is None or (type(stop.code) is is_int and stop.code == 0) else "exit"
+    except exc_type:
+        status = "error"
     if mode == "stdio":
         try:
             stdout.flush()
         except exc_type:
-            status = "error:flush"
-        write(result_fd, f"{nonce} S {status}\n".encode())
+            status = "error"
+        audit("dapo.record", "S", status)
         return
+    builtins.__dict__.clear()  # undo any monkeypatching of builtins before the tests run
+    builtins.__dict__.update(saved_builtins)
+    namespace["__builtins__"] = builtins
     try:
-        run(compile_(job["setup"], "<setup>", "exec"), namespace)
+        run(compile_(setup, "<setup>", "exec"), namespace)
     except exc_type:
         pass
-    for index, test in enumerate(job["tests"]):
+    for index, test in enumerate(tests):
         try:
-            run(compile_(test, f"<test {index}>", "exec"), namespace)
+            run(compile_(test, "<test>", "exec"), namespace)
             outcome = "pass"
-        except exc_type as error:
-            outcome = "fail:" + type(error).__name__
-        write(result_fd, f"{nonce} {index} {outcome}\n".encode())
+        except exc_type:
+            outcome = "fail"
+        audit("dapo.record", index, outcome)
 
 main()
-'''
+"""
 
 
-def extract_code(response: str, *, require_fence: bool = False) -> str | None:
+def extract_code(response: str, *, require_fence: bool = False, prefix: str = "") -> str | None:
     """The program in a response: the last fenced Python block, else (policy) the whole response.
 
     Fences tagged ``python``/``py``/``python3`` or untagged count; blocks in other languages are skipped;
     an unclosed fence is ignored. Without any closed fence (and ``require_fence=False``), the whole
     response is taken as code only if it parses as Python and holds at least one statement that is not a
-    bare expression (so prose like ``"The answer is 5"`` or a lone word is not code).
+    bare expression (so prose like ``"The answer is 5"`` or a lone word is not code), or if ``prefix +
+    response`` parses (a completion that continues a HumanEval prompt's function body).
 
     Example:
         >>> extract_code("Here:\\n```python\\nx = 1\\n```\\nand ```py\\ny = 2\\n```")
@@ -141,8 +167,12 @@ def extract_code(response: str, *, require_fence: bool = False) -> str | None:
         return code if code.strip() else None
     if require_fence or "```" in response:
         return None
-    code = response.strip("\n").rstrip()
-    return code if _looks_like_code(code) else None
+    code = response.rstrip()
+    if _looks_like_code(code.strip("\n")):
+        return code.strip("\n")
+    if prefix and code.strip() and _compiles(prefix + code):
+        return code
+    return None
 
 
 def _looks_like_code(text: str) -> bool:
@@ -254,7 +284,7 @@ class CodeVerifier:
         return isolation()
 
     def __call__(self, response: str, tests: CodeTests) -> VerifyResult:
-        code = extract_code(response, require_fence=self.require_fence)
+        code = extract_code(response, require_fence=self.require_fence, prefix=tests.prefix)
         if code is None:
             return VerifyResult(False, 0.0, None, "no_code")
         program = assemble_program(code, tests)
@@ -280,7 +310,7 @@ class CodeVerifier:
             cut = "timeout" if outcome.timed_out else cut
         for stdin, expected in tests.stdio:
             nonce = secrets.token_hex(16)
-            job = {"nonce": nonce, "mode": "stdio", "code": program}
+            job = {"nonce": nonce, "mode": "stdio", "code": program, "setup": "", "tests": []}
             outcome = run_sandboxed(
                 HARNESS, json.dumps(job).encode(), stdin=stdin.encode(), capture_stdout=True, limits=limits
             )

@@ -40,6 +40,11 @@ _CLONE_NEWNET = 0x40000000
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # each gets a private tmpfs in the sandbox
+_SANDBOX_PY = "/tmp/.py"  # where the interpreter's prefix is bind-mounted inside the sandbox
+_SANDBOX_WORK = "/tmp/work"  # the sandbox's working directory (a private tmpfs)
 _PR_SET_PDEATHSIG = 1
 _UID_BASE = 0x20000000  # per-run sandbox uids live above every normal account: base + (pid << 4) + counter
 _SCRUBBED_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -113,11 +118,26 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _enter_namespaces(mount_point: str) -> None:
-    """New network + mount namespaces; bind the interpreter's prefix at ``mount_point`` (child side)."""
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
+
+
+def _enter_namespaces(uid: int, tmpfs_mb: int) -> str:
+    """Child side, as root: new network + mount namespaces, private throwaway tmpfs over the
+    world-writable directories, the interpreter bind-mounted at ``/tmp/.py``, and ``/tmp/work`` (owned
+    by ``uid``) as the working directory. Returns the working directory. Nothing is visible to the host."""
     _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET), "unshare")
-    _check(_libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    _check(_libc.mount(sys.base_prefix.encode(), mount_point.encode(), None, _MS_BIND | _MS_REC, None), "bind mount")
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    for directory in _WORLD_WRITABLE:
+        if os.path.isdir(directory):
+            _mount("tmpfs", directory, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
+    os.mkdir(_SANDBOX_PY, 0o755)
+    _mount(sys.base_prefix, _SANDBOX_PY, None, _MS_BIND | _MS_REC, None)
+    os.mkdir(_SANDBOX_WORK, 0o700)
+    os.chown(_SANDBOX_WORK, uid, uid)
+    os.chdir(_SANDBOX_WORK)
+    return _SANDBOX_WORK
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,20 +158,23 @@ def isolation() -> tuple[str, ...]:
 
 
 def _probe_namespaces() -> bool:
-    with tempfile.TemporaryDirectory(prefix="dapo-probe-") as mount_point:
-        pid = os.fork()
-        if pid == 0:  # child: try, report through the exit status, never return into the caller
-            code = 1
-            try:
-                _enter_namespaces(mount_point)
-                os.setgroups([])
-                os.setgid(_UID_BASE)
-                os.setuid(_UID_BASE)
-                code = 0 if os.access(os.path.join(mount_point, "bin"), os.X_OK) else 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
+    pid = os.fork()
+    if pid == 0:  # child: try, report through the exit status, never return into the caller
+        code = 1
+        try:
+            _enter_namespaces(_UID_BASE, 1)
+            os.setgroups([])
+            os.setgid(_UID_BASE)
+            os.setuid(_UID_BASE)
+            code = 0 if os.access(_sandbox_python(), os.X_OK) and os.access(".", os.W_OK) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _sandbox_python() -> str:
+    return os.path.join(_SANDBOX_PY, os.path.relpath(_interpreter(), sys.base_prefix))
 
 
 def _next_uid() -> int:
@@ -176,11 +199,11 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _preexec(limits: SandboxLimits, sandboxed: bool, mount_point: str, uid: int | None, parent: int) -> None:
+def _preexec(limits: SandboxLimits, uid: int | None, parent: int) -> None:
     """Runs in the child between fork and exec (after setsid)."""
-    if sandboxed:
-        _enter_namespaces(mount_point)
     mib = 1 << 20
+    if uid is not None:
+        _enter_namespaces(uid, max(limits.file_size_mb, 1) * 4)
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mib, limits.memory_mb * mib))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mib, limits.file_size_mb * mib))
@@ -207,17 +230,11 @@ def run_sandboxed(
     """Run ``python -I -c harness`` isolated; the harness reads ``payload`` from the fd in ``argv[1]`` and
     writes its records to the fd in ``argv[2]``. Returns the records and (if captured) stdout."""
     sandboxed = "uid_drop" in isolation()
-    root = tempfile.mkdtemp(prefix="dapo-sandbox-")
-    workdir = os.path.join(root, "work")
-    mount_point = os.path.join(root, "py")
-    os.mkdir(workdir, 0o700)
     uid = _next_uid() if sandboxed else None
-    python = _interpreter()
-    if sandboxed:
-        os.mkdir(mount_point, 0o755)
-        os.chmod(root, 0o755)
-        os.chown(workdir, uid, uid)
-        python = os.path.join(mount_point, os.path.relpath(python, sys.base_prefix))
+    # Sandboxed: the working directory is a private tmpfs made in the child; the host keeps no files.
+    root = None if sandboxed else tempfile.mkdtemp(prefix="dapo-sandbox-")
+    workdir = _SANDBOX_WORK if root is None else root
+    python = _sandbox_python() if sandboxed else _interpreter()
     env = {"PATH": _SCRUBBED_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
     result_r, result_w = os.pipe()
     payload_file = tempfile.TemporaryFile()
@@ -234,11 +251,11 @@ def run_sandboxed(
             stdin=stdin_file,
             stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            cwd=workdir,
+            cwd=root,
             env=env,
             pass_fds=(payload_fd, result_w),
             start_new_session=True,
-            preexec_fn=functools.partial(_preexec, limits, sandboxed, mount_point, uid, os.getpid()),
+            preexec_fn=functools.partial(_preexec, limits, uid, os.getpid()),
         )
         os.close(result_w)
         result_w = -1
@@ -255,7 +272,8 @@ def run_sandboxed(
                 os.close(fd)
         payload_file.close()
         stdin_file.close()
-        shutil.rmtree(root, ignore_errors=True)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:

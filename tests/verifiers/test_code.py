@@ -1,0 +1,163 @@
+"""CodeVerifier correctness: extraction policy, asserts, stdio, HumanEval prefix/check, partial scores,
+and the real MBPP / HumanEval canonical solutions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from dapo_env.types import CodeTests, VerifyResult
+from dapo_env.verifiers import CodeVerifier, VerifierPool
+from dapo_env.verifiers.code import assemble_program, extract_code
+
+VERIFIER = CodeVerifier(timeout_s=8.0)
+ADD_TESTS = CodeTests(tests=("assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"))
+
+
+def fenced(code: str, tag: str = "python") -> str:
+    return f"Here is my solution.\n```{tag}\n{code}\n```\nDone."
+
+
+# -- extraction ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("```python\nx = 1\n```", "x = 1"),
+        ("```py\nx = 1\n```", "x = 1"),
+        ("```\nx = 1\n```", "x = 1"),
+        ("```python3\nx = 1\n```", "x = 1"),
+        ("```python\nx = 1\n```\ntext\n```python\ny = 2\n```", "y = 2"),  # the last block wins
+        ("```python\nx = 1\n```\n```bash\nls -la\n```", "x = 1"),  # other languages are skipped
+        ("def f():\n    return 1\n", "def f():\n    return 1"),  # unfenced, parses, has a statement
+        ("The answer is 5.", None),  # prose does not parse
+        ("hello", None),  # parses, but only a bare expression
+        ("```python\nx = 1\n", None),  # an unclosed fence is ignored (and blocks the whole-response policy)
+        ("```bash\nls\n```", None),
+        ("```python\n\n```", None),
+        ("", None),
+    ],
+)
+def test_extract_code(response: str, expected: str | None) -> None:
+    assert extract_code(response) == expected
+
+
+def test_require_fence() -> None:
+    assert extract_code("x = 1", require_fence=True) is None
+    assert CodeVerifier(require_fence=True)("def add(a, b):\n    return a + b", ADD_TESTS).reason == "no_code"
+
+
+def test_assemble_program_prefix_rules() -> None:
+    prefix = 'from typing import List\n\n\ndef add(a: int, b: int) -> int:\n    """Add."""\n'
+    tests = CodeTests(tests=("assert add(1, 1) == 2",), prefix=prefix, entry_point="add")
+    assert assemble_program("    return a + b\n", tests) == prefix + "    return a + b\n"  # body continuation
+    full = "def add(a: List, b):\n    return a + b"
+    assert assemble_program(full, tests).endswith(full) and "from typing import List" in assemble_program(full, tests)
+    assert assemble_program("x = 1", CodeTests(tests=("assert x",))) == "x = 1"
+
+
+# -- scoring ---------------------------------------------------------------------------------------
+def test_mbpp_style_asserts_pass_and_partial() -> None:
+    good = VERIFIER(fenced("def add(a, b):\n    return a + b"), ADD_TESTS)
+    assert good == VerifyResult(True, 1.0, "def add(a, b):\n    return a + b", "passed:3/3")
+    partial = VERIFIER(fenced("def add(a, b):\n    return abs(a) + b"), ADD_TESTS)
+    assert not partial.correct and partial.score == pytest.approx(2 / 3) and partial.reason == "tests_failed:1/3"
+    wrong = VERIFIER(fenced("def add(a, b):\n    return a * b"), ADD_TESTS)
+    assert wrong.score == pytest.approx(1 / 3)  # 2 * 2 == 4 passes by accident: scores are honest fractions
+
+
+def test_setup_runs_after_candidate_and_before_tests() -> None:
+    tests = CodeTests(tests=("assert double(X) == 10",), setup="X = 5")
+    assert VERIFIER(fenced("def double(v):\n    return 2 * v"), tests).correct
+
+
+def test_candidate_exception_keeps_earlier_definitions() -> None:
+    result = VERIFIER(fenced("def add(a, b):\n    return a + b\nraise ValueError('late')"), ADD_TESTS)
+    assert result.correct  # the tests still ran against the function that was defined
+
+
+def test_syntax_error_and_no_code() -> None:
+    assert VERIFIER(fenced("def add(a, b)\n    return a + b"), ADD_TESTS) == VerifyResult(
+        False, 0.0, "def add(a, b)\n    return a + b", "syntax_error"
+    )
+    assert VERIFIER("I don't know.", ADD_TESTS) == VerifyResult(False, 0.0, None, "no_code")
+
+
+def test_stdio_pairs() -> None:
+    tests = CodeTests(stdio=(("3 4\n", "7\n"), ("10 -2", "8"), ("0 0\n", "0   \n\n")))
+    program = "a, b = map(int, input().split())\nprint(a + b)"
+    assert VERIFIER(fenced(program), tests).reason == "passed:3/3"
+    trailing = "a, b = map(int, input().split())\nprint(a + b, end='  \\n\\n')"
+    assert VERIFIER(fenced(trailing), tests).correct  # trailing whitespace per line is normalised
+    assert VERIFIER(fenced("print(7)"), tests).score == pytest.approx(1 / 3)
+    assert VERIFIER(fenced("print(' 7')"), tests).score == 0.0  # leading whitespace matters
+    exits = "import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit(0)"
+    assert VERIFIER(fenced(exits), tests).correct  # a clean exit after printing is a normal finish
+    crash = "a, b = map(int, input().split())\nprint(a + b)\nraise SystemExit(3)"
+    assert VERIFIER(fenced(crash), tests).score == 0.0  # a non-zero exit fails the test
+
+
+def test_mixed_asserts_and_stdio() -> None:
+    tests = CodeTests(tests=("assert f(2) == 4",), stdio=(("2\n", "4\n"),))
+    program = "def f(x):\n    return x * x\nif __name__ == '__main__':\n    print(f(int(input())))"
+    assert VERIFIER(fenced(program), tests).reason == "passed:2/2"
+
+
+def test_humaneval_style_prefix_and_check() -> None:
+    prefix = 'def incr_list(l: list):\n    """Return list with elements incremented by 1."""\n'
+    check = "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n    assert candidate([]) == []\n"
+    tests = CodeTests(tests=(f"{check}\ncheck(incr_list)\n",), prefix=prefix, entry_point="incr_list")
+    assert VERIFIER("    return [x + 1 for x in l]\n", tests).correct  # raw completion, no fence
+    assert VERIFIER(fenced("    return [x + 1 for x in l]"), tests).correct  # fenced body
+    assert VERIFIER(fenced("def incr_list(l):\n    return [x + 1 for x in l]"), tests).correct  # full def
+    assert not VERIFIER(fenced("    return l"), tests).correct
+
+
+def test_verifier_is_picklable_frozen_and_validated() -> None:
+    verifier = CodeVerifier(timeout_s=3.0, memory_mb=512)
+    assert pickle.loads(pickle.dumps(verifier)) == verifier
+    with pytest.raises(AttributeError):
+        verifier.timeout_s = 1.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="wall_s"):
+        CodeVerifier(timeout_s=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        CodeVerifier(memory_mb=8)
+    assert "audit_hook" in CodeVerifier.isolation()
+
+
+# -- real data -------------------------------------------------------------------------------------
+def _mbpp(shared: Path, count: int) -> list[dict]:
+    with open(shared / "mbpp" / "mbpp.jsonl") as fh:
+        return [json.loads(line) for _, line in zip(range(count), fh)]
+
+
+def _humaneval(shared: Path, count: int) -> list[dict]:
+    with gzip.open(shared / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        return [json.loads(line) for _, line in zip(range(count), fh)]
+
+
+def test_real_mbpp_and_humaneval_canonical_pass_wrong_fail(shared_data: Path) -> None:
+    responses: list[str] = []
+    references: list[CodeTests] = []
+    expect: list[bool] = []
+    mbpp = _mbpp(shared_data, 20)
+    for row, other in zip(mbpp, mbpp[1:] + mbpp[:1]):
+        tests = CodeTests(tests=tuple(row["test_list"]), setup=row["test_setup_code"])
+        responses += [fenced(row["code"]), fenced(other["code"])]  # another task's solution is wrong
+        references += [tests, tests]
+        expect += [True, False]
+    for row in _humaneval(shared_data, 20):
+        tests = CodeTests(
+            tests=(f"{row['test']}\n\ncheck({row['entry_point']})\n",),
+            prefix=row["prompt"],
+            entry_point=row["entry_point"],
+        )
+        responses += [row["canonical_solution"], fenced("    return None")]
+        references += [tests, tests]
+        expect += [True, False]
+    with VerifierPool(2, timeout_s=30.0) as pool:
+        results = pool.map(VERIFIER, responses, references)
+    assert [r.correct for r in results] == expect, [(i, r.reason) for i, r in enumerate(results)]
