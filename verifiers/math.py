@@ -29,7 +29,7 @@ _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
 _MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z]|,[A-E]|,\([A-E])")
 _TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
-_VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?"
+_VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\^\{?-?\d\}?)?(?:\([A-Za-z]\))?"
 _LHS_VAR = re.compile(rf"{_VAR}|\({_VAR}(?:,{_VAR})+\)")  # x, f(x), a_1, \theta, (x,y)
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
@@ -174,8 +174,13 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     p, g = _expand_pm(p), _expand_pm(g)
     if p == g:
         return True, "equal:string"
-    if _BASE_SUBSCRIPT.fullmatch(g):  # numbers in another base, 52_8: digits must match exactly
-        return False, "not_equal"
+    if _BASE_SUBSCRIPT.fullmatch(g) or _BASE_SUBSCRIPT.fullmatch(p):  # 52_8: digits must match exactly
+        ok = _base_key(p) == _base_key(g)
+        return ok, "equal:string" if ok else "not_equal"
+    if _INEQ.search(p) and not _INEQ.search(g):
+        as_interval = _inequalities_to_intervals(p)
+        if as_interval is not None:
+            return _grade_canonical(as_interval, g, depth + 1)
     pn, gn = parse_number(p), parse_number(g)
     if gn is not None and pn is not None:
         ok = numbers_equal(pn, gn)
@@ -245,6 +250,41 @@ def _equations_equal(p: str, g: str) -> bool | None:
     if identity(pl, gl) and identity(pr, gr):
         return True
     return proportional(f"({pl})-({pr})", f"({gl})-({gr})")
+
+
+_INEQ = re.compile(r"<|>|\\le|\\ge|\\lt|\\gt")
+_INEQ_PART = re.compile(
+    r"(?:(?P<lo>[^<>=]+?)(?P<lop><|\\le|\\lt)(?P<var>[A-Za-z])(?P<hop><|\\le|\\lt)(?P<hi>[^<>=]+))"
+    r"|(?:(?P<v1>[A-Za-z])(?P<op1><|>|\\le|\\ge|\\lt|\\gt)(?P<b1>[^<>=]+))"
+    r"|(?:(?P<b2>[^<>=]+?)(?P<op2><|>|\\le|\\ge|\\lt|\\gt)(?P<v2>[A-Za-z]))"
+)
+
+
+def _inequalities_to_intervals(p: str) -> str | None:
+    """``-2\\le x<7`` -> ``[-2,7)``; ``x<-2,x>2`` (an "or" list) -> ``(-\\infty,-2)\\cup(2,\\infty)``."""
+    out = []
+    for part in p.split(","):
+        m = _INEQ_PART.fullmatch(part.replace(" ", ""))
+        if m is None:
+            return None
+        if m.group("var"):
+            lo, hi = m.group("lo"), m.group("hi")
+            out.append(("[" if m.group("lop") == "\\le" else "(") + f"{lo},{hi}" + ("]" if m.group("hop") == "\\le" else ")"))
+            continue
+        if m.group("v1"):
+            op, bound = m.group("op1"), m.group("b1")
+        else:  # 3 < x  is  x > 3
+            op = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le", "\\lt": "\\gt", "\\gt": "\\lt"}[m.group("op2")]
+            bound = m.group("b2")
+        if op in (">", "\\gt", "\\ge"):
+            out.append(("[" if op == "\\ge" else "(") + f"{bound},\\infty)")
+        else:
+            out.append(f"(-\\infty,{bound}" + ("]" if op == "\\le" else ")"))
+    return "\\cup".join(out)
+
+
+def _base_key(s: str) -> str:
+    return re.sub(r"_\{(\w+)\}", r"_\1", s).lstrip("0")
 
 
 def _expand_pm(s: str) -> str:

@@ -94,6 +94,10 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
 _NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
                       "eighty": "80", "ninety": "90", "hundred": "100", "onehundred": "100", "none": "0"})
 
+# "5\\,\\text{m/s}", "3 \\mathrm{cm}^2": a unit in a text wrapper after the number.
+_TEXT_UNIT = re.compile(r"(?<=[\d}])\s*(?:\\[,;!: ]\s*)*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z/ .\d^-]*\}"
+                        r"(?:\s*\^\s*\{?\d\}?)?\s*\.?\s*$")
+
 # "12 bananas", "3 full boxes": a number followed by plain words ends the answer.
 _TRAILING_WORDS = re.compile(r"(?<=\d)\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*\.?\s*$")
 
@@ -145,6 +149,8 @@ def canonical(answer: str) -> str:
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
+    s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
+    s = _TEXT_UNIT.sub("", s)
     s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", lambda _: "(-\\infty,\\infty)", s)  # all reals as an interval
     s = re.sub(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", "\\1\\\\frac{\\2}{\\3}", s)  # 1 1/2
     for cmd in _WRAPPERS:
@@ -240,7 +246,15 @@ def parse_number(s: str) -> Number | None:
     return Number(sign * value, decimals, percent)
 
 
+_REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d{1,50})\}")
+
+
 def _parse_unsigned(s: str) -> tuple[Fraction | None, int | None]:
+    m = _REPEATING.fullmatch(s)
+    if m and len(m.group(1)) + len(m.group(2)) <= MAX_DIGITS:  # 0.1\overline{6} = 1/6
+        whole, fixed, rep = m.group(1) or "0", m.group(2), m.group(3)
+        base = Fraction(int(whole + fixed), 10 ** len(fixed))
+        return base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed)), None
     if re.fullmatch(_DEC, s):
         value, decimals = _dec(s)
         return value, decimals

@@ -431,4 +431,42 @@ _POLICY = [
 for response, gold, expected in _POLICY:
     _add("policy", response, gold, expected)
 
+_POLICY_2 = [
+    ('\\boxed{-2 \\le x \\le 7}', '[-2, 7]', True),
+    ('\\boxed{x > 3}', '(3, \\infty)', True),
+    ('\\boxed{x \\geq 3}', '(3, \\infty)', False),
+    ('\\boxed{\\frac{1}{2}\\sqrt{3}}', '\\frac{\\sqrt{3}}{2}', True),
+    ('\\boxed{4 \\sqrt 2}', '4\\sqrt{2}', True),
+    ('\\boxed{60 \\text{ degrees}}', '60^\\circ', True),
+    ('The answer is $1,080.', '1080', True),
+    ('\\boxed{x=-1, 2}', '\\{-1, 2\\}', True),
+    ('\\boxed{\\emptyset}', '\\emptyset', True),
+    ('\\boxed{\\varnothing}', '\\emptyset', True),
+    ('\\boxed{\\infty}', '\\infty', True),
+    ('\\boxed{-\\infty}', '\\infty', False),
+    ('\\boxed{\\frac{3\\pi}{4}}', '135^\\circ', False),
+    ('\\boxed{\\dfrac{5\\sqrt{2}}{2}}', '\\frac{5}{\\sqrt{2}}', True),
+    ('\\boxed{\\tfrac{1}{4}}', '0.25', True),
+    ('\\boxed{\\cos(\\pi/3)}', '\\frac12', True),
+    ('\\boxed{f(x) = 2x+1}', '2x+1', True),
+    ('\\boxed{f^{-1}(x) = \\frac{x-1}{2}}', '\\frac{x-1}{2}', True),
+    ('\\boxed{P(x)=x^2+1}', 'x^2+1', True),
+    ('\\boxed{\\sqrt[3]{27}}', '3', True),
+    ('\\boxed{27^{1/3}}', '3', True),
+    ('\\boxed{2^{-1}}', '\\frac{1}{2}', True),
+    ('\\boxed{8^{2/3}}', '4', True),
+    ('\\boxed{\\text{Tuesday}}', '\\text{Tuesday}', True),
+    ('\\boxed{\\text{Sunday}}', '\\text{Tuesday}', False),
+    ('\\boxed{11_{2}}', '3', False),
+    ('\\boxed{1011_2}', '1011_2', True),
+    ('\\boxed{\\frac{-b \\pm \\sqrt{b^2-4ac}}{2a}}', '\\frac{-b\\pm\\sqrt{b^2-4ac}}{2a}', True),
+    ('\\boxed{0.\\overline{3}}', '\\frac{1}{3}', True),
+    ('\\boxed{\\$ 5.00}', '5', True),
+    ('\\boxed{5\\,\\text{m/s}}', '5', True),
+    ('\\boxed{(-\\infty, -2) \\cup (2, \\infty)}', '(-\\infty,-2)\\cup(2,\\infty)', True),
+    ('\\boxed{x<-2 \\text{ or } x>2}', '(-\\infty,-2)\\cup(2,\\infty)', True),
+]
+for response, gold, expected in _POLICY_2:
+    _add("policy", response, gold, expected)
+
 assert len(CASES) >= 300, len(CASES)
