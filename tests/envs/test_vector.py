@@ -218,3 +218,13 @@ def test_data_task_via_shared_data(shared_data: Path) -> None:
     assert rewards.tolist() == [1.0] * 64 and infos["group_informative"].sum() == 0
     assert np.unique(infos["problem_id"]).size == 4
     env.close()
+
+
+def test_code_task_verifies_in_worker_processes(tmp_path: Path) -> None:
+    env = gym.make_vec("MBPP-v0", num_envs=2, vectorization_mode="vector_entry_point", group_size=2, workers=2,
+                       **fixture_kwargs("MBPP-v0", tmp_path))
+    env.reset(options={"indices": [1]})  # neg(a)
+    _, rewards, _, _, infos = env.step(["def neg(a):\n    return -a", "def neg(a):\n    return a"])
+    assert rewards.tolist() == [1.0, 0.0]
+    assert infos["group_num_correct"].tolist() == [1, 1] and infos["group_informative"].all()
+    env.close()
