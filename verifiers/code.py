@@ -126,6 +126,7 @@ def main():
         except exc_type:
             status = "error"
         audit("dapo.record", "S", status)
+        audit("dapo.record", "E", "end")
         return
     builtins.__dict__.clear()  # undo any monkeypatching of builtins before the tests run
     builtins.__dict__.update(saved_builtins)
@@ -141,6 +142,7 @@ def main():
         except exc_type:
             outcome = "fail"
         audit("dapo.record", index, outcome)
+    audit("dapo.record", "E", "end")
 
 main()
 """
@@ -305,14 +307,21 @@ class CodeVerifier:
         if tests.tests:
             nonce = secrets.token_hex(16)
             job = {"nonce": nonce, "mode": "tests", "code": program, "setup": tests.setup, "tests": list(tests.tests)}
-            outcome = run_sandboxed(HARNESS, json.dumps(job).encode(), capture_stdout=False, limits=limits)
+            outcome = run_sandboxed(
+                HARNESS, json.dumps(job).encode(), capture_stdout=False, limits=limits, end_marker=_end(nonce)
+            )
             passed += len(_passed_indices(outcome.records, nonce, len(tests.tests)))
             cut = "timeout" if outcome.timed_out else cut
         for stdin, expected in tests.stdio:
             nonce = secrets.token_hex(16)
             job = {"nonce": nonce, "mode": "stdio", "code": program, "setup": "", "tests": []}
             outcome = run_sandboxed(
-                HARNESS, json.dumps(job).encode(), stdin=stdin.encode(), capture_stdout=True, limits=limits
+                HARNESS,
+                json.dumps(job).encode(),
+                stdin=stdin.encode(),
+                capture_stdout=True,
+                limits=limits,
+                end_marker=_end(nonce),
             )
             finished = f"{nonce} S ok" in outcome.records.decode("utf-8", "replace").splitlines()
             stdout = outcome.stdout.decode("utf-8", "replace")
@@ -321,6 +330,11 @@ class CodeVerifier:
             if outcome.timed_out or outcome.output_limited:
                 cut = "timeout" if outcome.timed_out else "output_limit"
         return passed, cut
+
+
+def _end(nonce: str) -> bytes:
+    """The harness's last record: once it arrives the run's results are complete."""
+    return f"{nonce} E end\n".encode()
 
 
 def _passed_indices(records: bytes, nonce: str, count: int) -> set[int]:

@@ -184,19 +184,41 @@ def _next_uid() -> int:
         return _UID_BASE + (os.getpid() << 4) + _uid_counter
 
 
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (kill(-1) from a child that became that uid; it spares itself)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+def _pids_of_uid(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _kill_uid(uid: int, settle_s: float = 3.0) -> None:
+    """SIGKILL every process of ``uid`` and wait until none is left (zombies included).
+
+    A child that became ``uid`` calls kill(-1), which reaches every process of that uid, even ones that
+    left the process group with setsid, and never the caller itself. Repeated until /proc shows none.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        for _ in range(20):
+            if not _pids_of_uid(uid) or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
 
 
 def _preexec(limits: SandboxLimits, uid: int | None, parent: int) -> None:
@@ -226,9 +248,12 @@ def run_sandboxed(
     stdin: bytes = b"",
     capture_stdout: bool,
     limits: SandboxLimits,
+    end_marker: bytes | None = None,
 ) -> RunOutcome:
     """Run ``python -I -c harness`` isolated; the harness reads ``payload`` from the fd in ``argv[1]`` and
-    writes its records to the fd in ``argv[2]``. Returns the records and (if captured) stdout."""
+    writes its records to the fd in ``argv[2]``. Returns the records and (if captured) stdout. Once
+    ``end_marker`` appears in the records the run is complete: what is buffered is read and the process
+    group is killed (so a lingering thread or child cannot stretch the run to the wall limit)."""
     sandboxed = "uid_drop" in isolation()
     uid = _next_uid() if sandboxed else None
     # Sandboxed: the working directory is a private tmpfs made in the child; the host keeps no files.
@@ -259,7 +284,7 @@ def run_sandboxed(
         )
         os.close(result_w)
         result_w = -1
-        outcome = _collect(proc, result_r, limits)
+        outcome = _collect(proc, result_r, limits, end_marker)
         return RunOutcome(outcome.records, outcome.stdout, outcome.returncode, outcome.timed_out,
                           outcome.output_limited, uid)
     finally:
@@ -286,7 +311,9 @@ def _killpg(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits) -> RunOutcome:
+def _collect(
+    proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits, end_marker: bytes | None
+) -> RunOutcome:
     """Read records and stdout until both close or the wall limit passes; cap what is kept."""
     deadline = time.monotonic() + limits.wall_s
     chunks: dict[int, list[bytes]] = {result_r: []}
@@ -305,7 +332,9 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
             if remaining <= 0:
                 timed_out = True
                 break
-            exited = proc.poll() is not None
+            exited = proc.poll() is not None or (
+                end_marker is not None and end_marker in b"".join(chunks[result_r][-2:])
+            )
             for key, _ in selector.select(timeout=0.0 if exited else min(remaining, 0.25)):
                 data = os.read(key.fd, 65536)
                 if not data:
@@ -320,12 +349,12 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
                     continue
                 chunks[key.fd].append(data)
             if exited and not selector.select(timeout=0.0):
-                break  # the child is gone and nothing more is buffered (grandchildren may hold the pipes)
+                break  # finished and nothing more is buffered (grandchildren may hold the pipes open)
             if output_limited:
                 break
     if timed_out or output_limited:
         _killpg(proc)
-    returncode = proc.wait() if not timed_out else None
+    returncode = proc.poll()
     stdout = b"".join(chunks[out_fd]) if out_fd >= 0 else b""
     return RunOutcome(b"".join(chunks[result_r]), stdout, returncode, timed_out, output_limited)
 
