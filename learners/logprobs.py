@@ -95,6 +95,12 @@ def _compute_dtype(hidden: Tensor) -> torch.dtype:
     return torch.float64 if hidden.dtype == torch.float64 else torch.float32
 
 
+def _scaled_logits(h: Tensor, weight: Tensor, bias: Tensor | None, temperature: float, cdtype: torch.dtype) -> Tensor:
+    """(C, V) logits / temperature in ``cdtype``, as a fresh tensor that may be modified in place."""
+    z = torch.nn.functional.linear(h, weight, bias).to(cdtype)
+    return z.div_(temperature) if temperature != 1.0 else z
+
+
 class _ChunkedHeadLogprobs(torch.autograd.Function):
     """logp[n] = log_softmax((h[n] @ W.T + b) / temp)[y[n]] and its entropy, chunk by chunk over n."""
 
@@ -106,13 +112,16 @@ class _ChunkedHeadLogprobs(torch.autograd.Function):
         lse = hidden.new_empty(n, dtype=cdtype)
         ent = hidden.new_zeros(n, dtype=cdtype)
         for s in range(0, n, chunk_size):
-            z = torch.nn.functional.linear(hidden[s : s + chunk_size], weight, bias).to(cdtype) / temperature
+            sl = slice(s, s + chunk_size)
+            z = _scaled_logits(hidden[sl], weight, bias, temperature, cdtype)  # (C, V)
             c_lse = torch.logsumexp(z, dim=-1)  # (C,)
-            lse[s : s + chunk_size] = c_lse
-            logp[s : s + chunk_size] = z.gather(-1, targets[s : s + chunk_size, None]).squeeze(-1) - c_lse
+            lse[sl] = c_lse
+            logp[sl] = z.gather(-1, targets[sl, None]).squeeze(-1) - c_lse
             if with_entropy:
-                p = torch.exp(z - c_lse[:, None])
-                ent[s : s + chunk_size] = c_lse - (p * z).sum(-1)
+                p = torch.sub(z, c_lse[:, None]).exp_()  # (C, V) softmax; the only other (C, V) buffer
+                ent[sl] = c_lse - (p[:, None, :] @ z[:, :, None]).reshape(-1)  # sum_v p z, no temporary
+                del p
+            del z  # free this chunk's (C, V) buffers before the next chunk allocates its own
         ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
         ctx.temperature, ctx.chunk_size, ctx.with_entropy = temperature, chunk_size, with_entropy
         return logp, ent
@@ -126,23 +135,28 @@ class _ChunkedHeadLogprobs(torch.autograd.Function):
         grad_h = torch.zeros_like(hidden) if need_h else None
         grad_w = torch.zeros_like(weight, dtype=cdtype) if need_w else None
         grad_b = torch.zeros_like(bias, dtype=cdtype) if (need_b and bias is not None) else None
+        use_ent = ctx.with_entropy and grad_ent is not None
         for s in range(0, hidden.shape[0], chunk):
-            h = hidden[s : s + chunk]  # (C, H)
-            z = torch.nn.functional.linear(h, weight, bias).to(cdtype) / temp  # (C, V)
-            c_lse = lse[s : s + chunk, None]
-            p = torch.exp(z - c_lse)
-            # d logp / dz = onehot(y) - p ; d H / dz = -p * (z - lse + H)
-            g = -p * grad_logp[s : s + chunk, None]
-            g.scatter_add_(-1, targets[s : s + chunk, None], grad_logp[s : s + chunk, None].to(cdtype))
-            if ctx.with_entropy and grad_ent is not None:
-                g -= p * (z - c_lse + ent[s : s + chunk, None]) * grad_ent[s : s + chunk, None]
-            g = g / temp  # through z = logits / temp
+            sl = slice(s, s + chunk)
+            h = hidden[sl]  # (C, H)
+            g_lp = grad_logp[sl, None].to(cdtype)  # (C, 1)
+            z = _scaled_logits(h, weight, bias, temp, cdtype)  # (C, V)
+            z.sub_(lse[sl, None])  # log p
+            p = torch.exp(z)
+            # dlogp/dz = onehot(y) - p ; dH/dz = -p (log p + H). So dL/dz = onehot*g_lp - p (g_lp + g_ent (log p + H)).
+            if use_ent:
+                g = z.add_(ent[sl, None]).mul_(grad_ent[sl, None].to(cdtype)).add_(g_lp).mul_(p).neg_()
+            else:
+                g = p.mul_(g_lp).neg_()
+            g.scatter_add_(-1, targets[sl, None], g_lp)
+            g.div_(temp)  # through z = logits / temp
             if grad_h is not None:
-                grad_h[s : s + chunk] = (g.to(weight.dtype) @ weight).to(hidden.dtype)
+                grad_h[sl] = (g.to(weight.dtype) @ weight).to(hidden.dtype)
             if grad_w is not None:
-                grad_w += g.t() @ h.to(cdtype)
+                grad_w.addmm_(g.t(), h.to(cdtype))
             if grad_b is not None:
                 grad_b += g.sum(0)
+            del z, p, g  # free this chunk's (C, V) buffers before the next chunk allocates its own
         grad_w = grad_w.to(weight.dtype) if grad_w is not None else None
         grad_b = grad_b.to(bias.dtype) if grad_b is not None else None
         return grad_h, grad_w, grad_b, None, None, None, None
@@ -154,7 +168,7 @@ def chunked_head_logprobs(
     targets: Tensor,
     *,
     temperature: float = 1.0,
-    chunk_size: int = 1024,
+    chunk_size: int = 512,
     with_entropy: bool = True,
 ) -> tuple[Tensor, Tensor | None]:
     """Log-probs of ``targets`` and entropies under ``softmax(head(hidden) / temperature)``, chunked.
@@ -207,7 +221,7 @@ def token_logprobs_and_entropy(
     response_len: int,
     *,
     temperature: float = 1.0,
-    chunk_size: int = 1024,
+    chunk_size: int = 512,
     with_entropy: bool = True,
     position_ids: Tensor | None = None,
     chunked: bool | None = None,
