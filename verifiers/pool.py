@@ -105,15 +105,17 @@ def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
                 verifier = _BrokenVerifier(exc)
             progress[0] = _IDLE
             continue
-        _, indices, pairs = message
+        _, indices, responses, references = message
         if verifier is None:
             verifier = _BrokenVerifier(RuntimeError("items arrived before a verifier"))
-        done: list[tuple[int, VerifyResult]] = []
+        # results travel as plain tuples: pickling slots dataclasses goes through Python-level __getstate__
+        done: list[tuple[int, bool, float, str | None, str]] = []
         last_flush = time.monotonic()
-        for index, (response, reference) in zip(indices, pairs):
+        for index, response, reference in zip(indices, responses, references):
             progress[1] = time.monotonic()
             progress[0] = float(index)
-            done.append((index, _verify_one(verifier, response, reference)))
+            r = _verify_one(verifier, response, reference)
+            done.append((index, r.correct, r.score, r.extracted, r.reason))
             if progress[1] - last_flush > _FLUSH_S:
                 conn.send_bytes(_dumps(("results", done, False)))
                 done, last_flush = [], time.monotonic()
@@ -215,6 +217,10 @@ class VerifierPool:
         self.timeout_s = float(timeout_s)
         self.chunk_size = chunk_size
         self._ctx = multiprocess.get_context(start_method)
+        if start_method == "forkserver":
+            # The fork server imports these once; every worker (and replacement) forks from it warm.
+            # Ignored when this process's fork server is already running.
+            self._ctx.set_forkserver_preload(["__main__", __name__])
         self._slots: list[_Slot] = []
         self._closed = False
         self.replaced = 0  # workers killed or found dead and replaced, over the pool's life
@@ -324,8 +330,9 @@ class VerifierPool:
             if slot.verifier_key != key:
                 slot.conn.send_bytes(_dumps(("verifier", key, blob)))
                 slot.verifier_key = key
-            pairs = [(responses[i], references[i]) for i in chunk]
-            slot.conn.send_bytes(_dumps(("items", chunk, pairs)))
+            slot.conn.send_bytes(
+                _dumps(("items", chunk, [responses[i] for i in chunk], [references[i] for i in chunk]))
+            )
         except (OSError, ValueError, BrokenPipeError):
             queue.appendleft(chunk)  # the worker is gone: replace it; the chunk waits for the next round
             return self._replace(slot)
@@ -391,12 +398,12 @@ class VerifierPool:
                 message = _loads(slot.conn.recv_bytes())
                 if message[0] != "results":
                     continue  # a replacement worker's "ready"
-                _, done, _chunk_done = message
-                for index, result in done:
+                done = message[1]
+                for index, correct, score, extracted, reason in done:
                     if results[index] is None:
-                        results[index] = result
+                        results[index] = VerifyResult(correct, score, extracted, reason)
                         finished += 1
-                done_set = {index for index, _ in done}
+                done_set = {item[0] for item in done}
                 slot.pending = [i for i in slot.pending if i not in done_set]
         except (EOFError, OSError):
             pass
