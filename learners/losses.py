@@ -31,7 +31,7 @@ def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 def group_advantages(
     rewards: Tensor, group_size: int, *, scale_by_std: bool = True, eps: float = 1e-6
 ) -> Tensor:
-    """Group-relative advantages (GRPO; DAPO eq. 9): ``A_i = (R_i - mean_g) / (std_g + eps)``.
+    """Group-relative advantages (GRPO, as in DAPO): ``A_i = (R_i - mean_g) / (std_g + eps)``.
 
     ``std_g`` is the UNBIASED standard deviation of the group (``torch.std`` with Bessel's correction,
     as TRL and verl use). ``scale_by_std=False`` gives Dr.GRPO's mean-centring ``R_i - mean_g``. A group
@@ -168,7 +168,7 @@ def policy_loss(
     is_weights: Tensor | None = None,
     max_len: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """DAPO's clipped surrogate (eq. 10) with decoupled clip, optional dual clip, any aggregation.
+    """DAPO's clipped surrogate (Clip-Higher, §3.1): decoupled clip, optional dual clip, any aggregation.
 
     Per token: ``l = -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)``; with ``clip_c`` (dual clip,
     ``> 1``) the loss of a token with ``A < 0`` is at most ``clip_c * |A|``; times ``is_weights`` if given.
