@@ -261,7 +261,7 @@ class Trainer:
             for start in range(0, n, mb_seqs):
                 idx = seq_order[start:start + mb_seqs]
                 mask = batch.loss_mask[idx]  # (mb, T)
-                num_tokens, num_seqs = loss_denominators(mask)  # global over the mini-batch
+                num_tokens, num_seqs = self._denominators(mask)  # global over the mini-batch (and ranks)
                 if int(num_tokens) == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
@@ -279,6 +279,7 @@ class Trainer:
                     for k, v in {**{k: float(v) for k, v in m.items()}, "entropy": ent,
                                  "loss": float(loss.detach())}.items():
                         agg.setdefault(k, []).append((v if k == "loss" else v * weight))
+                self._sync_gradients()
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
                 agg.setdefault("grad_norm", []).append(float(grad_norm))
                 self.optimizer.step()
@@ -351,6 +352,14 @@ class Trainer:
         self.step += 1
         record["time/step_s"] = time.perf_counter() - t0
         return record
+
+    # --- data-parallel hooks (overridden by learners.distributed.DistributedTrainer) -------------------
+    def _denominators(self, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token and sequence counts of a mini-batch's loss mask (one process: the local counts)."""
+        return loss_denominators(mask)
+
+    def _sync_gradients(self) -> None:
+        """Called once per optimizer step after gradient accumulation; one process: nothing to do."""
 
     def _pad_id(self) -> int:
         pad = getattr(self.tokenizer, "pad_token_id", None)
