@@ -169,7 +169,7 @@ def test_one_policy_gradient_step_moves_the_weights_the_right_way(smollm2) -> No
     for p in model.parameters():
         p.requires_grad_(any(p is q for q in params))
     before = [p.detach().clone() for p in params]
-    opt = torch.optim.SGD(params, lr=0.05)
+    opt = torch.optim.SGD(params, lr=1e-2)
     try:
         model.train()
         logp = response_logp()
@@ -190,5 +190,7 @@ def test_one_policy_gradient_step_moves_the_weights_the_right_way(smollm2) -> No
             p.grad = None
         model.eval()
     assert all(moved)
-    assert after[0] > start[0] and after[1] < start[1]  # the rewarded answer gained, the wrong one lost
+    # A small step along the policy gradient raises sum_i A_i log p(y_i): the rewarded answer gains on the
+    # penalised one (the shared "Answer: " prefix cancels, so only the margin is guaranteed to move).
+    assert after[0] - after[1] > start[0] - start[1]
     assert float(metrics["ratio_mean"]) == pytest.approx(1.0)
