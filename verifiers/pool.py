@@ -307,11 +307,20 @@ class VerifierPool:
         queue: deque[list[int]] = deque(list(range(s, min(n, s + size))) for s in range(0, n, size))
         results: list[VerifyResult | None] = [None] * n
         remaining = n
-        while remaining:
+        try:
+            while remaining:
+                for slot in list(self._slots):
+                    if not slot.pending and queue:
+                        slot = self._dispatch(slot, queue.popleft(), key, blob, responses, references, queue)
+                remaining -= self._collect(results, queue)
+        except BaseException:
+            # Interrupted (Ctrl-C, a failing input sequence): busy workers hold items of this call, whose
+            # late results must never reach the next call, so they are replaced before re-raising.
             for slot in list(self._slots):
-                if not slot.pending and queue:
-                    slot = self._dispatch(slot, queue.popleft(), key, blob, responses, references, queue)
-            remaining -= self._collect(results, queue)
+                if slot.pending:
+                    slot.pending = []
+                    self._replace(slot)
+            raise
         return [r for r in results if r is not None]
 
     def _dispatch(

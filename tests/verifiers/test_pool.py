@@ -180,3 +180,21 @@ def test_order_and_length_invariants(pool: VerifierPool, items: list[tuple[str, 
     assert len(out) == len(items)
     assert [r.correct for r in out] == [same for _, same in items]
     assert [r.extracted for r in out] == responses
+
+
+class _ExplodingSequence(list):
+    """A response list whose item 40 cannot be read: map() fails half-way through dispatch."""
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if index == 40:
+            raise KeyboardInterrupt
+        return super().__getitem__(index)
+
+
+def test_interrupted_map_leaves_no_stale_results(pool: VerifierPool) -> None:
+    items = [str(i) for i in range(80)]
+    with pytest.raises(KeyboardInterrupt):
+        pool.map(sleepy, _ExplodingSequence(items), items)
+    fresh = [f"x{i}" for i in range(80)]
+    out = pool.map(exact, fresh, fresh)
+    assert [r.extracted for r in out] == fresh and all(r.correct for r in out)
