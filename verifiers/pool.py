@@ -216,6 +216,10 @@ class VerifierPool:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self.chunk_size = chunk_size
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        if start_method != "fork" and main_file is not None and not os.path.isfile(main_file):
+            start_method = "fork"  # `python -` / `-c`: there is no __main__ file the workers could import
+        self.start_method = start_method
         self._ctx = multiprocess.get_context(start_method)
         if start_method == "forkserver":
             # The fork server imports these once; every worker (and replacement) forks from it warm.
@@ -246,14 +250,15 @@ class VerifierPool:
         for slot in self._slots:
             ok = False
             try:
-                ok = slot.conn.poll(max(0.0, deadline - time.monotonic())) and _loads(slot.conn.recv_bytes()) == ("ready",)
+                if slot.conn.poll(max(0.0, deadline - time.monotonic())):
+                    ok = _loads(slot.conn.recv_bytes()) == ("ready",)
             except (EOFError, OSError):
                 ok = False
             if not ok:
                 self.close()
                 raise RuntimeError(
-                    "a VerifierPool worker failed to start within "
-                    f"{timeout_s:.0f} s; with start_method 'forkserver' or 'spawn' workers re-import the "
+                    "a VerifierPool worker did not report ready (waited up to "
+                    f"{timeout_s:.0f} s); with start_method 'forkserver' or 'spawn' workers re-import the "
                     "caller's __main__ script: guard it with `if __name__ == \"__main__\":` or pass "
                     "start_method=\"fork\""
                 )
@@ -301,7 +306,13 @@ class VerifierPool:
             return []
         if self.workers == 0:
             return [_verify_one(verifier, r, ref) for r, ref in zip(responses, references)]
-        blob = dill.dumps(verifier, protocol=pickle.HIGHEST_PROTOCOL, recurse=True)
+        try:
+            blob = dill.dumps(verifier, protocol=pickle.HIGHEST_PROTOCOL, recurse=True)
+        except Exception as exc:
+            raise TypeError(
+                f"the verifier {verifier!r} cannot be pickled for the worker processes ({exc}); use a "
+                "module-level function or a picklable class instance, or VerifierPool(workers=0)"
+            ) from exc
         key = hashlib.sha1(blob).digest()
         size = self.chunk_size or max(1, min(_MAX_CHUNK, -(-n // (4 * self.workers))))
         queue: deque[list[int]] = deque(list(range(s, min(n, s + size))) for s in range(0, n, size))
