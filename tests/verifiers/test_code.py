@@ -187,3 +187,28 @@ def test_all_real_canonical_solutions_pass(shared_data: Path) -> None:
     assert len(results) == 974 + 164
     assert all(i < 974 for i, _ in failed), failed  # every HumanEval solution passes
     assert len(failed) <= 2, failed  # MBPP: at most a slow one or two under a loaded machine
+
+
+def test_ordinary_library_use_is_not_blocked() -> None:
+    """Legitimate code that touches frames (namedtuple, typing, dataclasses, enum), files in its own
+    directory, recursion limits and threads runs normally under the audit hook."""
+    program = (
+        "import collections, dataclasses, enum, functools, heapq, re, sys, threading, typing\n"
+        "sys.setrecursionlimit(5000)\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "T = typing.TypeVar('T')\n"
+        "class Colour(enum.Enum):\n    RED = 1\n"
+        "@dataclasses.dataclass\nclass Box:\n    items: typing.List[int]\n"
+        "@functools.lru_cache(None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+        "with open('notes.txt', 'w') as fh:\n    fh.write('hello')\n"
+        "def solve():\n"
+        "    out = []\n"
+        "    worker = threading.Thread(target=lambda: out.append(heapq.nsmallest(2, [5, 1, 3])))\n"
+        "    worker.start(); worker.join()\n"
+        "    text = open('notes.txt').read()\n"
+        "    return (Point(1, 2).x, Colour.RED.value, Box([1]).items, fib(80), depth(3000), out[0],\n"
+        "            re.sub('l+', 'L', text))\n"
+    )
+    tests = CodeTests(tests=("assert solve() == (1, 1, [1], 23416728348467685, 3000, [1, 3], 'heLo')",))
+    assert VERIFIER(fenced(program), tests).reason == "passed:1/1"
