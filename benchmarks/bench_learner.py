@@ -1,0 +1,455 @@
+"""Our DAPO trainer vs TRL's ``GRPOTrainer``, side by side on one workload: update and rollout throughput.
+
+Both sides train the same random-init model (built locally from a config: a tiny Llama with a 32k
+vocabulary on CPU, a Qwen2-0.5B-shaped model in bf16 on CUDA), on the same task's prompts, with the same
+group size G, prompts per step, micro-batch, response length limit, sampling temperature, learning
+rate and number of steps, and the same DAPO loss settings (clip 0.2/0.28, token-level loss, no KL,
+one optimizer step per rollout batch). Each side runs in its OWN fresh subprocess (so peak memory is
+comparable) with the same torch thread count. The first ``--warmup`` steps are excluded.
+
+What is measured per training step:
+- rollout: generating the G responses per prompt and scoring them (ours: the DynamicSampler round
+  through the env; TRL: ``_generate_and_score_completions``);
+- update: the optimisation on that batch, forward + backward (with gradient accumulation over
+  micro-batches) + gradient clipping + optimizer step (ours: ``Trainer._update``, which also pushes the
+  weights to the engine; TRL: the rest of its optimizer step, on_step_begin -> on_step_end minus rollout);
+- learner: everything in the step that is not rollout (ours adds the no-grad old-log-prob pass,
+  the engine/learner mismatch metric and the parameter-drift metric; TRL skips the old-log-prob pass
+  when the batch is used for exactly one optimizer step, as here);
+- tokens in the loss (response tokens, EOS included; padding excluded) and tokens generated.
+Neither side forces a response length: both stop at EOS or at ``--length`` tokens, and throughput is
+tokens actually processed per second (a random-init model with a 32k+ vocabulary almost never samples
+EOS, so both sides process about ``--length`` tokens per response; the JSON records the counts).
+Peak memory: CPU ``ru_maxrss`` of the process (absolute, and its growth after the model is built);
+CUDA ``max_memory_allocated``.
+
+Run:
+    python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k)
+    python benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b   # see bench_learner_gpu.sh
+Writes ``benchmarks/results/bench_learner.json`` (CPU) or ``bench_learner_gpu.json`` (CUDA); ``--out``
+overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: Model shapes: (hidden, layers, heads, kv_heads, intermediate, vocab, architecture).
+MODEL_SHAPES: dict[str, dict[str, Any]] = {
+    "micro": dict(hidden=64, layers=1, heads=2, kv_heads=2, intermediate=128, vocab=2048, arch="llama"),
+    "tiny": dict(hidden=128, layers=2, heads=4, kv_heads=4, intermediate=512, vocab=32_000, arch="llama"),
+    "small": dict(hidden=256, layers=4, heads=4, kv_heads=4, intermediate=1024, vocab=32_000, arch="llama"),
+    "qwen2-tiny": dict(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=4096, arch="qwen2"),
+    "qwen2-0.5b": dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864, vocab=151_936,
+                       arch="qwen2"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """One side-by-side workload.
+
+    Example:
+        >>> BenchConfig(model_shape="micro", length=16).tokens_per_step_max
+        512
+    """
+
+    device: str = "cpu"
+    model_shape: str = "tiny"
+    dtype: str = "float32"  # "float32" or "bfloat16"
+    task: str = "Arithmetic-v0"
+    group_size: int = 8  # G
+    prompts_per_step: int = 4  # B prompts -> B*G responses per optimizer step
+    micro_batch: int = 16  # sequences per forward/backward (gradient accumulation over the rest)
+    length: int = 256  # the most response tokens
+    warmup: int = 1  # steps run first and excluded
+    steps: int = 3  # measured steps
+    threads: int = 1  # torch CPU threads, both sides
+    lr: float = 1e-6
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.model_shape not in MODEL_SHAPES:
+            raise ValueError(f"model_shape {self.model_shape!r}: choose one of {sorted(MODEL_SHAPES)}")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype {self.dtype!r}: choose float32 or bfloat16")
+        for name in ("group_size", "prompts_per_step", "micro_batch", "length", "steps", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2 (group-relative advantages)")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if (self.group_size * self.prompts_per_step) % self.micro_batch:
+            raise ValueError(f"micro_batch={self.micro_batch} must divide group_size*prompts_per_step="
+                             f"{self.group_size * self.prompts_per_step} (TRL needs whole micro-batches)")
+
+    @property
+    def tokens_per_step_max(self) -> int:
+        return self.group_size * self.prompts_per_step * self.length
+
+
+# --- shared pieces: tokenizer, model, prompts --------------------------------------------------------
+def vocab_alphabet(vocab: int) -> str:
+    """Printable ASCII then CJK and further code points (no surrogates): ``vocab - 4`` distinct characters,
+    so the character-level tokenizer (4 special tokens) has exactly ``vocab`` entries."""
+    from dapo_env.learners.tiny import DEFAULT_ALPHABET, SPECIAL_TOKENS
+
+    need = vocab - len(SPECIAL_TOKENS)
+    if need < len(DEFAULT_ALPHABET):
+        raise ValueError(f"vocab {vocab} is smaller than the ASCII alphabet + special tokens")
+    chars = list(DEFAULT_ALPHABET)
+    code = 0x4E00
+    while len(chars) < need:
+        if not 0xD800 <= code <= 0xDFFF and not 0xFFF0 <= code <= 0xFFFF:
+            chars.append(chr(code))
+        code += 1
+    return "".join(chars)
+
+
+def build_tokenizer_and_model(cfg: BenchConfig) -> tuple[Any, Any]:
+    """The character tokenizer with the shape's vocabulary and the random-init model (seed ``cfg.seed``)."""
+    import torch
+
+    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+
+    shape = MODEL_SHAPES[cfg.model_shape]
+    max_pos = max(512, 2 * (cfg.length + 64))
+    tok = build_tokenizer(vocab_alphabet(shape["vocab"]), model_max_length=max_pos)
+    dtype = getattr(torch, cfg.dtype)
+    if shape["arch"] == "llama":
+        model = build_tiny_model(tok, hidden_size=shape["hidden"], layers=shape["layers"], heads=shape["heads"],
+                                 kv_heads=shape["kv_heads"], intermediate_size=shape["intermediate"],
+                                 max_positions=max_pos, seed=cfg.seed)
+    else:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        config = Qwen2Config(vocab_size=len(tok), hidden_size=shape["hidden"], intermediate_size=shape["intermediate"],
+                             num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+                             num_key_value_heads=shape["kv_heads"], max_position_embeddings=max_pos,
+                             tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                             pad_token_id=tok.pad_token_id, rope_theta=1_000_000.0)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            model = Qwen2ForCausalLM(config)
+        for key in ("eos_token_id", "pad_token_id", "bos_token_id"):
+            setattr(model.generation_config, key, getattr(tok, key))
+    return tok, model.to(device=cfg.device, dtype=dtype)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _memory(device: str, base_rss: int) -> dict[str, float]:
+    out = {"peak_rss_mb": _rss_bytes() / 2**20, "peak_rss_growth_mb": (_rss_bytes() - base_rss) / 2**20}
+    if device.startswith("cuda"):
+        import torch
+
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+# --- our side ------------------------------------------------------------------------------------------
+def run_ours(cfg: BenchConfig) -> dict[str, Any]:
+    """Our ``Trainer.train_step`` on the workload; ``Trainer._update`` timed by wrapping the bound method."""
+    import torch
+
+    from dapo_env.learners.config import preset
+    from dapo_env.learners.trainer import Trainer
+
+    torch.set_num_threads(cfg.threads)
+    tok, model = build_tokenizer_and_model(cfg)
+    base_rss = _rss_bytes()
+    with tempfile.TemporaryDirectory(prefix="bench_learner_") as tmp:
+        tcfg = preset("dapo", name="ours", out_dir=tmp, seed=cfg.seed, task=cfg.task, device=cfg.device,
+                      num_threads=cfg.threads, max_steps=cfg.warmup + cfg.steps, group_size=cfg.group_size,
+                      batch_size=cfg.prompts_per_step, mini_batch_size=cfg.prompts_per_step,
+                      micro_batch_size=cfg.micro_batch, max_response_tokens=cfg.length, dynamic_sampling=False,
+                      overlong_penalty=False, temperature=1.0, top_p=1.0, lr=cfg.lr, warmup_steps=0,
+                      eval_every=0, plot_every=0, checkpoint_every=0, progress=False)
+        trainer = Trainer(tcfg, model=model, tokenizer=tok)
+        update_times: list[float] = []
+        original = trainer._update
+
+        def timed_update(*args: Any, **kwargs: Any) -> dict[str, float]:
+            _sync(cfg.device)
+            start = time.perf_counter()
+            out = original(*args, **kwargs)
+            _sync(cfg.device)
+            update_times.append(time.perf_counter() - start)
+            return out
+
+        trainer._update = timed_update  # type: ignore[method-assign]
+        steps = []
+        for _ in range(cfg.warmup + cfg.steps):
+            _sync(cfg.device)
+            start = time.perf_counter()
+            rec = trainer.train_step()
+            _sync(cfg.device)
+            step_s = time.perf_counter() - start
+            rollout_s = float(rec["time/rollout_s"])
+            steps.append({
+                "step_s": step_s, "rollout_s": rollout_s, "update_s": update_times[-1],
+                "learner_s": step_s - rollout_s,
+                "loss_tokens": round(float(rec["perf/update_tokens_per_s"]) * float(rec["time/update_s"])),
+                "generated_tokens": round(float(rec["perf/rollout_tokens_per_s"]) * rollout_s),
+                "sequences": int(rec["rollout/samples_generated"]),
+            })
+        close = getattr(trainer.env, "close", None)
+        if close is not None:
+            close()
+    return {"side": "ours", "torch_threads": torch.get_num_threads(), "steps": steps,
+            **_memory(cfg.device, base_rss)}
+
+
+# --- TRL's side --------------------------------------------------------------------------------------
+def run_trl(cfg: BenchConfig) -> dict[str, Any]:
+    """TRL's ``GRPOTrainer`` (DAPO loss) on the workload; rollout timed by wrapping
+    ``_generate_and_score_completions``, optimizer steps by callbacks."""
+    import torch
+    import trl
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from dapo_env.interop import trl_reward_function
+    from dapo_env.tasks import get_task
+
+    torch.set_num_threads(cfg.threads)
+    tok, model = build_tokenizer_and_model(cfg)
+    base_rss = _rss_bytes()
+    task = get_task(cfg.task)
+    total = cfg.warmup + cfg.steps
+    problems = task.load(split="train")
+    rows = [{"prompt": task.format_prompt(problems[i]), "answer": problems[i].answer}
+            for i in range(total * cfg.prompts_per_step)]
+    n_seqs = cfg.group_size * cfg.prompts_per_step
+    cuda = cfg.device.startswith("cuda")
+    steps: list[dict[str, float]] = []
+    current: dict[str, float] = {}
+
+    class StepTimer(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(cfg.device)
+            current.clear()
+            current.update(start=time.perf_counter(), rollout_s=0.0, loss_tokens=0.0, generated_tokens=0.0,
+                           sequences=0.0)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            _sync(cfg.device)
+            step_s = time.perf_counter() - current["start"]
+            steps.append({"step_s": step_s, "rollout_s": current["rollout_s"],
+                          "update_s": step_s - current["rollout_s"], "learner_s": step_s - current["rollout_s"],
+                          "loss_tokens": int(current["loss_tokens"]),
+                          "generated_tokens": int(current["generated_tokens"]), "sequences": int(current["sequences"])})
+
+    with tempfile.TemporaryDirectory(prefix="bench_learner_trl_") as tmp:
+        args = GRPOConfig(
+            output_dir=tmp, loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0,
+            num_generations=cfg.group_size, per_device_train_batch_size=cfg.micro_batch,
+            gradient_accumulation_steps=n_seqs // cfg.micro_batch, max_completion_length=cfg.length,
+            temperature=1.0, top_p=1.0, learning_rate=cfg.lr, lr_scheduler_type="constant", warmup_steps=0,
+            weight_decay=0.1, max_grad_norm=1.0, max_steps=total, logging_steps=10**6, save_strategy="no",
+            report_to="none", use_cpu=not cuda, bf16=cfg.dtype == "bfloat16", disable_tqdm=True,
+            seed=cfg.seed, dataloader_num_workers=0, log_completions=False,
+        )
+        trainer = GRPOTrainer(model=model, reward_funcs=trl_reward_function(task), args=args,
+                              train_dataset=Dataset.from_list(rows), processing_class=tok, callbacks=[StepTimer()])
+        torch.set_num_threads(cfg.threads)  # in case accelerate changed it
+        original: Callable[..., dict[str, Any]] = trainer._generate_and_score_completions
+
+        def timed_rollout(*a: Any, **k: Any) -> dict[str, Any]:
+            _sync(cfg.device)
+            start = time.perf_counter()
+            out = original(*a, **k)
+            _sync(cfg.device)
+            current["rollout_s"] += time.perf_counter() - start
+            tokens = float(out["completion_mask"].sum())
+            current["loss_tokens"] += tokens
+            current["generated_tokens"] += tokens
+            current["sequences"] += float(out["completion_ids"].shape[0])
+            return out
+
+        trainer._generate_and_score_completions = timed_rollout  # type: ignore[method-assign]
+        trainer.train()
+    return {"side": "trl", "trl_version": trl.__version__, "torch_threads": torch.get_num_threads(),
+            "steps": steps, **_memory(cfg.device, base_rss)}
+
+
+# --- driver ----------------------------------------------------------------------------------------------
+def summarize(side: dict[str, Any], warmup: int) -> dict[str, Any]:
+    """Throughputs over the measured steps (after ``warmup``): summed tokens over summed seconds."""
+    measured = side["steps"][warmup:]
+    if not measured:
+        raise RuntimeError(f"{side['side']}: no measured steps (ran {len(side['steps'])}, warm-up {warmup})")
+
+    def total(key: str) -> float:
+        return float(sum(s[key] for s in measured))
+
+    loss_tokens, gen_tokens = total("loss_tokens"), total("generated_tokens")
+    return {
+        "update_tokens_per_s": loss_tokens / total("update_s"),
+        "learner_tokens_per_s": loss_tokens / total("learner_s"),
+        "rollout_tokens_per_s": gen_tokens / total("rollout_s"),
+        "step_s": total("step_s") / len(measured),
+        "update_s": total("update_s") / len(measured),
+        "learner_s": total("learner_s") / len(measured),
+        "rollout_s": total("rollout_s") / len(measured),
+        "loss_tokens_per_step": loss_tokens / len(measured),
+        "measured_steps": len(measured),
+    }
+
+
+def run_isolated(side: str, cfg: BenchConfig) -> dict[str, Any]:
+    """Run one side in a fresh Python process and return its JSON result."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", side,
+           "--config-json", json.dumps(dataclasses.asdict(cfg))]
+    env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{side} worker failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(cfg: BenchConfig, *, sides: tuple[str, ...] = ("ours", "trl")) -> dict[str, Any]:
+    """Run each side isolated and build the result record (with ours/TRL ratios when both ran)."""
+    import torch
+    import transformers
+
+    shape = MODEL_SHAPES[cfg.model_shape]
+    result: dict[str, Any] = {
+        "benchmark": "bench_learner", "config": dataclasses.asdict(cfg), "model": shape,
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "machine": platform.machine(), "cpu_count": os.cpu_count(),
+        "method": ("each side in a fresh subprocess; same model init, task, G, prompts per step, micro-batch, "
+                   "length limit, lr, steps; warm-up steps excluded; update = fwd+bwd+clip+optimizer step "
+                   "(tokens in the loss / s); learner = step minus rollout; rollout = generation + scoring; "
+                   "peak RSS = ru_maxrss of the side's process"),
+        "sides": {},
+    }
+    if cfg.device.startswith("cuda"):
+        result["device_name"] = torch.cuda.get_device_name()
+    for side in sides:
+        raw = run_isolated(side, cfg)
+        result["sides"][side] = {**{k: v for k, v in raw.items() if k != "steps"}, **summarize(raw, cfg.warmup),
+                                 "per_step": raw["steps"]}
+    if "ours" in result["sides"] and "trl" in result["sides"]:
+        ours, trl = result["sides"]["ours"], result["sides"]["trl"]
+        result["trl_version"] = trl["trl_version"]
+        result["ratio_update_tokens_per_s"] = ours["update_tokens_per_s"] / trl["update_tokens_per_s"]
+        result["ratio_learner_tokens_per_s"] = ours["learner_tokens_per_s"] / trl["learner_tokens_per_s"]
+        result["ratio_rollout_tokens_per_s"] = ours["rollout_tokens_per_s"] / trl["rollout_tokens_per_s"]
+        result["ratio_step_time"] = ours["step_s"] / trl["step_s"]
+        result["ratio_peak_rss"] = ours["peak_rss_mb"] / trl["peak_rss_mb"]
+        result["ratio_peak_rss_growth"] = ours["peak_rss_growth_mb"] / max(trl["peak_rss_growth_mb"], 1e-9)
+        if "peak_cuda_mb" in ours:
+            result["ratio_peak_cuda"] = ours["peak_cuda_mb"] / trl["peak_cuda_mb"]
+        result["target_update_1_5x_met"] = result["ratio_update_tokens_per_s"] >= 1.5
+        mem_key = "ratio_peak_cuda" if "ratio_peak_cuda" in result else "ratio_peak_rss"
+        result["target_memory_met"] = result[mem_key] <= 1.0
+    return result
+
+
+def print_table(result: dict[str, Any]) -> None:
+    cols = [("update tok/s", "update_tokens_per_s", "{:>13.0f}"), ("learner tok/s", "learner_tokens_per_s", "{:>13.0f}"),
+            ("rollout tok/s", "rollout_tokens_per_s", "{:>13.0f}"), ("step s", "step_s", "{:>8.2f}"),
+            ("update s", "update_s", "{:>8.2f}"), ("rollout s", "rollout_s", "{:>9.2f}"),
+            ("loss tok", "loss_tokens_per_step", "{:>8.0f}"), ("peak RSS MB", "peak_rss_mb", "{:>11.0f}"),
+            ("RSS growth", "peak_rss_growth_mb", "{:>10.0f}")]
+    if any("peak_cuda_mb" in s for s in result["sides"].values()):
+        cols.append(("CUDA MB", "peak_cuda_mb", "{:>9.0f}"))
+    cfg = result["config"]
+    print(f"bench_learner: {cfg['model_shape']} {result['model']} {cfg['dtype']} on {cfg['device']}, "
+          f"G={cfg['group_size']} prompts/step={cfg['prompts_per_step']} micro={cfg['micro_batch']} "
+          f"length<={cfg['length']} threads={cfg['threads']} steps={cfg['steps']} (+{cfg['warmup']} warm-up)")
+    header = f"{'side':<6}" + "".join(f" {name:>{len(fmt.format(0))}}" for name, _, fmt in cols)
+    print(header)
+    for side, s in result["sides"].items():
+        print(f"{side:<6}" + "".join(" " + fmt.format(s.get(key, float('nan'))) for _, key, fmt in cols))
+    if "ratio_update_tokens_per_s" in result:
+        print(f"ours/TRL (TRL {result['trl_version']}): update tok/s x{result['ratio_update_tokens_per_s']:.2f}, "
+              f"learner tok/s x{result['ratio_learner_tokens_per_s']:.2f}, "
+              f"rollout tok/s x{result['ratio_rollout_tokens_per_s']:.2f}, step time x{result['ratio_step_time']:.2f}, "
+              f"peak RSS x{result['ratio_peak_rss']:.2f} (growth x{result['ratio_peak_rss_growth']:.2f})"
+              + (f", peak CUDA x{result['ratio_peak_cuda']:.2f}" if "ratio_peak_cuda" in result else ""))
+
+
+def trl_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("trl") is not None
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    parser.add_argument("--config-json", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model-shape", default=None, choices=sorted(MODEL_SHAPES),
+                        help="default: tiny on CPU, qwen2-0.5b on CUDA")
+    parser.add_argument("--dtype", default=None, help="default: float32 on CPU, bfloat16 on CUDA")
+    parser.add_argument("--task", default="Arithmetic-v0")
+    parser.add_argument("--group-size", type=int, default=None, help="G (default 8 CPU, 16 CUDA)")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts per step (default 4 CPU, 8 CUDA)")
+    parser.add_argument("--micro-batch", type=int, default=None, help="sequences per fwd/bwd (default 16 CPU, 32 CUDA)")
+    parser.add_argument("--length", type=int, default=None, help="max response tokens (default 256 CPU, 512 CUDA)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sides", default="ours,trl", help="comma-separated subset of ours,trl")
+    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/bench_learner[_gpu].json)")
+    args = parser.parse_args(argv)
+    if args.worker:
+        cfg = BenchConfig(**json.loads(args.config_json))
+        print(json.dumps(run_ours(cfg) if args.worker == "ours" else run_trl(cfg)))
+        return None
+
+    cuda = args.device.startswith("cuda")
+    cfg = BenchConfig(
+        device=args.device, model_shape=args.model_shape or ("qwen2-0.5b" if cuda else "tiny"),
+        dtype=args.dtype or ("bfloat16" if cuda else "float32"), task=args.task,
+        group_size=args.group_size or (16 if cuda else 8), prompts_per_step=args.prompts or (8 if cuda else 4),
+        micro_batch=args.micro_batch or (32 if cuda else 16), length=args.length or (512 if cuda else 256),
+        warmup=args.warmup, steps=args.steps, threads=args.threads)
+    sides = tuple(s for s in args.sides.split(",") if s)
+    unknown = set(sides) - {"ours", "trl"}
+    if unknown:
+        raise SystemExit(f"--sides: unknown {sorted(unknown)}; use ours and/or trl")
+    if "trl" in sides and not trl_available():
+        print("trl is not installed: running our side only (pip install trl to compare)")
+        sides = tuple(s for s in sides if s != "trl")
+    result = compare(cfg, sides=sides)
+    print_table(result)
+    out = Path(args.out) if args.out else RESULTS / ("bench_learner_gpu.json" if cuda else "bench_learner.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
