@@ -165,6 +165,16 @@ def get_helper() -> SymbolicHelper:
     return _HELPER
 
 
+def warm_up(timeout_s: float = 60.0) -> bool:
+    """Start this process's helper now and wait until it is ready; True if it answered in time.
+
+    Optional: the helper otherwise starts on the first pair that needs the symbolic stage, and that
+    first call then spends part of its time limit waiting for the start-up (a few seconds).
+    """
+    reply = get_helper().request({"op": "sleep", "seconds": 0}, time.monotonic() + timeout_s)
+    return reply is not None
+
+
 def symbolic_equal(pred: str, gold: str, timeout_s: float, *, gold_decimals: int | None = None) -> tuple[bool, str]:
     """Symbolic equivalence of two canonical answers, decided within ``timeout_s`` seconds.
 
@@ -200,6 +210,9 @@ def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
         pred = math_verify.parse(f"${request['pred']}$", extraction_config=configs, parsing_timeout=timeout)
         if not gold or not pred:
             return {"equal": False, "reason": "not_equal"}
+        quick = _numeric_difference(pred[0], gold[0])
+        if quick is not None:
+            return quick
         decimals = request.get("gold_decimals")
         if decimals is not None and _rounds_to(pred[0], gold[0], int(decimals)):
             return {"equal": True, "reason": "equal:numeric"}
@@ -209,6 +222,22 @@ def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return {"equal": False, "reason": f"error:{type(exc).__name__}"}
     return {"equal": bool(ok), "reason": "equal:symbolic" if ok else "not_equal"}
+
+
+def _numeric_difference(pred: Any, gold: Any) -> dict[str, Any] | None:
+    """Constants that differ at 60 significant digits are not equal: answered before ``verify``."""
+    import sympy
+
+    if not isinstance(pred, sympy.Expr) or not isinstance(gold, sympy.Expr):
+        return None
+    if pred.free_symbols or gold.free_symbols:
+        return None
+    diff, scale = sympy.N(pred - gold, 60), sympy.N(abs(gold), 60)
+    if not (diff.is_number and scale.is_number) or diff.has(sympy.nan, sympy.zoo, sympy.oo):
+        return None
+    if abs(diff) > sympy.Float(10, 60) ** -40 * max(sympy.Float(1), scale):
+        return {"equal": False, "reason": "not_equal"}
+    return None
 
 
 def _rounds_to(pred: Any, gold: Any, decimals: int) -> bool:
@@ -233,8 +262,19 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     except (ImportError, ValueError, OSError):
         pass
-    import math_verify  # noqa: F401 - warm the import before announcing readiness
+    # Warm every lazy import (the LaTeX parser, sympy's printers) before announcing readiness, so the
+    # first real request is as fast as the rest.
+    _serve_one({"pred": "\\frac{\\sqrt{2}}{2}+x", "gold": "(1,2)\\cup[3,\\infty)", "timeout": 30})
 
+    parent = os.getppid()
+
+    def watch_parent() -> None:  # forked siblings may hold our stdin open after the parent died
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
