@@ -90,7 +90,8 @@ class SymbolicHelper:
 
     def _read_line(self, deadline: float) -> dict[str, Any] | None:
         """Next JSON line from the helper, or ``None`` if the deadline passes or it died."""
-        assert self._proc is not None and self._proc.stdout is not None
+        if self._proc is None or self._proc.stdout is None:
+            raise BrokenPipeError("symbolic helper is not running")
         fd = self._proc.stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
@@ -123,8 +124,9 @@ class SymbolicHelper:
                 self._kill()
                 self._start()
                 _register_exit(self)
-            assert self._proc is not None and self._proc.stdin is not None
             try:
+                if self._proc is None or self._proc.stdin is None:
+                    raise BrokenPipeError("symbolic helper did not start")
                 if not self._ready:
                     hello = self._read_line(deadline)
                     if hello is None:
@@ -153,6 +155,16 @@ def _register_exit(helper: SymbolicHelper) -> None:
     if pid not in _EXIT_REGISTERED:
         _EXIT_REGISTERED.add(pid)
         atexit.register(helper.close)
+
+
+def _after_fork_in_child() -> None:
+    """A fork may copy a lock held by another thread: the child starts with a fresh client."""
+    global _HELPER, _HELPER_LOCK
+    _HELPER, _HELPER_LOCK = None, threading.Lock()
+    _EXIT_REGISTERED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get_helper() -> SymbolicHelper:
