@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +53,8 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override any config field")
     p.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    p.add_argument("--fsdp", action="store_true",
+                   help="under torchrun: shard the learner with FSDP2 (see docs/scaling.md)")
 
 
 def _eval_parser(sub: Any) -> None:
@@ -96,6 +99,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from dapo_env.learners.trainer import train
 
     cfg, resume = config_from_args(args)
+    from dapo_env.learners.distributed import launched_with_torchrun
+
+    if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
+        from dapo_env.learners.distributed import train_distributed
+
+        rank0 = os.environ.get("RANK", "0") == "0"
+        result = train_distributed(cfg, resume=resume, fsdp=args.fsdp)
+        if rank0:
+            print(f"dapo-env train: {os.environ['WORLD_SIZE']} ranks, run files: {result.run_dir}", flush=True)
+        return 0
+    if args.fsdp:
+        raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
     print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
           f"run_dir={cfg.run_dir}", flush=True)
     result = train(cfg, resume=resume)

@@ -1,0 +1,236 @@
+"""Data parallelism (learners.distributed): 2 gloo ranks give the single-process loss and gradients.
+
+One ``torch.multiprocessing.spawn`` of 2 CPU ranks runs every multi-rank check (start-up dominates):
+the trainer's own ``_update`` on a fixed batch whose sequence lengths differ a lot between the ranks'
+shards (a per-rank token-mean would be visibly wrong), with plain all-reduce and with FSDP2, and the
+balancing of dynamic-sampling batches. The real entry point under torchrun is the slow test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from dapo_env.learners.config import preset
+from dapo_env.learners.distributed import World, rank_seed, reduce_records, shard_config
+from dapo_env.learners.losses import group_advantages
+from dapo_env.learners.rollout import build_sequence_batch, response_logprobs
+from dapo_env.learners.tiny import build_tiny_model  # noqa: F401  (imports transformers' Llama before forking)
+from dapo_env.learners.trainer import Trainer
+from dapo_env.types import Completion, Group, VerifyResult
+
+WORLD = 2
+GROUP = 4
+GROUPS = 4  # global batch: 4 groups x 4 samples; rank r takes groups 2r, 2r+1
+
+
+def even_length(response: str, reference: Any) -> VerifyResult:
+    """Toy verifier for the entry-point run: about half of random responses are 'right'."""
+    ok = len(response) % 2 == 0
+    return VerifyResult(ok, float(ok), None, "toy")
+
+
+def _config(out_dir: Path, name: str) -> Any:
+    return preset("tiny", max_steps=1, warmstart_steps=0, batch_size=GROUPS, group_size=GROUP,
+                  mini_batch_size=GROUPS, micro_batch_size=3, tiny_hidden_size=64, tiny_heads=2, tiny_layers=1,
+                  max_response_tokens=12, overlong_cache_length=2, out_dir=str(out_dir), name=name,
+                  progress=False, num_threads=1, grad_clip=1e9, eval_size=4, checkpoint_every=0, plot_every=0)
+
+
+def _fixture(model: torch.nn.Module) -> tuple[list[Group], Any, torch.Tensor, torch.Tensor]:
+    """Fixed groups: rank 0's share has long responses, rank 1's short ones; one sample loss-masked."""
+    gen = np.random.default_rng(0)
+    groups = []
+    for g in range(GROUPS):
+        lo, hi = (7, 12) if g < GROUPS // 2 else (1, 3)
+        prompt = tuple(int(t) for t in gen.integers(5, 30, size=3 + g))
+        comps = tuple(Completion("x", num_tokens=int(n), token_ids=tuple(int(t) for t in gen.integers(5, 30, size=n)),
+                                 prompt_token_ids=prompt) for n in gen.integers(lo, hi + 1, size=GROUP))
+        rewards = tuple(float(r) for r in (1, -1, 1 if g % 2 else -1, -1))
+        groups.append(Group(problem_id=str(g), prompt="p", completions=comps, rewards=rewards,
+                            correct=tuple(r > 0 for r in rewards), loss_mask=(True, True, g != 1, True),
+                            infos=({},) * GROUP))
+    batch = build_sequence_batch(groups, pad_id=0)
+    advantages = group_advantages(torch.tensor([r for g in groups for r in g.rewards]), GROUP)  # (16,)
+    with torch.no_grad():
+        logp = response_logprobs(model, batch, torch.arange(GROUPS * GROUP), 1.0)[0]  # (16, R)
+    noise = torch.randn(logp.shape, generator=torch.Generator().manual_seed(1)) * 0.3
+    return groups, batch, advantages, (logp + noise) * batch.response_mask
+
+
+def _shard(batch: Any, rows: slice) -> Any:
+    fields = {k: (v[rows] if isinstance(v, torch.Tensor) else v) for k, v in vars(batch).items()}
+    return type(batch)(**fields)
+
+
+def _sgd_update(trainer: Trainer, groups: list[Group], batch: Any, adv: torch.Tensor, old: torch.Tensor,
+                full: Any, lr: float = 1.0) -> tuple[float, dict[str, torch.Tensor]]:
+    """One trainer ``_update`` with plain SGD at lr 1, so the parameter change is minus the gradient."""
+    before = {k: v.clone() for k, v in full(trainer.model).items()}
+    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=lr)
+    out = trainer._update(groups, batch, adv, old)
+    after = full(trainer.model)
+    return out["loss"], {k: before[k] - after[k] for k in before if k in dict(trainer.engine.model.named_parameters())}
+
+
+def _rank_main(rank: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    from dapo_env import GroupVectorEnv
+    from dapo_env.learners.distributed import BalancedSampler, DistributedTrainer, full_state_dict
+    from dapo_env.sampler import DynamicSampler
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
+                      LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    world = World(rank=rank, world_size=WORLD)
+    results: dict[str, Any] = {}
+    rows = slice(rank * GROUPS // WORLD * GROUP, (rank + 1) * GROUPS // WORLD * GROUP)
+    for fsdp in (False, True):
+        trainer = DistributedTrainer(_config(Path(out_dir), f"fsdp{int(fsdp)}"), world=world, fsdp=fsdp)
+        groups, batch, adv, old = _fixture(trainer.engine.model)
+        local_groups = groups[rank * GROUPS // WORLD:(rank + 1) * GROUPS // WORLD]
+        loss, delta = _sgd_update(trainer, local_groups, _shard(batch, rows), adv[rows], old[rows], full_state_dict)
+        total = torch.tensor([loss], dtype=torch.float64)
+        dist.all_reduce(total)
+        results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()}}
+    # balance: rank 0 finds 3 informative groups, rank 1 only 1 within its single round
+    env = GroupVectorEnv("Arithmetic-v0", num_envs=3 * 2, group_size=2, size=64)
+    answers = {env.task.format_prompt(p): p.answer for p in env.problems}
+
+    def generate(prompts: list[str]) -> list[str]:
+        good = len(prompts) if rank == 0 else 2  # rank 1: only the first group has a right answer
+        return [f"Answer: {answers[p]}" if i < good and i % 2 == 0 else "Answer: none" for i, p in enumerate(prompts)]
+
+    sampler = BalancedSampler(DynamicSampler(env, generate, num_groups=3, max_rounds=1, seed=rank))
+    first = sampler.sample()
+    results["balance"] = {"kept": [g.problem_id for g in first.groups], "deferred": sampler.last_deferred,
+                          "surplus": [g.problem_id for g in sampler.surplus]}
+    env.close()
+    torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    import torch.multiprocessing as mp
+
+    out = tmp_path_factory.mktemp("dist")
+    # fork: the ranks inherit this process's imported torch/transformers (a fresh import costs 10-20 s
+    # on a busy 2-core machine); each rank still joins its own gloo group
+    mp.start_processes(_rank_main, args=(_free_port(), str(out)), nprocs=WORLD, join=True, start_method="fork")
+    return {r: torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)}
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    trainer = Trainer(_config(tmp_path_factory.mktemp("single"), "one"))
+    groups, batch, adv, old = _fixture(trainer.model)
+    lens = batch.loss_mask.sum(-1)  # (16,)
+    assert lens[:8].sum() > 2.5 * lens[8:].sum()  # the shards are far from even: a per-rank mean would show
+    loss, delta = _sgd_update(trainer, groups, batch, adv, old, lambda m: dict(m.state_dict()))
+    return {"loss": loss, "grads": {k: -v for k, v in delta.items()}}
+
+
+@pytest.mark.parametrize("mode", ["fsdp0", "fsdp1"], ids=["allreduce", "fsdp2"])
+def test_two_ranks_match_one_process(two_ranks: dict[int, dict[str, Any]], single: dict[str, Any], mode: str) -> None:
+    for rank in range(WORLD):
+        got = two_ranks[rank][mode]
+        assert got["loss"] == pytest.approx(single["loss"], rel=1e-6, abs=1e-7)
+        assert set(got["grads"]) == set(single["grads"]) and single["grads"]
+        for name, ref in single["grads"].items():
+            assert ref.abs().max() > 0
+            torch.testing.assert_close(got["grads"][name], ref, rtol=1e-5, atol=1e-6, msg=f"{mode} {name}")
+
+
+def test_per_rank_token_mean_would_differ(single: dict[str, Any], tmp_path: Path) -> None:
+    """The control: normalising each rank's share by its own token count gives another loss."""
+    trainer = Trainer(_config(tmp_path, "ctl"))
+    groups, batch, adv, old = _fixture(trainer.model)
+    losses = []
+    for r in range(WORLD):
+        rows = slice(r * 8, (r + 1) * 8)
+        loss, _ = _sgd_update(trainer, groups[2 * r:2 * r + 2], _shard(batch, rows), adv[rows], old[rows],
+                              lambda m: dict(m.state_dict()), lr=0.0)
+        losses.append(loss)
+    assert abs(np.mean(losses) - single["loss"]) > 1e-3
+
+
+def test_balanced_batches_defer_extra_groups(two_ranks: dict[int, dict[str, Any]]) -> None:
+    r0, r1 = two_ranks[0]["balance"], two_ranks[1]["balance"]
+    assert len(r0["kept"]) == len(r1["kept"]) == 1
+    assert (r0["deferred"], r1["deferred"]) == (2, 0)
+    assert len(r0["surplus"]) == 2  # rank 0's extra groups wait, in order, for its next batch
+
+
+def test_shard_config_splits_sizes_and_seeds() -> None:
+    cfg = preset("tiny", batch_size=8, mini_batch_size=4, seed=3)
+    local = shard_config(cfg, World(rank=1, world_size=2))
+    assert (local.batch_size, local.mini_batch_size, local.seed) == (4, 2, rank_seed(3, 1))
+    assert shard_config(cfg, World(rank=0, world_size=2)).seed == 3
+    with pytest.raises(ValueError, match="divisible by the world size 4"):
+        shard_config(preset("tiny", batch_size=6, mini_batch_size=2), World(rank=0, world_size=4))
+    with pytest.raises(ValueError, match="rank"):
+        World(rank=2, world_size=2)
+
+
+def test_reduce_records_sums_counts_and_keeps_rank0_optimizer_values() -> None:
+    out = reduce_records([{"step": 3, "rollout/num_groups": 2, "loss/policy": 0.25, "optim/grad_norm": 1.5,
+                           "time/update_s": 1.0, "policy/logprob_mismatch_mean": None},
+                          {"step": 3, "rollout/num_groups": 2, "loss/policy": 0.5, "optim/grad_norm": 1.5,
+                           "time/update_s": 2.0, "policy/logprob_mismatch_mean": 0.1}])
+    assert out == {"step": 3, "rollout/num_groups": 4, "loss/policy": 0.75, "optim/grad_norm": 1.5,
+                   "time/update_s": 2.0, "policy/logprob_mismatch_mean": 0.1}
+
+
+def _torchrun(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
+           "--master-port", str(_free_port()), "-m", "dapo_env.learners.train", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_torchrun_entry_point_trains_writes_one_run_and_resumes(tmp_path: Path) -> None:
+    sizes = ["warmstart_steps=0", "batch_size=4", "group_size=4", "mini_batch_size=2", "micro_batch_size=8",
+             "tiny_hidden_size=64", "tiny_heads=2", "tiny_layers=1", "eval_size=4", "eval_every=2",
+             "max_response_tokens=8", "overlong_cache_length=2", "num_threads=1", "checkpoint_every=1",
+             "plot_every=2", "verifier=test_distributed:even_length"]
+    proc = _torchrun(["--max-steps", "2", "--out-dir", str(tmp_path / "runs"), "--run-name", "dp",
+                      "--no-progress", "--set", *sizes], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "runs" / "dp"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["dp"]
+    assert json.loads((run / "config.json").read_text())["batch_size"] == 4  # the global batch, not a share
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert all(r["dist/world_size"] == WORLD and r["rollout/num_groups"] % WORLD == 0 for r in records[1:])
+    assert any(r["optim/steps"] > 0 for r in records[1:])
+    state = torch.load(run / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=False)
+    assert state["distributed"]["world_size"] == WORLD and len(state["ranks"]) == WORLD
+    assert state["ranks"][0]["sampler"]["env"] != state["ranks"][1]["sampler"]["env"]  # disjoint draws
+    proc = _torchrun(["--resume", str(run), "--max-steps", "3", "--no-progress"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2, 3] and records[-1]["optim/steps"] > records[-2]["optim/steps"]
