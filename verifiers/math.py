@@ -194,6 +194,8 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     if _TEXT.fullmatch(g) and (len(g) >= 3 or g.lower() in ("no", "ok")) and "\\" not in g:
         ok = _text_key(p) == _text_key(g)
         return ok, "equal:string" if ok else "not_equal"
+    if "\\infty" in p + g and "," not in p + g and "\\cup" not in p + g:
+        return False, "not_equal"  # a bare infinity equals only the same infinity (string equal above)
     if "matrix}" in g and "matrix}" in p:
         return _grade_matrix(p, g, depth)
     if depth < 2:

@@ -25,7 +25,7 @@ MAX_BRACE_DEPTH = 64
 MAX_ANSWER_CHARS = 1000
 
 _ANSWER_LINE = re.compile(
-    r"(?im)(?:^[^\w\n]*|(?<=[.!?:;)$])[ \t]+[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?[ \t]*([^\n]*)"
+    r"(?im)(?:^[^\w\n]*|(?<=[.!?:;)$])[ \t]+[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：=]\s*(?:\*\*)?[ \t]*([^\n]*)"
 )
 _ANSWER_IS = re.compile(
     r"(?i)\b(?:final\s+answer|the\s+answer|correct\s+answer)\s*(?:is|=|:|：|would\s+be|will\s+be)\s*[:：]?\s*"

@@ -415,7 +415,7 @@ _POLICY = [
     ('**Final Answer**: The number of ways is 84.', '84', True),
     ('\\[\\boxed{\\text{B}}\\]', 'B', True),
     ('So $n = \\boxed{7}$ works. Thus the smallest n is 7.', '7', True),
-    ('answer = 9', '9', False),
+    ('answer = 9', '9', True),
     ('The answer is $\\boxed{9}$, which is odd.', '9', True),
     ('\\boxed{\\dfrac{9}{2}} \\text{ units}', '4.5', True),
     ('\\boxed{4.5 \\text{ units}^2}', '\\frac92', True),

@@ -16,12 +16,19 @@ from dapo_env.verifiers import MathVerifier
 from dapo_env.verifiers.math import grade
 from dapo_env.verifiers.math_extract import extract_answer
 from dapo_env.verifiers.math_normalize import canonical, dapo_normalize, parse_number
-from dapo_env.verifiers.math_symbolic import get_helper, symbolic_equal
+from dapo_env.verifiers.math_symbolic import get_helper, symbolic_equal, warm_up
 
 from math_cases import CASES  # noqa: E402 - pytest puts this folder on sys.path
 
 AUTO = MathVerifier()
 LIMIT_S = 2.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _started_helper() -> None:
+    """Start the symbolic helper once up front: on a loaded machine its start-up alone can take
+    seconds, which would otherwise be charged to whichever table case first needs it."""
+    warm_up(120.0)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c.category}" for i, c in enumerate(CASES)])
