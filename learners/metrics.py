@@ -23,7 +23,7 @@ from typing import Any
 
 #: Wall-clock metrics: excluded when comparing a resumed run's stream with an uninterrupted one.
 TIMING_KEYS = ("time/step_s", "time/rollout_s", "time/update_s", "time/eval_s", "perf/rollout_tokens_per_s",
-               "perf/update_tokens_per_s", "time/elapsed_s")
+               "perf/update_tokens_per_s", "time/elapsed_s", "time/cpu_s")
 
 #: (panel title, metric keys) for :func:`plot_metrics`.
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (

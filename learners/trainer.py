@@ -158,6 +158,7 @@ class Trainer:
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl")
         self.eval_history: list[tuple[int, float]] = []
         self._round = 0
+        self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
         self._fresh_ids: set[int] = set()
         self._fresh: list[Completion] = []  # this step's generated completions (all rounds)
 
@@ -351,6 +352,8 @@ class Trainer:
         })
         self.step += 1
         record["time/step_s"] = time.perf_counter() - t0
+        record["time/elapsed_s"] = time.perf_counter() - self._t_start
+        record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
         return record
 
     # --- data-parallel hooks (overridden by learners.distributed.DistributedTrainer) -------------------
