@@ -1,0 +1,400 @@
+"""The DAPO paper's cumulative ablation (Table 1), reproduced small on the CPU under a token budget.
+
+Rows (each adds one switch to the previous; ``dapo_env.learners.config.ABLATION``): naive GRPO,
++ overlong filtering, + clip-higher, + soft overlong punishment, + token-level loss, + dynamic sampling.
+Every run of every row gets the same compute budget counted in GENERATED TOKENS (every sampled token,
+including the groups dynamic sampling throws away) and stops once it has spent it; held-out accuracy
+is measured (greedy, not counted in the budget) at regular points of the budget. Within a seed all rows
+start from the same warm-started tiny model, so a row's difference is its switches only.
+
+The task is built so the mechanisms have something to act on (see ``docs/ablation.md``): procedural
+arithmetic with a difficulty mix (2 to 3 operands; many groups all-correct or all-wrong), a short
+response limit relative to the answer format so some samples are truncated, and a model warm-started
+only until it is right ~15 % of the time.
+
+Run (full mode sized for ~30 minutes on the shared 2-core box; ``--quick`` is the smoke test)::
+
+    python benchmarks/ablation.py            # writes benchmarks/results/ablation.json, docs/img/ablation_*.png
+    python benchmarks/ablation.py --quick    # seconds; writes ablation_quick.json, no plots
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dapo_env.learners.config import ABLATION, TrainConfig, preset
+from dapo_env.learners.engine import HFEngine, SamplingParams, WeightsLike
+from dapo_env.types import Completion
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+IMG = ROOT / "docs" / "img"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationSettings:
+    """One ablation experiment: budget, seeds, and the shared base configuration.
+
+    Attributes:
+        budget_tokens: generated tokens per run (the stopping rule).
+        seeds: one run per row per seed; the seed also picks the warm start and the data order.
+        eval_points: evaluations spread evenly over the budget (plus one at 0 tokens).
+        eval_size: held-out test problems per evaluation (greedy).
+        rows: which rows of the paper's table to run (indices into ``ABLATION``).
+        base: ``TrainConfig`` fields shared by every row (applied on the ``grpo`` preset).
+        warmstart_steps: most supervised warm-start steps (stops early at ``warmstart_target``).
+        warmstart_target: train-probe accuracy at which the warm start stops.
+        warmstart_probe: train problems in the warm start's probe.
+
+    Example:
+        >>> AblationSettings(budget_tokens=1000, seeds=(0,)).rows
+        (0, 1, 2, 3, 4, 5)
+    """
+
+    budget_tokens: int
+    seeds: tuple[int, ...]
+    eval_points: int = 6
+    eval_size: int = 200
+    rows: tuple[int, ...] = tuple(range(len(ABLATION)))
+    base: Mapping[str, Any] = field(default_factory=dict)
+    warmstart_steps: int = 300
+    warmstart_target: float = 0.15
+    warmstart_probe: int = 64
+
+    def __post_init__(self) -> None:
+        if self.budget_tokens < 1:
+            raise ValueError(f"budget_tokens must be >= 1, got {self.budget_tokens}")
+        if not self.seeds:
+            raise ValueError("seeds must name at least one seed, e.g. seeds=(0, 1, 2)")
+        if self.eval_points < 1 or self.eval_size < 1:
+            raise ValueError(f"eval_points and eval_size must be >= 1, got {self.eval_points}, {self.eval_size}")
+        bad = [r for r in self.rows if not 0 <= r < len(ABLATION)]
+        if bad or not self.rows:
+            raise ValueError(f"rows must be non-empty indices in 0..{len(ABLATION) - 1}, got {self.rows}")
+
+
+#: Shared settings of every row. Arithmetic with 2-3 operands in 0..30 (+, -): two-operand sums are
+#: learnable, three-operand ones mostly not, so many groups are all-right or all-wrong. The warm start
+#: teaches "Answer: N" (8-11 tokens + EOS, char-level); a 16-token limit leaves room for that but not for
+#: rambling, so early sampling at temperature 1 truncates some responses; the soft penalty ramps over
+#: the last 4 (from 12 tokens: never a well-formed answer).
+BASE: dict[str, Any] = {
+    "task": "Arithmetic-v0",
+    "task_kwargs": {"min_operands": 2, "max_operands": 3, "max_value": 30, "operators": ("+", "-")},
+    "group_size": 8,
+    "batch_size": 16,
+    "mini_batch_size": 8,
+    "micro_batch_size": 128,
+    "max_response_tokens": 16,
+    "overlong_cache_length": 4,
+    "max_gen_rounds": 4,
+    "lr": 1e-3,
+    "warmup_steps": 2,
+    "weight_decay": 0.0,
+    "tiny_hidden_size": 128,
+    "tiny_layers": 2,
+    "tiny_heads": 4,
+    "num_threads": 1,
+}
+
+FULL = AblationSettings(budget_tokens=120_000, seeds=(0, 1, 2), eval_points=6, eval_size=200, base=BASE)
+QUICK = AblationSettings(budget_tokens=600, seeds=(0,), eval_points=1, eval_size=8, rows=(0, 5),
+                         base=BASE | {"batch_size": 4, "mini_batch_size": 4, "tiny_hidden_size": 64,
+                                      "tiny_heads": 2},
+                         warmstart_steps=2, warmstart_target=1.0, warmstart_probe=8)
+
+
+class CountingEngine:
+    """Wraps a rollout engine and counts what the TRAINING rollouts generate (tokens, samples, cuts).
+
+    ``counting`` is switched off around evaluations so the budget covers training rollouts only.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.counting = True
+        self.tokens = 0
+        self.samples = 0
+        self.truncated = 0
+
+    @property
+    def weights_version(self) -> int:
+        return self.engine.weights_version
+
+    def fingerprint(self) -> str:
+        return self.engine.fingerprint()
+
+    def load_weights(self, weights: WeightsLike) -> None:
+        self.engine.load_weights(weights)
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        out = self.engine.generate(prompts, n, sampling)
+        if self.counting:
+            for group in out:
+                for c in group:
+                    self.tokens += c.num_tokens or len(c.token_ids or ())
+                    self.samples += 1
+                    self.truncated += c.finish_reason == "length"
+        return out
+
+
+def row_config(settings: AblationSettings, row: int, seed: int, out_dir: str) -> TrainConfig:
+    """The ``TrainConfig`` of one row and seed (the ``grpo`` preset + base + the row's switches)."""
+    name, switches = ABLATION[row]
+    fields = dict(settings.base) | dict(switches) | {
+        "seed": seed, "out_dir": out_dir, "name": f"row{row}-s{seed}", "max_steps": 100_000,
+        "eval_every": 0, "eval_size": settings.eval_size, "checkpoint_every": 0, "plot_every": 0,
+        "progress": False, "warmstart_steps": 0,
+    }
+    return preset("grpo", **fields)
+
+
+def warm_started(settings: AblationSettings, seed: int, cache_dir: Path | None = None
+                 ) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    """The tiny model of ``seed``, supervised until it is right ``warmstart_target`` of the time.
+
+    With ``cache_dir`` the warm-started weights are kept there, keyed by everything that shapes them,
+    so a rerun (or the other mode) skips the warm start.
+    """
+    from dapo_env.learners.rollout import resolve_task
+    from dapo_env.learners.trainer import build_model
+    from dapo_env.learners.warmstart import warm_start
+
+    cfg = preset("grpo", **(dict(settings.base) | {"seed": seed}))
+    model, tok = build_model(cfg)
+    key = json.dumps([cfg.task, dict(cfg.task_kwargs), cfg.tiny_hidden_size, cfg.tiny_layers, cfg.tiny_heads,
+                      cfg.max_response_tokens, settings.warmstart_steps, settings.warmstart_target,
+                      settings.warmstart_probe, seed],
+                     sort_keys=True, default=str)
+    path = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / f"warm-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
+        if path.is_file():
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            model.load_state_dict(saved["state_dict"])
+            model.eval()
+            return model, tok, json.loads(saved["stats"]) | {"cached": True}
+    stats = warm_start(model, tok, resolve_task(cfg), steps=settings.warmstart_steps, lr=3e-3, batch_size=64,
+                       seed=seed, target_accuracy=settings.warmstart_target, max_tokens=cfg.max_response_tokens,
+                       probe_size=settings.warmstart_probe,
+                       task_kwargs=dict(cfg.task_kwargs))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"state_dict": model.state_dict(), "stats": json.dumps(stats)}, path)
+    return model, tok, stats
+
+
+def run_one(settings: AblationSettings, row: int, seed: int, model: torch.nn.Module, tokenizer: Any,
+            out_dir: str) -> dict[str, Any]:
+    """Train one row from a copy of ``model`` until the token budget is spent; return its curves."""
+    from dapo_env.learners.trainer import Trainer
+
+    cfg = row_config(settings, row, seed, out_dir)
+    counter = CountingEngine(None)
+    learner = copy.deepcopy(model)
+    counter.engine = HFEngine(learner, tokenizer, batch_size=256)
+    trainer = Trainer(cfg, model=learner, tokenizer=tokenizer, engine=counter)
+    t0 = time.perf_counter()
+    checkpoints = [settings.budget_tokens * (i + 1) / settings.eval_points for i in range(settings.eval_points)]
+
+    def evaluate() -> float:
+        counter.counting = False
+        try:
+            return trainer.evaluate()
+        finally:
+            counter.counting = True
+
+    evals = [(0, evaluate())]
+    steps: list[dict[str, Any]] = []
+    try:
+        while counter.tokens < settings.budget_tokens:
+            before = (counter.tokens, counter.samples, counter.truncated)
+            record = trainer.train_step()
+            samples = counter.samples - before[1]
+            steps.append({
+                "tokens": counter.tokens,
+                "entropy": record.get("policy/entropy"),
+                "truncation_rate": (counter.truncated - before[2]) / max(samples, 1),
+                "rollout_accuracy": record.get("rollout/accuracy_before_filter"),
+                "zero_adv_share": record.get("rollout/zero_adv_share"),
+                "groups": record.get("rollout/num_groups"),
+                "rounds": record.get("rollout/rounds"),
+                "clip_frac_high": record.get("policy/clip_frac_high"),
+            })
+            if checkpoints and counter.tokens >= checkpoints[0]:
+                while checkpoints and counter.tokens >= checkpoints[0]:
+                    checkpoints.pop(0)
+                evals.append((counter.tokens, evaluate()))
+    finally:
+        trainer.env.close()
+    tail = [s["entropy"] for s in steps[-3:] if s["entropy"] is not None]
+    return {
+        "row": row, "config": ABLATION[row][0], "seed": seed, "steps": len(steps),
+        "tokens": counter.tokens, "samples": counter.samples,
+        "truncation_rate": counter.truncated / max(counter.samples, 1),
+        "final_accuracy": evals[-1][1], "initial_accuracy": evals[0][1],
+        "final_entropy": float(np.mean(tail)) if tail else None,
+        "evals": evals, "history": steps, "seconds": time.perf_counter() - t0,
+    }
+
+
+def summarise(runs: Sequence[Mapping[str, Any]], rows: Iterable[int]) -> list[dict[str, Any]]:
+    """Per row: mean, std, min, max of the final accuracy over seeds; mean end entropy, truncation, tokens."""
+    table = []
+    for row in rows:
+        mine = [r for r in runs if r["row"] == row]
+        acc = np.array([r["final_accuracy"] for r in mine])
+        ent = [r["final_entropy"] for r in mine if r["final_entropy"] is not None]
+        table.append({
+            "row": row, "config": ABLATION[row][0], "seeds": len(mine),
+            "accuracy_mean": float(acc.mean()), "accuracy_std": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
+            "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max()),
+            "initial_accuracy_mean": float(np.mean([r["initial_accuracy"] for r in mine])),
+            "entropy_end": float(np.mean(ent)) if ent else None,
+            "truncation_rate": float(np.mean([r["truncation_rate"] for r in mine])),
+            "tokens": float(np.mean([r["tokens"] for r in mine])),
+            "steps": float(np.mean([r["steps"] for r in mine])),
+        })
+    return table
+
+
+def format_table(table: Sequence[Mapping[str, Any]]) -> str:
+    head = "| configuration | held-out acc. (mean ± std) | min-max | start | entropy (end) | truncated | tokens | steps |"
+    lines = [head, "|" + " --- |" * 8]
+    for t in table:
+        ent = "-" if t["entropy_end"] is None else f"{t['entropy_end']:.3f}"
+        lines.append(
+            f"| {t['config']} | {t['accuracy_mean']:.3f} ± {t['accuracy_std']:.3f} | "
+            f"{t['accuracy_min']:.3f}-{t['accuracy_max']:.3f} | {t['initial_accuracy_mean']:.3f} | {ent} | "
+            f"{t['truncation_rate']:.3f} | {t['tokens']:.0f} | {t['steps']:.1f} |")
+    return "\n".join(lines)
+
+
+def _mean_curve(runs: Sequence[Mapping[str, Any]], grid: np.ndarray, key: str) -> np.ndarray:
+    """Mean over seeds of a per-run curve, linearly interpolated onto ``grid`` (generated tokens)."""
+    curves = []
+    for r in runs:
+        if key == "accuracy":
+            xs, ys = zip(*r["evals"])
+        else:
+            pts = [(s["tokens"], s[key]) for s in r["history"] if s[key] is not None]
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+        curves.append(np.interp(grid, np.asarray(xs, float), np.asarray(ys, float)))
+    return np.mean(curves, axis=0) if curves else np.full_like(grid, np.nan)
+
+
+def plot(runs: Sequence[Mapping[str, Any]], rows: Sequence[int], budget: int, out_dir: Path) -> list[Path]:
+    """``ablation_accuracy.png`` and ``ablation_entropy.png``: one line per row, mean over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grid = np.linspace(0, budget, 60)
+    paths = []
+    for key, label, fname in (("accuracy", "held-out accuracy (greedy)", "ablation_accuracy.png"),
+                              ("entropy", "policy entropy (nats/token)", "ablation_entropy.png")):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for row in rows:
+            mine = [r for r in runs if r["row"] == row]
+            ax.plot(grid / 1000, _mean_curve(mine, grid, key), label=ABLATION[row][0], lw=1.8)
+        ax.set_xlabel("generated tokens (thousands)")
+        ax.set_ylabel(label)
+        ax.set_title(f"DAPO ablation, mean over {len({r['seed'] for r in runs})} seeds")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out_dir / fname
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def run_ablation(settings: AblationSettings, *, cache_dir: Path | None = None, log: Any = print) -> dict[str, Any]:
+    """Every (seed, row) run; returns ``{"settings", "warm_start", "runs", "table"}``."""
+    runs, warm = [], {}
+    with tempfile.TemporaryDirectory(prefix="dapo-ablation-") as tmp:
+        for seed in settings.seeds:
+            t = time.perf_counter()
+            model, tok, stats = warm_started(settings, seed, cache_dir)
+            warm[str(seed)] = stats
+            log(f"seed {seed}: warm start {stats['steps']} steps, probe accuracy {stats['probe_accuracy']:.3f} "
+                f"({time.perf_counter() - t:.0f} s)")
+            for row in settings.rows:
+                r = run_one(settings, row, seed, model, tok, tmp)
+                runs.append(r)
+                log(f"  {r['config']:<28} acc {r['initial_accuracy']:.3f} -> {r['final_accuracy']:.3f}  "
+                    f"steps {r['steps']:>3}  tokens {r['tokens']}  trunc {r['truncation_rate']:.3f}  "
+                    f"H_end {r['final_entropy'] if r['final_entropy'] is None else round(r['final_entropy'], 3)}"
+                    f"  ({r['seconds']:.0f} s)")
+    settings_dict = asdict(settings) | {"base": dict(settings.base)}
+    return {"settings": settings_dict, "warm_start": warm, "runs": runs,
+            "table": summarise(runs, settings.rows)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: 2 rows, 1 seed, a few hundred tokens")
+    parser.add_argument("--budget", type=int, help="generated tokens per run (overrides the mode's)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="seeds (overrides the mode's)")
+    parser.add_argument("--rows", type=int, nargs="+", help=f"rows 0..{len(ABLATION) - 1} of the table")
+    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/ablation[_quick].json)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="override a shared TrainConfig field of every row, e.g. --set lr=5e-4")
+    parser.add_argument("--warmstart-target", type=float, help="warm-start probe accuracy to stop at")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--cache-dir", type=Path, default=ROOT / "runs" / "ablation_cache",
+                        help="keeps warm-started models between runs ('none' disables)")
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    changes: dict[str, Any] = {}
+    if args.budget is not None:
+        changes["budget_tokens"] = args.budget
+    if args.seeds:
+        changes["seeds"] = tuple(args.seeds)
+    if args.rows:
+        changes["rows"] = tuple(args.rows)
+    if args.set:
+        from dapo_env.learners.cli import parse_overrides
+
+        changes["base"] = dict(settings.base) | parse_overrides(args.set)
+    if args.warmstart_target is not None:
+        changes["warmstart_target"] = args.warmstart_target
+    if changes:
+        settings = AblationSettings(**(asdict(settings) | {"base": dict(settings.base)} | changes))
+    print(f"settings: {asdict(settings)}", flush=True)
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    cache = None if str(args.cache_dir) == "none" else args.cache_dir
+    result = run_ablation(settings, cache_dir=cache)
+    result["seconds"] = time.perf_counter() - t0
+    print(format_table(result["table"]))
+    out = args.out or RESULTS / ("ablation_quick.json" if args.quick else "ablation.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    print(f"wrote {out} ({result['seconds']:.0f} s)")
+    if not args.quick and not args.no_plots:
+        for p in plot(result["runs"], settings.rows, settings.budget_tokens, IMG):
+            print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Smoke tests of benchmarks/ablation.py: the token-budget bookkeeping and summaries as pure functions,
+and the whole pipeline (warm start, two rows of the paper's table, JSON) on a micro budget."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation.py"
+
+
+@pytest.fixture(scope="module")
+def ablation():
+    spec = importlib.util.spec_from_file_location("ablation_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ablation_bench"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("ablation_bench", None)
+
+
+def test_settings_validation_says_how_to_fix(ablation):
+    with pytest.raises(ValueError, match="at least one seed"):
+        ablation.AblationSettings(budget_tokens=10, seeds=())
+    with pytest.raises(ValueError, match="rows must be"):
+        ablation.AblationSettings(budget_tokens=10, seeds=(0,), rows=(9,))
+
+
+def test_rows_follow_the_papers_cumulative_switches(ablation, tmp_path):
+    settings = ablation.AblationSettings(budget_tokens=10, seeds=(0,), base=ablation.BASE)
+    first = ablation.row_config(settings, 0, 0, str(tmp_path))
+    last = ablation.row_config(settings, 5, 0, str(tmp_path))
+    assert (first.clip_high, first.loss_agg, first.dynamic_sampling, first.overlong_penalty) == (
+        0.2, "seq-mean-token-mean", False, False)
+    assert (last.clip_high, last.loss_agg, last.dynamic_sampling, last.overlong_penalty, last.overlong_filter) == (
+        0.28, "token-mean", True, True, True)
+    assert first.group_size == last.group_size and first.max_response_tokens == last.max_response_tokens
+
+
+def test_counting_engine_counts_training_rollouts_only(ablation):
+    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+
+    tok = build_tokenizer()
+    counter = ablation.CountingEngine(HFEngine(build_tiny_model(tok, seed=0), tok))
+    sampling = SamplingParams(max_tokens=5, seed=0)
+    out = counter.generate(["1+1="], n=3, sampling=sampling)
+    assert counter.samples == 3 and counter.tokens == sum(c.num_tokens for c in out[0])
+    assert counter.truncated == sum(c.finish_reason == "length" for c in out[0])
+    counter.counting = False
+    counter.generate(["2+2="], n=3, sampling=sampling)
+    assert counter.samples == 3
+
+
+def test_summary_and_mean_curves(ablation):
+    runs = [
+        {"row": 0, "seed": s, "final_accuracy": a, "initial_accuracy": 0.1, "final_entropy": 0.5,
+         "truncation_rate": 0.1, "tokens": 100, "steps": 4, "evals": [(0, 0.1), (100, a)],
+         "history": [{"tokens": 50, "entropy": 1.0}, {"tokens": 100, "entropy": 0.5}]}
+        for s, a in ((0, 0.2), (1, 0.4))
+    ]
+    (row,) = ablation.summarise(runs, [0])
+    assert row["accuracy_mean"] == pytest.approx(0.3) and row["accuracy_std"] == pytest.approx(np.std([0.2, 0.4], ddof=1))
+    assert (row["accuracy_min"], row["accuracy_max"]) == (0.2, 0.4)
+    curve = ablation._mean_curve(runs, np.array([0.0, 50.0, 100.0]), "accuracy")
+    assert curve == pytest.approx([0.1, 0.2, 0.3])
+    assert "naive GRPO" in ablation.format_table([row])
+
+
+def test_quick_mode_runs_end_to_end(ablation, tmp_path):
+    out = tmp_path / "ablation_quick.json"
+    assert ablation.main(["--quick", "--out", str(out), "--cache-dir", "none"]) == 0
+    data = json.loads(out.read_text())
+    budget = data["settings"]["budget_tokens"]
+    assert [t["config"] for t in data["table"]] == ["naive GRPO", "+ dynamic sampling (DAPO)"]
+    for run in data["runs"]:
+        assert run["tokens"] >= budget  # every run spends (at least) the same generated-token budget
+        assert len(run["evals"]) >= 2 and run["evals"][-1][0] == run["tokens"]
+        assert 0.0 <= run["truncation_rate"] <= 1.0
