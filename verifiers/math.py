@@ -34,6 +34,7 @@ _LHS_VAR = re.compile(rf"{_VAR}|\({_VAR}(?:,{_VAR})+\)")  # x, f(x), a_1, \theta
 _OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
 _MAX_PAREN_STRIP = 256
+_MAX_MATCHED_ITEMS = 16
 _MAX_SYMBOLIC_CHARS = 600
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
@@ -158,7 +159,7 @@ def _strip_lhs(p: str, g: str) -> str:
         lhs, rhs = p.split("=", 1) if p.count("=") == 1 else p.rsplit("=", 1)
         if rhs and (_LHS_VAR.fullmatch(lhs) or p.count("=") > 1 or parse_number(rhs) is not None):
             return rhs
-    if "\\in" in p and "\\in" not in g:
+    if "\\in" in p:
         lhs, _, rhs = p.partition("\\in")
         if _LHS_VAR.fullmatch(lhs):
             return rhs
@@ -467,13 +468,30 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         if any(v is False for v in verdicts):
             return False
         return True if all(verdicts) else None
-    remaining = list(gitems)
-    for item in pitems:
-        match = next((j for j, gold in enumerate(remaining) if _grade_canonical(item, gold, depth + 1)[0]), None)
-        if match is None:
-            return False if all(parse_number(x) for x in pitems + gitems) else None
-        remaining.pop(match)
-    return True
+    if len(pitems) > _MAX_MATCHED_ITEMS:  # large lists: compare as sorted strings only
+        return True if sorted(pitems) == sorted(gitems) else None
+    verdicts = [[_grade_canonical(a, b, depth + 1)[0] for b in gitems] for a in pitems]
+    if _perfect_matching([[v is True for v in row] for row in verdicts]):
+        return True
+    if all(v is not None for row in verdicts for v in row):
+        return False  # every pairing decided, and no one-to-one match exists
+    return None
+
+
+def _perfect_matching(ok: list[list[bool]]) -> bool:
+    """Whether the bipartite graph ``ok[i][j]`` has a perfect matching (augmenting paths, <= 64 items)."""
+    match: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j, edge in enumerate(ok[i]):
+            if edge and j not in seen:
+                seen.add(j)
+                if j not in match or augment(match[j], seen):
+                    match[j] = i
+                    return True
+        return False
+
+    return all(augment(i, set()) for i in range(len(ok)))
 
 
 __all__ = ["MathVerifier", "grade", "numbers_equal"]
