@@ -130,6 +130,8 @@ def _clip_statement(text: str) -> str:
     in_math = False
     depth = 0
     for i, ch in enumerate(text):
+        if i > 0 and text[i - 1] == "\\":
+            continue  # \$ \! \; \. are LaTeX, not punctuation
         if ch == "$":
             in_math = not in_math
         elif in_math:
