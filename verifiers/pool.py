@@ -497,7 +497,8 @@ def verify_batch(
         workers: worker processes for a one-shot pool (``None``: ``os.cpu_count()`` capped at the batch
             size; ``0``: in the calling process).
         timeout: per-item wall-clock limit in seconds.
-        backend: ``"process"`` (worker processes) or ``"inline"`` (calling process), or a registered one.
+        backend: ``"process"`` (worker processes), ``"inline"`` (calling process), ``"ray"`` (Ray actors,
+            :mod:`dapo_env.verifiers.ray_backend`), or a registered one.
         pool: an open :class:`VerifierPool` to reuse (``"process"`` backend).
 
     Example:
@@ -508,6 +509,8 @@ def verify_batch(
         >>> [r.score for r in verify_batch(exact, ["a", "b"], ["a", "a"], backend="inline")]
         [1.0, 0.0]
     """
+    if backend == "ray" and backend not in _BACKENDS:
+        import dapo_env.verifiers.ray_backend  # noqa: F401  (registers "ray"; Ray itself loads lazily)
     if backend not in _BACKENDS:
         raise ValueError(f"unknown verify_batch backend {backend!r}; valid: {sorted(_BACKENDS)}")
     if len(responses) != len(references):
