@@ -61,7 +61,7 @@ class MathVerifier:
 
     Example:
         >>> v = MathVerifier()
-        >>> v("... so the area is $\\\\frac{28}{6}$.\\n\\nAnswer: $\\\\boxed{\\\\frac{14}{3}}$", "\\\\frac{14}{3}").reason
+        >>> v("... so the area is $\\\\frac{28}{6}$.\\n\\nAnswer: $\\\\boxed{4\\\\frac{2}{3}}$", "\\\\frac{14}{3}").reason
         'equal:numeric'
     """
 

@@ -55,3 +55,12 @@ def test_unicode_and_canonical_forms() -> None:
     assert canonical("\\pi r^2") == "\\pi r^2"
     assert parse_number(canonical("\u00bd")).value == Fraction(1, 2)
     assert parse_number("1e999999") is None
+
+
+@pytest.mark.parametrize("module", ["math", "math_extract", "math_normalize", "math_eval", "math_symbolic"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"dapo_env.verifiers.{module}"))
+    assert result.failed == 0
