@@ -326,7 +326,9 @@ class VLLMEngine:
             if fused in packed and hasattr(module, "output_sizes"):
                 sizes = list(module.output_sizes)
                 if sum(sizes) != param.shape[0]:
-                    raise RuntimeError(f"{name}: output sizes {sizes} do not cover {tuple(param.shape)} (tensor parallel?)")
+                    raise RuntimeError(
+                        f"{name}: output sizes {sizes} do not cover {tuple(param.shape)} (tensor parallel?)"
+                    )
                 prefix = module_name.rpartition(".")[0]
                 for sub, part in zip(packed[fused], param.split(sizes, dim=0), strict=True):
                     out[f"{prefix}.{sub}.{leaf}"] = part
@@ -370,7 +372,9 @@ class VLLMEngine:
             RuntimeError: while the engine sleeps with its weights released (call :meth:`wake_up`).
         """
         if "weights" in self._released:
-            raise RuntimeError("the engine is asleep: call wake_up() (or wake_up(tags=['weights'])) before load_weights")
+            raise RuntimeError(
+                "the engine is asleep: call wake_up() (or wake_up(tags=['weights'])) before load_weights"
+            )
         items = _named_tensors(weights)
         self._model().load_weights(iter(items))
         self._llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
@@ -442,7 +446,7 @@ class VLLMEngine:
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         outputs = self._llm.generate(requests, params, use_tqdm=False)
         groups = [
-            [self._completion(sample, ids, sampling.max_tokens) for sample in sorted(out.outputs, key=lambda o: o.index)]
+            [self._completion(s, ids, sampling.max_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
             for out, ids in zip(outputs, encoded, strict=True)
         ]
         return [group * n for group in groups] if greedy else groups  # greedy: n identical copies
@@ -455,7 +459,9 @@ class VLLMEngine:
         eos = set(self.eos_token_ids)
         stopped = bool(ids) and ids[-1] in eos
         if not stopped and len(ids) < max_tokens:
-            raise RuntimeError(f"vLLM stopped after {len(ids)} < {max_tokens} tokens without an EOS ({sample.finish_reason})")
+            raise RuntimeError(
+                f"vLLM stopped after {len(ids)} < {max_tokens} tokens without an EOS ({sample.finish_reason})"
+            )
         text_ids = ids[:-1] if stopped else ids
         return Completion(
             text=self.tokenizer.decode(text_ids, skip_special_tokens=True),

@@ -234,9 +234,8 @@ def test_weight_sync_takes_effect_after_every_update(setup) -> None:
         assert ours.token_ids == hf.generate([LONG_PROMPT], 1, greedy)[0][0].token_ids
         ref = teacher_forced(learner, list(ours.prompt_token_ids), list(ours.token_ids), 1.0)
         torch.testing.assert_close(torch.tensor(ours.logprobs), ref, atol=1e-4, rtol=0)
-        torch.testing.assert_close(
-            torch.tensor(engine.probe_logprobs(probe)), teacher_forced(learner, probe[:1], probe[1:], 1.0), atol=1e-4, rtol=0
-        )
+        probe_ref = teacher_forced(learner, probe[:1], probe[1:], 1.0)
+        torch.testing.assert_close(torch.tensor(engine.probe_logprobs(probe)), probe_ref, atol=1e-4, rtol=0)
         assert ours.logprobs != previous.logprobs  # the policy really changed
         previous = ours
 
