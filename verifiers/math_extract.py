@@ -36,6 +36,7 @@ _HEDGE = re.compile(r"(?i)^\s*(?:probably|maybe|perhaps|likely|not\b|either\b|un
                     r"valid\b|consistent|reasonable|as\s+follows|below|above|indeed|the\s+same|unchanged)")
 _EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
 _SENTENCE = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
+_NEXT_LINE = re.compile(r"[ \t]*\n(?:[ \t]*\n){0,3}[ \t]*([^\n]{1,300})")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 # "if the answer is 5, then ...", "I think the answer is 5": conditional or tentative, not a commitment.
 _TENTATIVE = re.compile(r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|"
@@ -152,12 +153,18 @@ def _clip_statement(text: str) -> str:
 def _statement_candidates(text: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     for m in _ANSWER_LINE.finditer(text):
-        value = _EXPLANATION.sub("", _clip_statement(m.group(1))).strip()
+        raw, end = m.group(1), m.end()
+        if not raw.strip():  # "**Answer:**" alone, the answer on the next non-empty line
+            nxt = _NEXT_LINE.match(text, m.end())
+            if nxt is None:
+                continue
+            raw, end = nxt.group(1), nxt.end()
+        value = _EXPLANATION.sub("", _clip_statement(raw)).strip()
         sentence = _SENTENCE.match(value)
         if sentence:  # "Answer: The number of ways is 84" -> "84"
             value = sentence.group(1)
         if value and not _HEDGE.match(value):
-            found.append((value, m.end()))
+            found.append((value, end))
     for m in _ANSWER_IS.finditer(text):
         value = m.group(1)
         if _HEDGE.match(value) or _TENTATIVE.search(text[max(0, m.start() - 40) : m.start()]):

@@ -71,6 +71,8 @@ def test_table_is_large_and_covers_every_category() -> None:
         ("If the answer is 12, then", None),
         ("Working... Answer: 996", "996"),
         ("We may check our answer: 17 * 44 = 748", None),
+        ("**Answer:**\n\n$$5$$", "$$5$$"),  # the answer on the line after the label
+        ("Answer:\n\n", None),
         ("Answer: $\\$32,\\!348$. Done.", "$\\$32,\\!348$"),  # \$ and \! are not punctuation
     ],
 )
