@@ -199,6 +199,9 @@ PATHOLOGICAL = [
     "{" * 3000 + "\\boxed{" + "{" * 3000,
     "x " * 30000 + "\\boxed{1}",
     "Answer: " + "\\sqrt{" * 200 + "2" + "}" * 200,
+    "the answer is " + "x is " * 1500,
+    "Answer: " + "1 or " * 1500,
+    "Answer: " + "1," * 4000,
 ]
 
 
