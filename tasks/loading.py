@@ -151,7 +151,7 @@ class DatasetSource:
     hub_id: str
     convert: RowConverter
     hub_config: str | None = None
-    hub_splits: tuple[tuple[str, str], ...] = field(default=())
+    hub_splits: tuple[tuple[str, str], ...] | Mapping[str, str] = field(default=())  # stored as a tuple
     dedupe_ids: bool = False
     example_file: str = "path/to/file.jsonl"
 

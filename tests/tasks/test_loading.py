@@ -169,3 +169,18 @@ def test_offline_hub_error_says_how_to_pass_a_file(monkeypatch: pytest.MonkeyPat
     assert "offline" in message
     assert 'gym.make("DAPOMath-v0", data_files="' in message
     assert ".jsonl.gz or Parquet" in message
+
+
+def test_gym_make_passes_data_files_and_template_to_the_task(tmp_path: Path) -> None:
+    import gymnasium
+
+    import dapo_env  # noqa: F401  (the env layer behind the registered entry points)
+
+    path = write_jsonl(tmp_path / "gsm.jsonl", GSM_HUB_ROWS)
+    env = gymnasium.make("GSM8K-v0", data_files=str(path), prompt_template="Q: {question}\nA:")
+    observation, info = env.reset(seed=0)
+    problem = next(p for p in GSM8K.load(data_files=str(path)) if p.id == info["problem_id"])
+    assert observation == f"Q: {problem.question}\nA:"
+    _, reward, terminated, _, step_info = env.step(f"Answer: {problem.answer}")
+    assert terminated and step_info["correct"] and reward > 0
+    env.close()
