@@ -72,7 +72,7 @@ class ArithmeticConfig:
             raise ValueError(f"min_value and max_value must be integers, got {self.min_value!r}, {self.max_value!r}")
         if self.max_value < self.min_value:
             raise ValueError(f"max_value ({self.max_value}) must be >= min_value ({self.min_value})")
-        operators = tuple(self.operators) if not isinstance(self.operators, str) else tuple(self.operators)
+        operators = tuple(self.operators)  # a string such as "+-" means its characters
         if not operators or any(op not in OPERATORS for op in operators):
             raise ValueError(f"operators must be a non-empty subset of {OPERATORS}, got {self.operators!r}")
         object.__setattr__(self, "operators", tuple(dict.fromkeys(operators)))

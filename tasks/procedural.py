@@ -95,6 +95,13 @@ class ProceduralSource(Generic[C]):
     Attributes:
         default: the default config (a frozen dataclass with ``size`` and ``seed`` fields).
         generate: ``generate(config, rng) -> (question, answer, metadata)``, a module-level function.
+
+    Example:
+        >>> from dapo_env.tasks.arithmetic import ArithmeticConfig, generate_arithmetic
+        >>> source = ProceduralSource(default=ArithmeticConfig(), generate=generate_arithmetic)
+        >>> problems = source.load("test", size=5, max_value=99)
+        >>> len(problems), problems[0].id
+        (5, 'test-0')
     """
 
     default: C

@@ -28,10 +28,13 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
         ValueError: when the id is taken (by a task or any Gymnasium env) and ``overwrite`` is False.
 
     Example:
-        >>> from dapo_env.tasks import Task, register_task, get_task
+        >>> from dapo_env.tasks import Task, get_task, register_task, unregister_task
         >>> base = get_task("Arithmetic-v0")
         >>> register_task(Task(name="MyArithmetic", source=base.source, verifier=base.verifier))
         'MyArithmetic-v0'
+        >>> get_task("MyArithmetic").load(size=2)[0].question.startswith("Compute ")
+        True
+        >>> _ = unregister_task("MyArithmetic-v0")
     """
     if not isinstance(task, Task):
         raise TypeError(f"register_task expects a Task, got {type(task).__name__}")
