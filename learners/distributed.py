@@ -138,6 +138,11 @@ def _active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def _comm_device() -> torch.device:
+    """Where small collective tensors live: the current GPU under NCCL, else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 def global_denominators(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`~dapo_env.learners.losses.loss_denominators` summed over all ranks (local without a group).
 
@@ -150,8 +155,9 @@ def global_denominators(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     num_tokens, num_seqs = loss_denominators(mask)
     if not _active():
         return num_tokens, num_seqs
-    counts = torch.stack([num_tokens, num_seqs]).to(torch.int64)  # (2,)
+    counts = torch.stack([num_tokens, num_seqs]).to(_comm_device(), torch.int64)  # (2,)
     dist.all_reduce(counts, op=dist.ReduceOp.SUM)
+    counts = counts.to(mask.device)
     return counts[0], counts[1]
 
 
@@ -185,7 +191,7 @@ def agree_on_count(local: int) -> int:
     """The minimum of ``local`` over all ranks (the balanced number of groups per rank)."""
     if not _active():
         return local
-    t = torch.tensor([local], dtype=torch.int64)
+    t = torch.tensor([local], dtype=torch.int64, device=_comm_device())
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return int(t.item())
 
@@ -281,7 +287,8 @@ class BalancedSampler:
 # How each record key combines over ranks; keys not listed take the mean over ranks that report them.
 _SUM_KEYS = ("rollout/num_groups", "rollout/samples_generated", "perf/rollout_tokens_per_s",
              "perf/update_tokens_per_s", "loss/policy", "policy/entropy", "policy/clip_frac_high",
-             "policy/clip_frac_low", "policy/approx_kl", "dist/groups_deferred")  # update metrics are token-weighted shares
+             "policy/clip_frac_low", "policy/approx_kl",  # update metrics: token-weighted shares
+             "dist/groups_deferred")
 _MAX_PREFIXES = ("time/", "rollout/rounds", "rollout/partial", "response/length_max")
 _FIRST_PREFIXES = ("optim/", "policy/drift_from_init", "step")  # identical on every rank by construction
 
@@ -331,6 +338,8 @@ class DistributedTrainer(Trainer):
         if self.fsdp and (config.engine != "hf" or engine is not None):
             raise ValueError("--fsdp runs rollouts on an unsharded HF copy of the model: use engine='hf'")
         local = shard_config(config, world)
+        if local.device == "cuda":  # one GPU per process: torchrun's LOCAL_RANK picks it
+            local = local.with_overrides({"device": f"cuda:{world.local_rank}"})
         self._scratch: Path | None = None
         if not world.is_main:  # other ranks write nothing into the run folder
             self._scratch = Path(tempfile.mkdtemp(prefix=f"dapo-rank{world.rank}-"))
@@ -344,10 +353,14 @@ class DistributedTrainer(Trainer):
             stats = warm_start(model, tokenizer, resolve_task(config))
             config.run_dir.mkdir(parents=True, exist_ok=True)
             (config.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
+        model = model.to(local.device)  # NCCL broadcasts device tensors
         broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
         if self.fsdp:
-            engine = HFEngine(copy.deepcopy(model), tokenizer, device=config.device, batch_size=256)
-            model = shard_model(model.to(config.device))
+            engine = HFEngine(copy.deepcopy(model), tokenizer, device=local.device, batch_size=256)
+            model = shard_model(model)
+        # Weight pushes gather the full weights under FSDP (a collective): defer them until every rank
+        # has built its trainer and loaded its checkpoint, so all ranks issue collectives in one order.
+        self._defer_push = True
         super().__init__(local, model=model, tokenizer=tokenizer, engine=engine,
                          resume=resume and world.is_main, warm_start=None)
         self.sampler = BalancedSampler(self.sampler)
@@ -357,6 +370,8 @@ class DistributedTrainer(Trainer):
             self._load(latest)
         if dist.is_initialized():
             dist.barrier()
+        self._defer_push = False
+        self._push_weights()
 
     # --- set-up ----------------------------------------------------------------------------------------
     def _agreed_checkpoint(self, run_dir: Path) -> Path | None:
@@ -393,7 +408,9 @@ class DistributedTrainer(Trainer):
             all_reduce_gradients(list(self.model.parameters()))
 
     def _push_weights(self) -> None:
-        if not getattr(self, "fsdp", False):
+        if getattr(self, "_defer_push", False):
+            return
+        if not self.fsdp:
             return super()._push_weights()
         state = full_state_dict(self.model)
         version = self.engine.weights_version
@@ -485,7 +502,7 @@ class DistributedTrainer(Trainer):
         self.eval_history = [tuple(x) for x in state.get("eval_history", [])]
         ckpt.restore_rng_state(mine["rng"])
         self.metrics_log.truncate_after(self.step)
-        self._push_weights()
+        self._push_weights()  # deferred while the trainer is being built (see __init__)
 
     # --- the loop --------------------------------------------------------------------------------------
     def fit(self) -> TrainResult:
@@ -507,8 +524,6 @@ def train_distributed(config: TrainConfig, *, resume: bool = False, fsdp: bool =
     """
     owns_group = not dist.is_initialized()
     world = init_distributed(config.device)
-    if config.device == "cuda":
-        config = config.with_overrides({"device": f"cuda:{world.local_rank}"})
     warm = kwargs.pop("warm_start", None)
     if warm is None and config.warmstart_steps > 0 and kwargs.get("model") is None and config.model is None:
         from dapo_env.learners.warmstart import warm_start_for

@@ -186,7 +186,8 @@ class RayVerifierPool:
             now = time.monotonic()
             for slot in self._slots:
                 if slot.key != key and slot.loading is None and slot.item is None:
-                    slot.loading, slot.loading_since, slot.key = slot.actor.load.remote(key, blob_ref, list(sys.path)), now, key
+                    slot.loading = slot.actor.load.remote(key, blob_ref, list(sys.path))
+                    slot.loading_since, slot.key = now, key
                 if slot.loading is None and slot.item is None and queue:
                     slot.item = queue.popleft()
                     slot.ref = slot.actor.verify.remote(responses[slot.item], references[slot.item])

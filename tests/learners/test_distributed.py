@@ -211,26 +211,54 @@ def _torchrun(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[st
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
 
 
+SIZES = ["warmstart_steps=0", "batch_size=4", "group_size=4", "mini_batch_size=2", "micro_batch_size=8",
+         "tiny_hidden_size=64", "tiny_heads=2", "tiny_layers=1", "eval_size=4", "eval_every=2",
+         "max_response_tokens=8", "overlong_cache_length=2", "num_threads=1", "checkpoint_every=1",
+         "plot_every=2", "verifier=test_distributed:even_length"]
+COMPARED = ("loss/policy", "reward/mean", "rollout/accuracy_before_filter", "optim/grad_norm", "policy/entropy")
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.slow
-def test_torchrun_entry_point_trains_writes_one_run_and_resumes(tmp_path: Path) -> None:
-    sizes = ["warmstart_steps=0", "batch_size=4", "group_size=4", "mini_batch_size=2", "micro_batch_size=8",
-             "tiny_hidden_size=64", "tiny_heads=2", "tiny_layers=1", "eval_size=4", "eval_every=2",
-             "max_response_tokens=8", "overlong_cache_length=2", "num_threads=1", "checkpoint_every=1",
-             "plot_every=2", "verifier=test_distributed:even_length"]
-    proc = _torchrun(["--max-steps", "2", "--out-dir", str(tmp_path / "runs"), "--run-name", "dp",
-                      "--no-progress", "--set", *sizes], tmp_path)
+def test_torchrun_entry_point_trains_writes_one_run_and_resumes_exactly(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = _torchrun(["--max-steps", "2", "--out-dir", str(runs), "--run-name", "dp", "--no-progress",
+                      "--set", *SIZES], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / "runs" / "dp"
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["dp"]
+    run = runs / "dp"
+    assert sorted(p.name for p in runs.iterdir()) == ["dp"]
     assert json.loads((run / "config.json").read_text())["batch_size"] == 4  # the global batch, not a share
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = _records(run)
     assert [r["step"] for r in records] == [0, 1, 2]
     assert all(r["dist/world_size"] == WORLD and r["rollout/num_groups"] % WORLD == 0 for r in records[1:])
     assert any(r["optim/steps"] > 0 for r in records[1:])
     state = torch.load(run / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=False)
     assert state["distributed"]["world_size"] == WORLD and len(state["ranks"]) == WORLD
-    assert state["ranks"][0]["sampler"]["env"] != state["ranks"][1]["sampler"]["env"]  # disjoint draws
+    assert state["ranks"][0]["sampler"]["env"] != state["ranks"][1]["sampler"]["env"]  # rank-seeded draws
     proc = _torchrun(["--resume", str(run), "--max-steps", "3", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [0, 1, 2, 3] and records[-1]["optim/steps"] > records[-2]["optim/steps"]
+    resumed = _records(run)
+    assert [r["step"] for r in resumed] == [0, 1, 2, 3]
+    proc = _torchrun(["--max-steps", "3", "--out-dir", str(runs), "--run-name", "straight", "--no-progress",
+                      "--set", *SIZES], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    straight = _records(runs / "straight")
+    for key in COMPARED:  # the resumed step 3 is the uninterrupted run's step 3
+        assert resumed[3][key] == pytest.approx(straight[3][key], rel=1e-5, abs=1e-7), key
+
+
+@pytest.mark.slow
+def test_torchrun_fsdp_trains_and_resumes(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = _torchrun(["--fsdp", "--max-steps", "2", "--out-dir", str(runs), "--run-name", "f", "--no-progress",
+                      "--set", *SIZES], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _torchrun(["--fsdp", "--resume", str(runs / "f"), "--max-steps", "3", "--no-progress"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _records(runs / "f")
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    assert records[3]["optim/steps"] > records[2]["optim/steps"] > 0
+    assert records[3]["policy/logprob_mismatch_max"] < 1e-4  # the unsharded rollout copy got every update

@@ -80,14 +80,17 @@ def test_one_shot_backend_and_code_sandbox_inside_actors(ray_local: object) -> N
 
     verifier = CodeVerifier(timeout_s=2.0)
     tests = CodeTests(tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0"))
+    marker = f"/tmp/dapo-ray-escape-{os.getpid()}-{time.monotonic_ns()}"  # a write the sandbox must contain
     responses = ["```python\ndef add(a, b):\n    return a + b\n```",
                  "```python\ndef add(a, b):\n    return a - b\n```",
                  "```python\nwhile True:\n    pass\n```",
-                 "```python\nimport os\ndef add(a, b):\n    open('/tmp/escaped', 'w').write('x')\n    return a + b\n```"]
+                 f"```python\ndef add(a, b):\n    open({marker!r}, 'w').write('x')\n    return a + b\n```"]
     out = verify_batch(verifier, responses, [tests] * 4, backend="ray", workers=2, timeout=20.0)
+    assert out[0].reason == "passed:2/2" and not out[1].correct and not out[2].correct
+    if "mountns" in CodeVerifier.isolation():  # the candidate's /tmp is a private tmpfs inside the actor too
+        assert not os.path.exists(marker)
     local = [verifier(r, tests) for r in responses]
     assert [r.reason for r in out] == [r.reason for r in local]
-    assert out[0].reason == "passed:2/2" and not out[1].correct and not out[2].correct
 
 
 def test_ray_pool_rejects_a_process_pool(ray_local: object) -> None:
