@@ -191,29 +191,40 @@ def run_ours(cfg: BenchConfig) -> dict[str, Any]:
                       overlong_penalty=False, temperature=1.0, top_p=1.0, lr=cfg.lr, warmup_steps=0,
                       eval_every=0, plot_every=0, checkpoint_every=0, progress=False)
         trainer = Trainer(tcfg, model=model, tokenizer=tok)
-        update_times: list[float] = []
+        update_times: list[tuple[float, float]] = []  # (wall s, main-thread CPU s)
         original = trainer._update
 
         def timed_update(*args: Any, **kwargs: Any) -> dict[str, float]:
             _sync(cfg.device)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             out = original(*args, **kwargs)
             _sync(cfg.device)
-            update_times.append(time.perf_counter() - start)
+            update_times.append((time.perf_counter() - start, time.thread_time() - cpu_start))
             return out
 
         trainer._update = timed_update  # type: ignore[method-assign]
+        rollout_cpu: list[float] = []
+        sample = trainer.sampler.sample
+
+        def timed_sample(*args: Any, **kwargs: Any) -> Any:
+            cpu_start = time.thread_time()
+            out = sample(*args, **kwargs)
+            rollout_cpu.append(time.thread_time() - cpu_start)
+            return out
+
+        trainer.sampler.sample = timed_sample  # type: ignore[method-assign]
         steps = []
         for _ in range(cfg.warmup + cfg.steps):
             _sync(cfg.device)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             rec = trainer.train_step()
             _sync(cfg.device)
-            step_s = time.perf_counter() - start
+            step_s, step_cpu_s = time.perf_counter() - start, time.thread_time() - cpu_start
             rollout_s = float(rec["time/rollout_s"])
             steps.append({
-                "step_s": step_s, "rollout_s": rollout_s, "update_s": update_times[-1],
-                "learner_s": step_s - rollout_s,
+                "step_s": step_s, "rollout_s": rollout_s, "update_s": update_times[-1][0],
+                "learner_s": step_s - rollout_s, "step_cpu_s": step_cpu_s, "update_cpu_s": update_times[-1][1],
+                "rollout_cpu_s": rollout_cpu[-1], "learner_cpu_s": step_cpu_s - rollout_cpu[-1],
                 "loss_tokens": round(float(rec["perf/update_tokens_per_s"]) * float(rec["time/update_s"])),
                 "generated_tokens": round(float(rec["perf/rollout_tokens_per_s"]) * rollout_s),
                 "sequences": int(rec["rollout/samples_generated"]),
@@ -255,14 +266,17 @@ def run_trl(cfg: BenchConfig) -> dict[str, Any]:
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             _sync(cfg.device)
             current.clear()
-            current.update(start=time.perf_counter(), rollout_s=0.0, loss_tokens=0.0, generated_tokens=0.0,
-                           sequences=0.0)
+            current.update(start=time.perf_counter(), cpu_start=time.thread_time(), rollout_s=0.0,
+                           rollout_cpu_s=0.0, loss_tokens=0.0, generated_tokens=0.0, sequences=0.0)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             _sync(cfg.device)
             step_s = time.perf_counter() - current["start"]
+            step_cpu_s = time.thread_time() - current["cpu_start"]
             steps.append({"step_s": step_s, "rollout_s": current["rollout_s"],
                           "update_s": step_s - current["rollout_s"], "learner_s": step_s - current["rollout_s"],
+                          "step_cpu_s": step_cpu_s, "update_cpu_s": step_cpu_s - current["rollout_cpu_s"],
+                          "rollout_cpu_s": current["rollout_cpu_s"], "learner_cpu_s": step_cpu_s - current["rollout_cpu_s"],
                           "loss_tokens": int(current["loss_tokens"]),
                           "generated_tokens": int(current["generated_tokens"]), "sequences": int(current["sequences"])})
 
@@ -283,10 +297,11 @@ def run_trl(cfg: BenchConfig) -> dict[str, Any]:
 
         def timed_rollout(*a: Any, **k: Any) -> dict[str, Any]:
             _sync(cfg.device)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             out = original(*a, **k)
             _sync(cfg.device)
             current["rollout_s"] += time.perf_counter() - start
+            current["rollout_cpu_s"] += time.thread_time() - cpu_start
             tokens = float(out["completion_mask"].sum())
             current["loss_tokens"] += tokens
             current["generated_tokens"] += tokens
@@ -312,6 +327,9 @@ def summarize(side: dict[str, Any], warmup: int) -> dict[str, Any]:
     loss_tokens, gen_tokens = total("loss_tokens"), total("generated_tokens")
     return {
         "update_tokens_per_s": loss_tokens / total("update_s"),
+        "update_tokens_per_cpu_s": loss_tokens / total("update_cpu_s"),
+        "learner_tokens_per_cpu_s": loss_tokens / total("learner_cpu_s"),
+        "rollout_tokens_per_cpu_s": gen_tokens / total("rollout_cpu_s"),
         "learner_tokens_per_s": loss_tokens / total("learner_s"),
         "rollout_tokens_per_s": gen_tokens / total("rollout_s"),
         "step_s": total("step_s") / len(measured),
@@ -361,6 +379,9 @@ def compare(cfg: BenchConfig, *, sides: tuple[str, ...] = ("ours", "trl")) -> di
         ours, trl = result["sides"]["ours"], result["sides"]["trl"]
         result["trl_version"] = trl["trl_version"]
         result["ratio_update_tokens_per_s"] = ours["update_tokens_per_s"] / trl["update_tokens_per_s"]
+        result["ratio_update_tokens_per_cpu_s"] = ours["update_tokens_per_cpu_s"] / trl["update_tokens_per_cpu_s"]
+        for key in ("learner_tokens_per_cpu_s", "rollout_tokens_per_cpu_s"):
+            result[f"ratio_{key}"] = ours[key] / trl[key]
         result["ratio_learner_tokens_per_s"] = ours["learner_tokens_per_s"] / trl["learner_tokens_per_s"]
         result["ratio_rollout_tokens_per_s"] = ours["rollout_tokens_per_s"] / trl["rollout_tokens_per_s"]
         result["ratio_step_time"] = ours["step_s"] / trl["step_s"]
@@ -375,7 +396,8 @@ def compare(cfg: BenchConfig, *, sides: tuple[str, ...] = ("ours", "trl")) -> di
 
 
 def print_table(result: dict[str, Any]) -> None:
-    cols = [("update tok/s", "update_tokens_per_s", "{:>13.0f}"), ("learner tok/s", "learner_tokens_per_s", "{:>13.0f}"),
+    cols = [("update tok/s", "update_tokens_per_s", "{:>13.0f}"), ("upd tok/cpu-s", "update_tokens_per_cpu_s", "{:>13.0f}"),
+            ("learner tok/s", "learner_tokens_per_s", "{:>13.0f}"),
             ("rollout tok/s", "rollout_tokens_per_s", "{:>13.0f}"), ("step s", "step_s", "{:>8.2f}"),
             ("update s", "update_s", "{:>8.2f}"), ("rollout s", "rollout_s", "{:>9.2f}"),
             ("loss tok", "loss_tokens_per_step", "{:>8.0f}"), ("peak RSS MB", "peak_rss_mb", "{:>11.0f}"),
@@ -391,7 +413,8 @@ def print_table(result: dict[str, Any]) -> None:
     for side, s in result["sides"].items():
         print(f"{side:<6}" + "".join(" " + fmt.format(s.get(key, float('nan'))) for _, key, fmt in cols))
     if "ratio_update_tokens_per_s" in result:
-        print(f"ours/TRL (TRL {result['trl_version']}): update tok/s x{result['ratio_update_tokens_per_s']:.2f}, "
+        print(f"ours/TRL (TRL {result['trl_version']}): update tok/s x{result['ratio_update_tokens_per_s']:.2f} "
+              f"(per CPU-second x{result['ratio_update_tokens_per_cpu_s']:.2f}), "
               f"learner tok/s x{result['ratio_learner_tokens_per_s']:.2f}, "
               f"rollout tok/s x{result['ratio_rollout_tokens_per_s']:.2f}, step time x{result['ratio_step_time']:.2f}, "
               f"peak RSS x{result['ratio_peak_rss']:.2f} (growth x{result['ratio_peak_rss_growth']:.2f})"

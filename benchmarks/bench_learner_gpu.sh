@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench_learner on one CUDA GPU: our trainer vs TRL's GRPOTrainer on a Qwen2-0.5B-shaped random-init
+# model in bf16 (hidden 896, 24 layers, 14 heads, 2 kv heads, intermediate 4864, vocab 151,936; built
+# from a config, nothing downloaded). One prepared run sized to finish within ~8 minutes on one H200:
+# G=16, 8 prompts per step (128 responses of <= 512 tokens), micro-batch 32, 1 warm-up + 3 measured steps.
+#
+# Usage (repository root):  bash benchmarks/bench_learner_gpu.sh
+# Writes benchmarks/results/bench_learner_gpu.json, and a copy plus the log to $OUT when OUT is set.
+#
+# The GPU machine has no network. Packages it lacks travel as wheels in .whl/ (git-ignored); prepare them
+# on a machine with PyPI access, from the repository root (the GPU image runs Python 3.12):
+#   bash benchmarks/bench_learner_gpu.sh --download-wheels
+# then carry .whl with the run. Without CUDA the script prints why and exits 0 (nothing to measure).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Packages bench_learner needs that the CUDA image (torch, transformers, accelerate, ... present) lacks.
+WHEELS=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gymnasium==1.4.0 farama-notifications==0.0.6
+        math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2)
+
+if [[ "${1:-}" == "--download-wheels" ]]; then
+  mkdir -p .whl
+  grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform any -d .whl "${WHEELS[@]}"
+  exit 0
+fi
+
+PY=python3
+if ! $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "bench_learner_gpu: no CUDA device visible to torch; nothing to measure"
+  exit 0
+fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+SITE=/tmp/bench_learner_site
+if [[ -d .whl ]] && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+fi
+# The project itself, without touching the image's packages (no dependencies, no network).
+if ! $PY -c 'import dapo_env.learners.trainer' 2>/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$SITE" . \
+    || echo "bench_learner_gpu: could not install the project into $SITE"
+fi
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+$PY -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name())'
+$PY -c 'import trl; print("trl", trl.__version__)' || echo "trl missing: the TRL side will be skipped (carry .whl)"
+
+RESULT=benchmarks/results/bench_learner_gpu.json
+set -o pipefail
+timeout 480 $PY benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b --dtype bfloat16 \
+  --group-size 16 --prompts 8 --micro-batch 32 --length 512 --warmup 1 --steps 3 --threads 2 \
+  --out "$RESULT" 2>&1 | tee "${OUT:-/tmp}/bench_learner_gpu.log"
+if [[ -n "${OUT:-}" ]]; then cp "$RESULT" "$OUT/"; fi
