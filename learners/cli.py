@@ -5,8 +5,8 @@ model, warm-started on Arithmetic-v0, trained with DAPO on the CPU in a few minu
 the default preset is ``dapo`` (the paper's settings).
 
 Example:
-    >>> parse_overrides(["group_size=8", "overlong_filter=true", "lr=1e-4"])
-    {'group_size': 8, 'overlong_filter': True, 'lr': 0.0001}
+    >>> parse_overrides(["group_size=8", "overlong_filter=true", "lr=1e-4", "lr_schedule=cosine"])
+    {'group_size': 8, 'overlong_filter': True, 'lr': 0.0001, 'lr_schedule': 'cosine'}
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
         if "=" not in item:
             raise SystemExit(f"--set {item!r}: use key=value, e.g. --set group_size=8")
         key, _, value = item.partition("=")
-        out[key.strip()] = yaml.safe_load(value)
+        parsed = yaml.safe_load(value)
+        if isinstance(parsed, str):  # YAML 1.1 reads "3e-4" as a string; numbers win
+            try:
+                parsed = float(parsed)
+            except ValueError:
+                pass
+        out[key.strip()] = parsed
     return out
 
 

@@ -113,6 +113,11 @@ class TrainConfig:
             if not ok:
                 raise ValueError(f"TrainConfig.{name}: {msg} (got {getattr(self, name)!r})")
 
+        for name in ("lr", "warmstart_lr", "clip_low", "clip_high", "temperature", "top_p", "eval_temperature",
+                     "grad_clip", "reward_low", "reward_high", "weight_decay", "adam_eps", "overlong_penalty_factor"):
+            value = getattr(self, name)
+            need(isinstance(value, (int, float)) and not isinstance(value, bool), name,
+                 "must be a number (write 3.0e-4 rather than 3e-4 in YAML 1.1 files)")
         for name in ("max_steps", "group_size", "batch_size", "mini_batch_size", "micro_batch_size",
                      "max_response_tokens", "max_gen_rounds", "epochs_per_batch", "eval_size",
                      "tiny_hidden_size", "tiny_layers", "tiny_heads", "warmstart_batch_size"):

@@ -75,3 +75,8 @@ def test_round_trip_through_dict() -> None:
     again = TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
     assert cfg.run_dir == Path("runs") / "Arithmetic-v0-tiny-s5"
+
+
+def test_wrong_type_names_the_field() -> None:
+    with pytest.raises(ValueError, match="TrainConfig.lr: must be a number"):
+        TrainConfig(lr="3e-4")  # type: ignore[arg-type]
