@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -343,6 +344,7 @@ class DistributedTrainer(Trainer):
         self._scratch: Path | None = None
         if not world.is_main:  # other ranks write nothing into the run folder
             self._scratch = Path(tempfile.mkdtemp(prefix=f"dapo-rank{world.rank}-"))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._scratch), True)  # also at exit
             local = local.with_overrides({"out_dir": str(self._scratch), "progress": False, "plot_every": 0})
         latest = self._agreed_checkpoint(config.run_dir) if resume else None
         if model is None:
@@ -505,12 +507,16 @@ class DistributedTrainer(Trainer):
         self._push_weights()  # deferred while the trainer is being built (see __init__)
 
     # --- the loop --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Delete this rank's scratch folder (ranks other than 0); :meth:`fit` calls it at the end."""
+        if self._scratch is not None:
+            self._cleanup()
+
     def fit(self) -> TrainResult:
         try:
             result = super().fit()
         finally:
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
+            self.close()
         return dataclasses.replace(result, run_dir=self.global_cfg.run_dir)
 
 

@@ -106,6 +106,7 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         total = torch.tensor([loss], dtype=torch.float64)
         dist.all_reduce(total)
         results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()}}
+        trainer.close()
     # balance: rank 0 finds 3 informative groups, rank 1 only 1 within its single round
     env = GroupVectorEnv("Arithmetic-v0", num_envs=3 * 2, group_size=2, size=64)
     answers = {env.task.format_prompt(p): p.answer for p in env.problems}
