@@ -82,10 +82,15 @@ class BenchConfig:
     threads: int = 1  # torch CPU threads, both sides
     lr: float = 1e-6
     seed: int = 0
+    #: Our side's token sampler: "multinomial" (what HFEngine calls) or "inverse-cdf", a demonstration of
+    #: a proposed HFEngine change (one uniform per row + cumsum + searchsorted; same distribution).
+    our_sampler: str = "multinomial"
 
     def __post_init__(self) -> None:
         if self.model_shape not in MODEL_SHAPES:
             raise ValueError(f"model_shape {self.model_shape!r}: choose one of {sorted(MODEL_SHAPES)}")
+        if self.our_sampler not in ("multinomial", "inverse-cdf"):
+            raise ValueError(f"our_sampler {self.our_sampler!r}: choose multinomial or inverse-cdf")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype {self.dtype!r}: choose float32 or bfloat16")
         for name in ("group_size", "prompts_per_step", "micro_batch", "length", "steps", "threads"):
@@ -173,6 +178,28 @@ def _memory(device: str, base_rss: int) -> dict[str, float]:
 
 
 # --- our side ------------------------------------------------------------------------------------------
+def inverse_cdf_multinomial(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A drop-in for ``torch.multinomial`` that draws ONE sample per row by inverting the CDF.
+
+    ``torch.multinomial`` on CPU spends most of a (B, 32k) call generating random numbers per vocabulary
+    entry (~10 ms for B = 16, V = 32,000 here); one uniform per row, a cumulative sum and a binary search
+    draw from the same distribution in ~0.5 ms. Other calls (several samples, replacement) go to
+    ``original``.
+    """
+    import torch
+
+    def sample(probs: Any, num_samples: int, replacement: bool = False, *, generator: Any = None,
+               out: Any = None) -> Any:
+        if num_samples != 1 or out is not None or probs.dim() != 2:
+            return original(probs, num_samples, replacement, generator=generator, out=out)
+        cdf = probs.cumsum(-1)  # (B, V) non-decreasing; zero-probability tokens are never the first >= u
+        u = (1.0 - torch.rand(probs.shape[0], 1, generator=generator, device=probs.device,
+                              dtype=cdf.dtype)) * cdf[:, -1:]  # (B, 1) in (0, total]
+        return torch.searchsorted(cdf, u).clamp_(max=probs.shape[-1] - 1)  # (B, 1)
+
+    return sample
+
+
 def run_ours(cfg: BenchConfig) -> dict[str, Any]:
     """Our ``Trainer.train_step`` on the workload; ``Trainer._update`` timed by wrapping the bound method."""
     import torch
@@ -181,6 +208,8 @@ def run_ours(cfg: BenchConfig) -> dict[str, Any]:
     from dapo_env.learners.trainer import Trainer
 
     torch.set_num_threads(cfg.threads)
+    if cfg.our_sampler == "inverse-cdf":
+        torch.multinomial = inverse_cdf_multinomial(torch.multinomial)  # this worker process only
     tok, model = build_tokenizer_and_model(cfg)
     base_rss = _rss_bytes()
     with tempfile.TemporaryDirectory(prefix="bench_learner_") as tmp:
@@ -443,6 +472,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--our-sampler", default="multinomial", choices=["multinomial", "inverse-cdf"],
+                        help="our side's token sampler (inverse-cdf demonstrates a proposed HFEngine change)")
     parser.add_argument("--sides", default="ours,trl", help="comma-separated subset of ours,trl")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/bench_learner[_gpu].json)")
     args = parser.parse_args(argv)
@@ -457,7 +488,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         dtype=args.dtype or ("bfloat16" if cuda else "float32"), task=args.task,
         group_size=args.group_size or (16 if cuda else 8), prompts_per_step=args.prompts or (8 if cuda else 4),
         micro_batch=args.micro_batch or (32 if cuda else 16), length=args.length or (512 if cuda else 256),
-        warmup=args.warmup, steps=args.steps, threads=args.threads)
+        warmup=args.warmup, steps=args.steps, threads=args.threads, our_sampler=args.our_sampler)
     sides = tuple(s for s in args.sides.split(",") if s)
     unknown = set(sides) - {"ours", "trl"}
     if unknown:

@@ -108,3 +108,15 @@ def test_side_by_side_against_trl_writes_ratios(bench, tmp_path):
         assert saved[key] > 0
     expected = saved["sides"]["ours"]["update_tokens_per_s"] / trl_side["update_tokens_per_s"]
     assert saved["ratio_update_tokens_per_s"] == pytest.approx(expected)
+
+
+def test_inverse_cdf_sampler_matches_the_distribution_and_skips_zero_probabilities(bench):
+    sample = bench.inverse_cdf_multinomial(torch.multinomial)
+    probs = torch.tensor([[0.0, 0.1, 0.0, 0.4, 0.5], [1.0, 0.0, 0.0, 0.0, 0.0]])  # (2, 5)
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.cat([sample(probs, 1, generator=gen) for _ in range(4000)], dim=1)  # (2, 4000)
+    assert draws.shape == (2, 4000)
+    freq = torch.stack([torch.bincount(row, minlength=5).float() / row.numel() for row in draws])  # (2, 5)
+    assert freq[0, [0, 2]].sum() == 0 and freq[1, 0] == 1.0  # zero-probability tokens never drawn
+    assert torch.allclose(freq[0], probs[0], atol=0.03)
+    assert sample(probs, 2, generator=gen).shape == (2, 2)  # other calls fall back to torch.multinomial
