@@ -212,13 +212,15 @@ def _tiny(**kw: Any) -> TrainConfig:
 
     Only sizes, learning rate and lengths change; the DAPO switches keep the paper's settings (the
     overlong penalty is scaled down with the response limit: it ramps over the last 8 of 24 tokens).
+    One torch thread: at this model size intra-op threading does not pay, and the second core is left
+    to the Python side (verification, batching). Measured numbers: ``docs/learner.md``.
     """
     base: dict[str, Any] = dict(
-        task="Arithmetic-v0", task_kwargs={"max_value": 9}, max_steps=100, group_size=8, batch_size=16,
-        mini_batch_size=8, micro_batch_size=64, max_response_tokens=24, overlong_cache_length=8,
-        max_gen_rounds=4, lr=1e-3, warmup_steps=2, weight_decay=0.0, warmstart_steps=400,
-        warmstart_lr=3e-3, warmstart_batch_size=64, warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4,
-        eval_every=10, eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
+        task="Arithmetic-v0", task_kwargs={"max_value": 9}, max_steps=100, group_size=8, batch_size=32,
+        mini_batch_size=32, micro_batch_size=64, max_response_tokens=24, overlong_cache_length=8,
+        max_gen_rounds=2, lr=3e-4, warmup_steps=2, weight_decay=0.0, warmstart_steps=400, warmstart_lr=3e-3,
+        warmstart_batch_size=64, warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2,
+        tiny_heads=4, eval_every=5, eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
     )
     return TrainConfig(preset_name="tiny", **{**base, **kw})
 
