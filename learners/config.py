@@ -216,7 +216,7 @@ def _tiny(**kw: Any) -> TrainConfig:
     to the Python side (verification, batching). Measured numbers: ``docs/learner.md``.
     """
     base: dict[str, Any] = dict(
-        task="Arithmetic-v0", task_kwargs={"max_value": 9}, max_steps=100, group_size=8, batch_size=32,
+        task="Arithmetic-v0", task_kwargs={"max_value": 9}, max_steps=300, group_size=8, batch_size=32,
         mini_batch_size=32, micro_batch_size=64, max_response_tokens=24, overlong_cache_length=8,
         max_gen_rounds=2, lr=3e-4, warmup_steps=2, weight_decay=0.0, warmstart_steps=400, warmstart_lr=3e-3,
         warmstart_batch_size=64, warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2,
