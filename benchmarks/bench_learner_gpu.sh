@@ -51,4 +51,4 @@ set -o pipefail
 timeout 480 $PY benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b --dtype bfloat16 \
   --group-size 16 --prompts 8 --micro-batch 32 --length 512 --warmup 1 --steps 3 --threads 2 \
   --out "$RESULT" 2>&1 | tee "${OUT:-/tmp}/bench_learner_gpu.log"
-if [[ -n "${OUT:-}" ]]; then cp "$RESULT" "$OUT/"; fi
+if [[ -n "${OUT:-}" && -f "$RESULT" ]]; then cp "$RESULT" "$OUT/"; fi
