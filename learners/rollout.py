@@ -131,6 +131,11 @@ class SequenceBatch:
     loss_mask: torch.Tensor
     prompt_len: int
 
+    def to(self, device: torch.device | str) -> SequenceBatch:
+        """The same batch with every tensor on ``device`` (the learner's; no copy when already there)."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
+                                            for f in dataclasses.fields(self) if f.name != "prompt_len"})
+
 
 def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBatch:
     """Stack every completion of ``groups`` (group-major) into a :class:`SequenceBatch` (via ``pack_batch``)."""

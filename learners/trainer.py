@@ -248,8 +248,12 @@ class Trainer:
 
     # --- update ----------------------------------------------------------------------------------------
     def _update(self, groups: Sequence[Group], batch: SequenceBatch, advantages: torch.Tensor,
-                old_logp: torch.Tensor) -> dict[str, float]:
-        """Mini-batch updates (one optimizer step per ``mini_batch_size`` groups) with accumulation."""
+                old_logp: torch.Tensor, *, fill_old_logp: bool = False) -> dict[str, float]:
+        """Mini-batch updates (one optimizer step per ``mini_batch_size`` groups) with accumulation.
+
+        ``fill_old_logp``: the batch gets exactly one optimizer step, so each micro-batch's own
+        (pre-update) log-probs are the old policy's; they are written into ``old_logp`` as it goes.
+        """
         cfg, G = self.cfg, self.cfg.group_size
         mb_seqs, micro = cfg.mini_batch_size * G, cfg.micro_batch_size
         n = batch.input_ids.shape[0]
@@ -269,6 +273,8 @@ class Trainer:
                 for ms in range(0, idx.numel(), micro):
                     sub = idx[ms:ms + micro]
                     logp, entropy = response_logprobs(self.model, batch, sub, cfg.temperature, with_entropy=True)
+                    if fill_old_logp:
+                        old_logp[sub] = logp.detach()
                     loss, m = policy_loss(
                         logp, old_logp[sub], advantages[sub], batch.loss_mask[sub],
                         clip_low=cfg.clip_low, clip_high=cfg.clip_high, clip_c=cfg.clip_c, agg=cfg.loss_agg,
@@ -325,16 +331,23 @@ class Trainer:
         t1 = time.perf_counter()
         update_metrics: dict[str, float] = {}
         if groups:
-            batch = build_sequence_batch(groups, pad_id=self._pad_id())
-            advantages = group_advantages(rewards, cfg.group_size, scale_by_std=cfg.scale_adv_by_std)  # (N,)
-            self.model.eval()
-            with torch.no_grad():
-                old_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32)  # (N, T)
-                for ms in range(0, len(completions), cfg.micro_batch_size):
-                    sub = torch.arange(ms, min(ms + cfg.micro_batch_size, len(completions)))
-                    old_logp[sub] = response_logprobs(self.model, batch, sub, cfg.temperature)[0]
+            device = next(self.model.parameters()).device
+            batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(device)
+            advantages = group_advantages(rewards.to(device), cfg.group_size,
+                                          scale_by_std=cfg.scale_adv_by_std)  # (N,)
+            old_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32)  # (N, T)
+            # One optimizer step on the whole batch: the policy that sampled is exactly the one the
+            # update's own forward sees, so old_logp = logp.detach() there and the separate no-grad pass
+            # is skipped. Otherwise recompute it before any update.
+            on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size
+            if not on_policy:
+                self.model.eval()
+                with torch.no_grad():
+                    for ms in range(0, len(completions), cfg.micro_batch_size):
+                        sub = torch.arange(ms, min(ms + cfg.micro_batch_size, len(completions)))
+                        old_logp[sub] = response_logprobs(self.model, batch, sub, cfg.temperature)[0]
+            update_metrics = self._update(groups, batch, advantages, old_logp, fill_old_logp=on_policy)
             record.update(self._mismatch(completions, batch, old_logp))
-            update_metrics = self._update(groups, batch, advantages, old_logp)
             t_upd = time.perf_counter() - t1
             tokens = float(batch.response_mask.sum()) * cfg.epochs_per_batch
             record["perf/update_tokens_per_s"] = tokens / max(t_upd, 1e-9)
@@ -375,7 +388,7 @@ class Trainer:
         for i, c in enumerate(completions):
             if id(c) not in self._fresh_ids or c.logprobs is None:
                 continue
-            engine_lp = torch.tensor(c.logprobs, dtype=torch.float32)  # (L,)
+            engine_lp = torch.tensor(c.logprobs, dtype=torch.float32, device=learner_logp.device)  # (L,)
             diffs.append((engine_lp - learner_logp[i, :len(c.logprobs)]).abs())
         if not diffs:
             return {"policy/logprob_mismatch_mean": None, "policy/logprob_mismatch_max": None}
