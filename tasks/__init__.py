@@ -10,9 +10,10 @@ from dapo_env.tasks.base import DataFiles, ProblemSource, Task, TaskDataError, t
 from dapo_env.tasks.registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
-from dapo_env.tasks import arithmetic, code_tasks, countdown, math_tasks  # noqa: E402  (after the registry exists)
+from dapo_env.tasks import arithmetic, code_tasks, countdown, largest, math_tasks  # noqa: E402  (after the registry exists)
 from dapo_env.tasks.arithmetic import ArithmeticConfig
 from dapo_env.tasks.countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
+from dapo_env.tasks.largest import LargestConfig
 
 __all__ = [
     "ArithmeticConfig",
@@ -20,12 +21,14 @@ __all__ = [
     "CountdownConfig",
     "CountdownVerifier",
     "DataFiles",
+    "LargestConfig",
     "ProblemSource",
     "Task",
     "TaskDataError",
     "arithmetic",
     "code_tasks",
     "countdown",
+    "largest",
     "math_tasks",
     "get_task",
     "list_tasks",
