@@ -21,7 +21,9 @@ Neither side forces a response length: both stop at EOS or at ``--length`` token
 tokens actually processed per second (a random-init model with a 32k+ vocabulary almost never samples
 EOS, so both sides process about ``--length`` tokens per response; the JSON records the counts).
 Peak memory: CPU ``ru_maxrss`` of the process (absolute, and its growth after the model is built);
-CUDA ``max_memory_allocated``.
+CUDA ``max_memory_allocated``. Wall-clock tokens/s are those of the best measured step (``*_mean``: all
+measured steps); on CPU, tokens per main-thread CPU-second (``time.thread_time``; with one torch thread
+that is the work itself) are reported too, since other load on a shared machine distorts wall clock.
 
 Run:
     python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k)
