@@ -258,6 +258,12 @@ def run_one(settings: AblationSettings, row: int, seed: int, model: torch.nn.Mod
     }
 
 
+def _history_mean(runs: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    """Mean of a per-step metric over every step of ``runs`` (None when no step recorded it)."""
+    values = [s[key] for r in runs for s in r.get("history", ()) if s.get(key) is not None]
+    return float(np.mean(values)) if values else None
+
+
 def summarise(runs: Sequence[Mapping[str, Any]], rows: Iterable[int]) -> list[dict[str, Any]]:
     """Per row: mean, std, min, max of the final accuracy over seeds; mean end entropy, truncation, tokens."""
     table = []
@@ -274,19 +280,27 @@ def summarise(runs: Sequence[Mapping[str, Any]], rows: Iterable[int]) -> list[di
             "truncation_rate": float(np.mean([r["truncation_rate"] for r in mine])),
             "tokens": float(np.mean([r["tokens"] for r in mine])),
             "steps": float(np.mean([r["steps"] for r in mine])),
+            "clip_frac_high": _history_mean(mine, "clip_frac_high"),
+            "zero_adv_share": _history_mean(mine, "zero_adv_share"),
         })
     return table
 
 
 def format_table(table: Sequence[Mapping[str, Any]]) -> str:
-    head = "| configuration | held-out acc. (mean ± std) | min-max | start | entropy (end) | truncated | tokens | steps |"
-    lines = [head, "|" + " --- |" * 8]
+    """The summary as a markdown table (the one docs/ablation.md shows)."""
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    head = ("| configuration | held-out acc. (mean ± std) | min-max | start | entropy (end) | truncated "
+            "| zero-adv. groups | clip-high frac. | tokens | steps |")
+    lines = [head, "|" + " --- |" * 10]
     for t in table:
-        ent = "-" if t["entropy_end"] is None else f"{t['entropy_end']:.3f}"
         lines.append(
             f"| {t['config']} | {t['accuracy_mean']:.3f} ± {t['accuracy_std']:.3f} | "
-            f"{t['accuracy_min']:.3f}-{t['accuracy_max']:.3f} | {t['initial_accuracy_mean']:.3f} | {ent} | "
-            f"{t['truncation_rate']:.3f} | {t['tokens']:.0f} | {t['steps']:.1f} |")
+            f"{t['accuracy_min']:.3f}-{t['accuracy_max']:.3f} | {t['initial_accuracy_mean']:.3f} | "
+            f"{fmt(t['entropy_end'])} | {t['truncation_rate']:.3f} | {fmt(t.get('zero_adv_share'))} | "
+            f"{fmt(t.get('clip_frac_high'))} | {t['tokens']:.0f} | {t['steps']:.1f} |")
     return "\n".join(lines)
 
 
@@ -374,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot_only is not None:
         result = json.loads(args.plot_only.read_text())
         rows = result["settings"]["rows"]
+        result["table"] = summarise(result["runs"], rows)
+        args.plot_only.write_text(json.dumps(result, indent=1, default=float) + "\n")
         print(format_table(result["table"]))
         for p in plot(result["runs"], rows, result["settings"]["budget_tokens"], IMG):
             print(f"wrote {p}")
