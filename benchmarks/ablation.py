@@ -382,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmstart-target", type=float, help="warm-start probe accuracy to stop at")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--plot-only", type=Path, metavar="JSON", help="redraw the plots and table of a result file")
+    parser.add_argument("--img-dir", type=Path, default=IMG, help="where the PNG plots go (default docs/img)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "runs" / "ablation_cache",
                         help="keeps warm-started models between runs ('none' disables)")
     args = parser.parse_args(argv)
@@ -391,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["table"] = summarise(result["runs"], rows)
         args.plot_only.write_text(json.dumps(result, indent=1, default=float) + "\n")
         print(format_table(result["table"]))
-        for p in plot(result["runs"], rows, result["settings"]["budget_tokens"], IMG):
+        for p in plot(result["runs"], rows, result["settings"]["budget_tokens"], args.img_dir):
             print(f"wrote {p}")
         return 0
     settings = QUICK if args.quick else FULL
@@ -422,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {out} ({result['seconds']:.0f} s)")
     if not args.quick and not args.no_plots:
-        for p in plot(result["runs"], settings.rows, settings.budget_tokens, IMG):
+        for p in plot(result["runs"], settings.rows, settings.budget_tokens, args.img_dir):
             print(f"wrote {p}")
     return 0
 

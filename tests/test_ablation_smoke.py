@@ -84,3 +84,7 @@ def test_quick_mode_runs_end_to_end(ablation, tmp_path):
         assert run["tokens"] >= budget  # every run spends (at least) the same generated-token budget
         assert len(run["evals"]) >= 2 and run["evals"][-1][0] == run["tokens"]
         assert 0.0 <= run["truncation_rate"] <= 1.0
+    img = tmp_path / "img"
+    assert ablation.main(["--plot-only", str(out), "--img-dir", str(img)]) == 0
+    assert {p.name for p in img.iterdir()} == {"ablation_accuracy.png", "ablation_entropy.png"}
+    assert "zero_adv_share" in json.loads(out.read_text())["table"][0]
