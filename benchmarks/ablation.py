@@ -87,7 +87,7 @@ class AblationSettings:
             raise ValueError(f"rows must be non-empty indices in 0..{len(ABLATION) - 1}, got {self.rows}")
 
 
-#: Shared settings of every row: single-digit Arithmetic (2 operands, + and -), the tiny Llama (0.8M
+#: Shared settings of every row: single-digit Arithmetic (2 operands, + and -), the tiny Llama (0.54M
 #: parameters) warm-started until it solves ~45 % of a train-split probe (held-out problems, unseen
 #: operand pairs, start near 20 %), 16 groups of 8 per step, two optimizer steps per rollout (so the
 #: second is off-policy and clipping can bind), lr 3e-4 (1e-3 collapsed every row onto one answer; see
