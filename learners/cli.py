@@ -1,4 +1,4 @@
-"""The ``dapo-env`` command line: ``dapo-env train`` and ``dapo-env eval``.
+"""The ``dapo-env`` command line: ``dapo-env train``, ``dapo-env eval`` and ``dapo-env prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
 model, warm-started on Arithmetic-v0, trained with DAPO on the CPU in a few minutes. With ``--model PATH``
@@ -152,11 +152,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dapo-env`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.pretrained.main
+        from dapo_env.learners.pretrained import main as prepare_model
+
+        return prepare_model(argv[1:])
     parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     _eval_parser(sub)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    sub.add_parser("prepare-model", add_help=False,
+                   help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
+    args = parser.parse_args(argv)
     try:
         return _cmd_train(args) if args.command == "train" else _cmd_eval(args)
     except ValueError as exc:

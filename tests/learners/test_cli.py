@@ -55,3 +55,13 @@ def test_module_entry_point_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "dapo_env.learners.train", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and "--resume" in proc.stdout
+
+
+def test_prepare_model_subcommand_reaches_its_parser(capsys) -> None:
+    """`dapo-env prepare-model` dispatches to learners.pretrained.main (here: its --help)."""
+    from dapo_env.learners.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare-model", "--help"])
+    assert exc.value.code == 0
+    assert "GGUF" in capsys.readouterr().out
