@@ -37,6 +37,10 @@ class LargestConfig:
         min_value: the smallest number that may appear (negative numbers are allowed).
         max_value: the largest number that may appear.
         smallest: ask for the smallest number instead of the largest.
+        uniform_answer: draw the answer uniformly from the value range first and the other numbers at
+            or below it (at or above it with ``smallest``), so every answer is equally likely and a
+            constant guess is right only ``1 / (max_value - min_value + 1)`` of the time (with
+            independent draws the maximum of single digits is 9 in a third of 4-number lists).
         size: the number of problems a split has (what ``len()`` reports).
         seed: the generator seed; the split is mixed in, so splits never share a stream.
 
@@ -50,6 +54,7 @@ class LargestConfig:
     min_value: int = 10
     max_value: int = 99
     smallest: bool = False
+    uniform_answer: bool = False
     size: int = 10_000
     seed: int = 0
 
@@ -62,15 +67,23 @@ class LargestConfig:
             raise ValueError(f"min_value and max_value must be integers, got {self.min_value!r}, {self.max_value!r}")
         if self.max_value < self.min_value:
             raise ValueError(f"max_value ({self.max_value}) must be >= min_value ({self.min_value})")
-        if not isinstance(self.smallest, bool):
-            raise ValueError(f"smallest must be True or False, got {self.smallest!r}")
+        for name in ("smallest", "uniform_answer"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_size_and_seed(self.size, self.seed)
 
 
 def generate_largest(config: LargestConfig, rng: np.random.Generator) -> tuple[str, str, Mapping[str, Any]]:
     """One problem: ``("Largest of 47 12 85 30?", "85", {"numbers": (47, 12, 85, 30), ...})``."""
     count = int(rng.integers(config.min_count, config.max_count + 1))
-    numbers = tuple(int(v) for v in rng.integers(config.min_value, config.max_value + 1, size=count))
+    if config.uniform_answer:
+        answer = int(rng.integers(config.min_value, config.max_value + 1))
+        low, high = (answer, config.max_value) if config.smallest else (config.min_value, answer)
+        others = [int(v) for v in rng.integers(low, high + 1, size=count - 1)]
+        others.insert(int(rng.integers(count)), answer)  # the answer at a uniform position
+        numbers = tuple(others)
+    else:
+        numbers = tuple(int(v) for v in rng.integers(config.min_value, config.max_value + 1, size=count))
     answer = min(numbers) if config.smallest else max(numbers)
     word = "Smallest" if config.smallest else "Largest"
     question = f"{word} of {' '.join(str(v) for v in numbers)}?"

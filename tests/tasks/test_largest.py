@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import gymnasium as gym
 import pytest
@@ -43,10 +44,12 @@ def test_default_prompt_and_answer_format() -> None:
     counts=st.tuples(st.integers(2, 6), st.integers(0, 3)),
     values=st.tuples(st.integers(-500, 500), st.integers(20, 1000)),
     smallest=st.booleans(),
+    uniform=st.booleans(),
 )
-def test_oracle_verifies(seed, index, split, counts, values, smallest) -> None:
+def test_oracle_verifies(seed, index, split, counts, values, smallest, uniform) -> None:
     knobs = dict(min_count=counts[0], max_count=counts[0] + counts[1], min_value=values[0],
-                 max_value=values[0] + values[1], smallest=smallest, seed=seed, size=index + 1)
+                 max_value=values[0] + values[1], smallest=smallest, uniform_answer=uniform, seed=seed,
+                 size=index + 1)
     problem = LARGEST.load(split=split, **knobs)[index]
     numbers = _numbers(problem.question)
     assert counts[0] <= len(numbers) <= counts[0] + counts[1]
@@ -54,6 +57,17 @@ def test_oracle_verifies(seed, index, split, counts, values, smallest) -> None:
     assert problem.answer == str(min(numbers) if smallest else max(numbers))
     assert split_of(problem.question) == split
     assert LARGEST.verifier(f"Let me compare.\nAnswer: {problem.answer}", problem.answer).correct
+
+
+@pytest.mark.parametrize("smallest", [False, True])
+def test_uniform_answer_spreads_answers_evenly(smallest: bool) -> None:
+    knobs = dict(min_value=0, max_value=9, min_count=5, max_count=6, smallest=smallest)
+    skewed = Counter(p.answer for p in LARGEST.load(split="train", size=2000, **knobs))
+    even = Counter(p.answer for p in LARGEST.load(split="train", size=2000, uniform_answer=True, **knobs))
+    extreme = "0" if smallest else "9"
+    assert skewed[extreme] > 0.35 * 2000  # independent digits: the extreme is in most lists
+    # every answer but possibly the opposite extreme (its only lists, all 9s or all 0s, may hash to another split)
+    assert len(even) >= 9 and set(even) <= {str(d) for d in range(10)} and max(even.values()) < 0.15 * 2000
 
 
 def test_held_out_lists_are_new_but_their_numbers_are_seen_in_training() -> None:
@@ -77,6 +91,7 @@ def test_gym_make_passes_knobs() -> None:
     ({"min_count": 4, "max_count": 3}, "max_count"),
     ({"min_value": 5, "max_value": 4}, "max_value"),
     ({"smallest": 1}, "smallest"),
+    ({"uniform_answer": "yes"}, "uniform_answer"),
 ])
 def test_config_validation(knobs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
