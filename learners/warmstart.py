@@ -1,4 +1,4 @@
-"""Supervised warm start: teach a random-init model the answer format (and a little arithmetic) on a
+"""Supervised warm start: teach a random-init model the answer format (and a little of the skill) on a
 procedural task's train split, stopping as soon as its greedy accuracy on a probe set reaches a target.
 
 The default run uses it so RL starts from a model that is right sometimes (held-out accuracy low but
@@ -54,7 +54,7 @@ def _batch(tokenizer: Any, prompts: list[str], targets: list[str]) -> tuple[torc
 
 def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int = 200, lr: float = 3e-3,
                batch_size: int = 64, seed: int = 0, target_accuracy: float | None = None,
-               check_every: int = 10, probe_size: int = 64, max_tokens: int = 16,
+               check_every: int = 5, probe_size: int = 128, max_tokens: int = 16,
                task_kwargs: dict[str, Any] | None = None,
                response_fn: Callable[[Problem], str] = default_response) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (prompt, correct response) pairs of ``task``'s train split.
@@ -67,7 +67,9 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         batch_size: examples per step.
         seed: picks the examples (a local numpy Generator).
         target_accuracy: stop once greedy accuracy on ``probe_size`` train-split problems reaches it
-            (checked every ``check_every`` steps); ``None`` runs all ``steps``.
+            (checked every ``check_every`` steps: a fast-learning task gains several points of
+            accuracy in 10 steps, so checking every 5 keeps the start inside the intended band);
+            ``None`` runs all ``steps``.
         max_tokens: response budget for the probe.
         task_kwargs: passed to ``task.load``.
         response_fn: the target response of a problem.

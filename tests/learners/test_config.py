@@ -74,7 +74,7 @@ def test_round_trip_through_dict() -> None:
     cfg = preset("tiny", seed=5, verifier="os.path:exists")
     again = TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
-    assert cfg.run_dir == Path("runs") / "Arithmetic-v0-tiny-s5"
+    assert cfg.run_dir == Path("runs") / "Largest-v0-tiny-s5"
 
 
 def test_wrong_type_names_the_field() -> None:
