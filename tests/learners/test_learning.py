@@ -1,8 +1,10 @@
-"""The default run learns a skill that transfers: held-out accuracy rises (slow: minutes on a CPU).
+"""The default run meets the done-when target on held-out problems (slow: minutes on a CPU).
 
-One full ``dapo-env train`` run (the ``tiny`` preset) is shared by the tests below. Held-out accuracy
-is ``eval/accuracy``: greedy decoding on the first 200 problems of the test split, whose questions the
-model never sees in training (the procedural splits are disjoint by question hash).
+``dapo-env train`` with no arguments (the ``tiny`` preset) must take held-out accuracy from at most 30%
+to at least 80% within 10 minutes, warm start included. Held-out accuracy is ``eval/accuracy``: greedy
+decoding on the first 200 problems of the test split, whose questions the model never sees in training
+(the procedural splits are disjoint by question hash). The run uses one torch thread, so its CPU time
+is the wall time it would take on a free machine; a shared CI box only inflates the wall clock.
 """
 
 from __future__ import annotations
@@ -13,36 +15,19 @@ from pathlib import Path
 import pytest
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.trainer import TrainResult, train
+from dapo_env.learners.trainer import train
 
-CPU_BUDGET_S = 600.0  # the done-when budget: 10 minutes; one torch thread keeps CPU time ~ wall time
-
-
-@pytest.fixture(scope="module")
-def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainResult, float]:
-    out = tmp_path_factory.mktemp("default_run")
-    cpu0 = time.process_time()
-    result = train(preset("tiny").with_overrides({"out_dir": str(out), "progress": False}))
-    return result, time.process_time() - cpu0
+CPU_BUDGET_S = 600.0  # the done-when budget: 10 minutes
 
 
 @pytest.mark.slow
-def test_default_run_raises_held_out_accuracy(default_run: tuple[TrainResult, float]) -> None:
-    result, cpu_s = default_run
+def test_default_run_takes_held_out_accuracy_from_at_most_30_to_at_least_80_percent(tmp_path: Path) -> None:
+    cpu0 = time.process_time()
+    result = train(preset("tiny").with_overrides({"out_dir": str(tmp_path), "progress": False}))
+    cpu_s = time.process_time() - cpu0
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
     assert start is not None and end is not None
     assert start <= 0.30, f"the warm start should leave held-out accuracy low, got {start:.2f}"
-    assert end >= start + 0.20, f"held-out accuracy {start:.2f} -> {end:.2f}: DAPO did not generalise"
+    assert end >= 0.80, f"held-out accuracy {start:.2f} -> {end:.2f}: below the 0.80 target"
     assert cpu_s <= CPU_BUDGET_S, f"the default run took {cpu_s:.0f} CPU-s, over the {CPU_BUDGET_S:.0f} s budget"
     assert (result.run_dir / "curves.png").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(reason="known gap: the done-when target (held-out <= 30% -> >= 80% in 10 minutes) is not "
-                   "met yet; see docs/learner.md, 'The default run'", strict=False)
-def test_default_run_meets_the_done_when_target(default_run: tuple[TrainResult, float]) -> None:
-    result, cpu_s = default_run
-    start, end = result.initial_eval_accuracy, result.final_eval_accuracy
-    assert start is not None and end is not None
-    assert start <= 0.30 and end >= 0.80, f"held-out accuracy {start:.2f} -> {end:.2f} (target <= 0.30 -> >= 0.80)"
-    assert cpu_s <= CPU_BUDGET_S
