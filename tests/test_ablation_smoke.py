@@ -88,3 +88,16 @@ def test_quick_mode_runs_end_to_end(ablation, tmp_path):
     assert ablation.main(["--plot-only", str(out), "--img-dir", str(img)]) == 0
     assert {p.name for p in img.iterdir()} == {"ablation_accuracy.png", "ablation_entropy.png"}
     assert "zero_adv_share" in json.loads(out.read_text())["table"][0]
+
+
+def test_shared_settings_come_from_the_tiny_preset(ablation, tmp_path):
+    from dapo_env.learners.config import preset
+
+    tiny = preset("tiny")
+    settings = ablation.AblationSettings(budget_tokens=10, seeds=(0,), base=ablation.BASE)
+    for row in (0, 5):
+        cfg = ablation.row_config(settings, row, 0, str(tmp_path))
+        for name in ablation.TINY_FIELDS:
+            assert getattr(cfg, name) == getattr(tiny, name), name
+    assert ablation.FULL.warmstart_target == tiny.warmstart_target_accuracy
+    assert ablation.ARITHMETIC.base["task"] == "Arithmetic-v0"
