@@ -355,6 +355,9 @@ def _collect(
     if timed_out or output_limited:
         _killpg(proc)
     returncode = proc.poll()
+    # The CPU-seconds rlimit (SIGXCPU) is the same budget as the wall clock: on an idle machine a busy
+    # loop reaches either first, so both count as a timeout.
+    timed_out = timed_out or returncode == -signal.SIGXCPU
     stdout = b"".join(chunks[out_fd]) if out_fd >= 0 else b""
     return RunOutcome(b"".join(chunks[result_r]), stdout, returncode, timed_out, output_limited)
 
