@@ -3,7 +3,6 @@ and the whole pipeline (warm start, two rows of the paper's table, JSON) on a mi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,19 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmark_loader import load_benchmark
+
 torch = pytest.importorskip("torch")
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation.py"
 
 
 @pytest.fixture(scope="module")
 def ablation():
-    spec = importlib.util.spec_from_file_location("ablation_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ablation_bench"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("ablation_bench", None)
+    yield load_benchmark("ablation")
+    sys.modules.pop("ablation", None)
 
 
 def test_settings_validation_says_how_to_fix(ablation):

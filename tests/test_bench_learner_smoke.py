@@ -11,18 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from benchmark_loader import load_benchmark
+
 torch = pytest.importorskip("torch")
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_learner.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_learner", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_learner"] = module
-    spec.loader.exec_module(module)
-    yield module
+    yield load_benchmark("bench_learner")
     sys.modules.pop("bench_learner", None)
 
 
