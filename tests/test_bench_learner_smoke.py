@@ -57,15 +57,19 @@ def _check_side(bench, raw, cfg):
     assert raw["torch_threads"] == cfg.threads
 
 
+def _run_ours(bench, cfg):
+    """Our side of the benchmark in this process (it sets torch's thread count: restore it after)."""
+    before = torch.get_num_threads()
+    try:
+        return bench.run_ours(cfg)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_our_side_runs_and_measures(bench):
     cfg = bench.BenchConfig(model_shape="micro", group_size=2, prompts_per_step=2, micro_batch=2, length=8,
                             warmup=1, steps=1)
-    before = torch.get_num_threads()
-    try:
-        raw = bench.run_ours(cfg)
-    finally:
-        torch.set_num_threads(before)
-    _check_side(bench, raw, cfg)
+    _check_side(bench, _run_ours(bench, cfg), cfg)
 
 
 def test_qwen2_bf16_path_of_the_gpu_benchmark_runs_on_cpu(bench):
@@ -75,12 +79,7 @@ def test_qwen2_bf16_path_of_the_gpu_benchmark_runs_on_cpu(bench):
     tok, model = bench.build_tokenizer_and_model(cfg)
     assert type(model).__name__ == "Qwen2ForCausalLM" and model.dtype == torch.bfloat16
     assert model.config.num_key_value_heads == 2
-    before = torch.get_num_threads()
-    try:
-        raw = bench.run_ours(cfg)
-    finally:
-        torch.set_num_threads(before)
-    _check_side(bench, raw, cfg)
+    _check_side(bench, _run_ours(bench, cfg), cfg)
 
 
 def test_summarize_rejects_no_measured_steps(bench):
