@@ -274,25 +274,49 @@ class HFEngine:
         cache = getattr(out, "cache", None)
         return cache if cache is not None else out.past_key_values
 
-    @torch.no_grad()
-    def _sample_batch(
-        self, prompts: list[list[int]], sampling: SamplingParams, gen: torch.Generator
-    ) -> list[Completion]:
-        batch, width = len(prompts), max(len(p) for p in prompts)
-        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)  # (B, P) left-padded
-        attention = torch.zeros((batch, width), dtype=torch.long)
+    def _forward_prompts(self, prompts: Sequence[Sequence[int]], width: int) -> tuple[Any, torch.Tensor]:
+        """The prompt forward over ``prompts`` left-padded to ``width``; returns ``(out, attention)``."""
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)  # (U, P)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
             attention[row, width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, P)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (U, P)
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                         **self._keep_last)
+        return out, attention
+
+    def _prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+        """The prompt forward for all B rows; returns ``(out, attention)`` with attention (B, P).
+
+        Each distinct prompt runs once (a group's n copies share it) and every row then gets its
+        prompt's KV cache and last logits by re-indexing the batch: n times less prefill, the same
+        left-padded layout. A cache type without batch re-indexing runs one row per prompt instead.
+        """
+        width = max(len(p) for p in prompts)
+        distinct: dict[tuple[int, ...], int] = {}
+        rows = [distinct.setdefault(tuple(ids), len(distinct)) for ids in prompts]
+        if len(distinct) < len(prompts):
+            out, attention = self._forward_prompts(list(distinct), width)
+            select = getattr(self._cache_of(out), "batch_select_indices", None)
+            if select is not None:
+                index = torch.tensor(rows, device=self.device)  # (B,) row -> its distinct prompt
+                select(index)  # every layer's (U, ...) keys and values -> (B, ...)
+                out.logits = out.logits[index]  # (B, 1 or P, V)
+                return out, attention[index]
+        return self._forward_prompts(prompts, width)
+
+    @torch.no_grad()
+    def _sample_batch(
+        self, prompts: list[list[int]], sampling: SamplingParams, gen: torch.Generator
+    ) -> list[Completion]:
+        batch = len(prompts)
+        out, attention = self._prefill(prompts)  # attention: (B, P)
         next_pos = attention.sum(-1, keepdim=True)  # (B, 1)
         eos = torch.tensor(self.eos_token_ids, device=self.device)
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
         tokens, logps = [], []  # each (B,) per step
-        out = self.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **self._keep_last
-        )
         for _ in range(sampling.max_tokens):
             logits = out.logits[:, -1, :].float()  # (B, V)
             scaled = logits / sampling.temperature if sampling.temperature > 0 else logits

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -177,3 +178,34 @@ def test_inverse_cdf_sampler_matches_the_distribution() -> None:
     freq = torch.bincount(first, minlength=4).float() / first.numel()
     assert torch.allclose(freq, torch.tensor([0.5, 0.0, 0.3, 0.2]), atol=0.015)
     assert bool((second == 3).all())  # a zero-probability token is never drawn
+
+
+class PrefillEveryRow(HFEngine):
+    """The engine without prefix sharing: one prompt forward row per sequence (the reference)."""
+
+    def _prefill(self, prompts):
+        return self._forward_prompts(prompts, max(len(p) for p in prompts))
+
+
+def test_shared_prefill_equals_one_prefill_per_row(tok, model) -> None:
+    """Each distinct prompt is prefilled once and its cache re-indexed to the group's rows: the samples
+    and log-probs equal prefilling every copy, with prompts of different lengths in one batch."""
+    prompts = ["1+1=", "A much longer prompt: 123*45=", "x"]
+    sampling = SamplingParams(temperature=1.0, max_tokens=8, seed=11)
+    rows_seen: list[int] = []
+    wrapped = copy.deepcopy(model)
+    inner_forward = wrapped.forward
+
+    @functools.wraps(inner_forward)  # keeps the signature the engine inspects
+    def recording_forward(*args, **kwargs):
+        rows_seen.append(int(kwargs["input_ids"].shape[0]))
+        return inner_forward(*args, **kwargs)
+
+    wrapped.forward = recording_forward
+    shared = HFEngine(wrapped, tok, batch_size=8).generate(prompts, n=4, sampling=sampling)
+    reference = PrefillEveryRow(model, tok, batch_size=8).generate(prompts, n=4, sampling=sampling)
+    assert rows_seen[0] == 2  # the first chunk of 8 rows holds 2 distinct prompts (4 + 4 copies)
+    for got, ref in zip(shared, reference):
+        assert [c.token_ids for c in got] == [c.token_ids for c in ref]
+        torch.testing.assert_close(torch.tensor([lp for c in got for lp in c.logprobs]),
+                                   torch.tensor([lp for c in ref for lp in c.logprobs]), atol=1e-5, rtol=1e-5)
