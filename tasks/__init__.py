@@ -10,10 +10,11 @@ from dapo_env.tasks.base import DataFiles, ProblemSource, Task, TaskDataError, t
 from dapo_env.tasks.registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
-from dapo_env.tasks import arithmetic, code_tasks, countdown, largest, math_tasks  # noqa: E402  (after the registry exists)
+from dapo_env.tasks import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
 from dapo_env.tasks.arithmetic import ArithmeticConfig
 from dapo_env.tasks.countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 from dapo_env.tasks.largest import LargestConfig
+from dapo_env.tasks.sort import SortConfig, SortVerifier
 
 __all__ = [
     "ArithmeticConfig",
@@ -23,6 +24,8 @@ __all__ = [
     "DataFiles",
     "LargestConfig",
     "ProblemSource",
+    "SortConfig",
+    "SortVerifier",
     "Task",
     "TaskDataError",
     "arithmetic",
@@ -30,6 +33,7 @@ __all__ = [
     "countdown",
     "largest",
     "math_tasks",
+    "sort",
     "get_task",
     "list_tasks",
     "register_task",
