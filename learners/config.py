@@ -23,6 +23,7 @@ from typing import Any
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 ENGINES = ("hf", "vllm")
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +53,9 @@ class TrainConfig:
     device: str = "cpu"
     engine: str = "hf"  # "hf" (transformers, CPU/GPU) or "vllm"
     num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
+    # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
+    # (weights, optimizer state, log-softmax and loss stay fp32); ~2.5-3x faster on CPUs with AMX and on GPUs
+    precision: str = "fp32"
     # --- task and model --------------------------------------------------------------------------
     task: str = "Arithmetic-v0"  # any registered task name or Gymnasium id
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)  # passed to the task's loader
@@ -136,6 +140,7 @@ class TrainConfig:
         need(self.loss_agg in LOSS_AGGREGATIONS, "loss_agg", f"choose one of {LOSS_AGGREGATIONS}")
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
         need(self.engine in ENGINES, "engine", f"choose one of {ENGINES}")
+        need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
         need(self.temperature > 0.0, "temperature", "sampling needs a temperature > 0")
         need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
         need(self.eval_temperature >= 0.0, "eval_temperature", "must be >= 0 (0 = greedy)")
@@ -294,5 +299,5 @@ def build_config(preset_name: str = "dapo", *, config_file: str | Path | None = 
     return cfg
 
 
-__all__ = ["ABLATION", "LOSS_AGGREGATIONS", "PRESETS", "TrainConfig", "build_config", "load_overrides",
+__all__ = ["ABLATION", "LOSS_AGGREGATIONS", "PRECISIONS", "PRESETS", "TrainConfig", "build_config", "load_overrides",
            "preset"]

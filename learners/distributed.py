@@ -49,7 +49,7 @@ from dapo_env.learners import checkpoint as ckpt
 from dapo_env.learners.config import TrainConfig
 from dapo_env.learners.engine import HFEngine, weights_fingerprint
 from dapo_env.learners.losses import loss_denominators
-from dapo_env.learners.trainer import Trainer, TrainResult, build_model, param_drift
+from dapo_env.learners.trainer import Trainer, TrainResult, autocast_dtype, build_model, param_drift
 from dapo_env.types import RolloutBatch
 
 # --- the world ----------------------------------------------------------------------------------------
@@ -358,7 +358,8 @@ class DistributedTrainer(Trainer):
         model = model.to(local.device)  # NCCL broadcasts device tensors
         broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
         if self.fsdp:
-            engine = HFEngine(copy.deepcopy(model), tokenizer, device=local.device, batch_size=256)
+            engine = HFEngine(copy.deepcopy(model), tokenizer, device=local.device, batch_size=256,
+                              autocast_dtype=autocast_dtype(config))
             model = shard_model(model)
         # Weight pushes gather the full weights under FSDP (a collective): defer them until every rank
         # has built its trainer and loaded its checkpoint, so all ranks issue collectives in one order.

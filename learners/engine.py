@@ -164,6 +164,8 @@ class HFEngine:
         batch_size: most sequences (prompt copies) per forward pass.
         eos_token_ids: extra ids that end a response, on top of :func:`collect_eos_ids`.
         add_special_tokens: passed to the tokenizer when encoding prompts (vLLM's default is True).
+        autocast_dtype: run the forward passes under ``torch.autocast`` to this dtype (e.g.
+            ``torch.bfloat16``); log-softmax and sampling stay fp32. ``None`` (default) runs in the model's dtype.
 
     Example:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
@@ -182,6 +184,7 @@ class HFEngine:
         batch_size: int = 64,
         eos_token_ids: Iterable[int] = (),
         add_special_tokens: bool = True,
+        autocast_dtype: torch.dtype | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -195,6 +198,7 @@ class HFEngine:
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad) if pad is not None else self.eos_token_ids[0]
         self.add_special_tokens = add_special_tokens
+        self.autocast_dtype = autocast_dtype
         self.max_positions = getattr(model.config, "max_position_embeddings", None)
         params = inspect.signature(model.forward).parameters
         # transformers 5.x renamed ``past_key_values`` to ``cache``; support both.
@@ -263,8 +267,10 @@ class HFEngine:
         self.model.eval()
         try:
             results: list[Completion] = []
-            for start in range(0, len(flat), self.batch_size):
-                results.extend(self._sample_batch(flat[start : start + self.batch_size], sampling, gen))
+            with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
+                                enabled=self.autocast_dtype is not None):
+                for start in range(0, len(flat), self.batch_size):
+                    results.extend(self._sample_batch(flat[start : start + self.batch_size], sampling, gen))
         finally:
             self.model.train(was_training)
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]

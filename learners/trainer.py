@@ -88,7 +88,18 @@ def make_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
         from dapo_env.learners.vllm_engine import VLLMEngine
 
         return VLLMEngine(model, tokenizer, seed=cfg.seed)
-    return HFEngine(model, tokenizer, device=cfg.device, batch_size=256)
+    return HFEngine(model, tokenizer, device=cfg.device, batch_size=256, autocast_dtype=autocast_dtype(cfg))
+
+
+def autocast_dtype(cfg: TrainConfig) -> torch.dtype | None:
+    """The dtype ``cfg.precision`` asks matmuls to run in (``None``: the model's own, fp32)."""
+    return torch.bfloat16 if cfg.precision == "bf16" else None
+
+
+def autocast(cfg: TrainConfig, device: torch.device) -> torch.autocast:
+    """The autocast context of the learner's forward passes (a no-op for ``precision="fp32"``)."""
+    dtype = autocast_dtype(cfg)
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
 def _lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
@@ -272,7 +283,8 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 for ms in range(0, idx.numel(), micro):
                     sub = idx[ms:ms + micro]
-                    logp, entropy = response_logprobs(self.model, batch, sub, cfg.temperature, with_entropy=True)
+                    with autocast(cfg, self.device):
+                        logp, entropy = response_logprobs(self.model, batch, sub, cfg.temperature, with_entropy=True)
                     if fill_old_logp:
                         old_logp[sub] = logp.detach()
                     loss, m = policy_loss(
@@ -342,7 +354,7 @@ class Trainer:
             on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size
             if not on_policy:
                 self.model.eval()
-                with torch.no_grad():
+                with torch.no_grad(), autocast(cfg, self.device):
                     for ms in range(0, len(completions), cfg.micro_batch_size):
                         sub = torch.arange(ms, min(ms + cfg.micro_batch_size, len(completions)))
                         old_logp[sub] = response_logprobs(self.model, batch, sub, cfg.temperature)[0]
@@ -455,4 +467,5 @@ def train(config: TrainConfig, *, resume: bool = False, **kwargs: Any) -> TrainR
     return Trainer(config, resume=resume, warm_start=warm, **kwargs).fit()
 
 
-__all__ = ["TrainResult", "Trainer", "build_model", "make_engine", "param_drift", "train"]
+__all__ = ["TrainResult", "Trainer", "autocast", "autocast_dtype", "build_model", "make_engine", "param_drift",
+           "train"]

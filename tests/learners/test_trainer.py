@@ -91,3 +91,28 @@ def test_grpo_preset_runs_without_filtering(tmp_path: Path) -> None:
                               "dynamic_sampling": False, "overlong_penalty": False, "overlong_filter": True})
     record = train(cfg).metrics[-1]
     assert record["rollout/rounds"] == 1 and record["rollout/num_groups"] == cfg.batch_size
+
+
+def test_bf16_precision_trains_with_fp32_weights_and_a_small_mismatch(tmp_path: Path) -> None:
+    """precision="bf16" autocasts rollouts and the learner's forward: weights and optimizer state stay
+    fp32, every parameter moves, and engine and learner (both bf16 compute) still agree closely."""
+    trainer = Trainer(tiny_config(tmp_path, precision="bf16"))
+    assert trainer.engine.autocast_dtype == torch.bfloat16
+    seen: set[tuple[bool, torch.dtype]] = set()  # (training mode, matmul output dtype) of every forward
+    proj = trainer.model.model.layers[0].self_attn.q_proj
+    proj.register_forward_hook(lambda module, args, out: seen.add((module.training, out.dtype)))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    result = trainer.fit()
+    assert seen == {(True, torch.bfloat16), (False, torch.bfloat16)}  # updates and rollouts both autocast
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+    assert all(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
+    state = trainer.optimizer.state[next(iter(trainer.model.parameters()))]
+    assert state["exp_avg"].dtype == torch.float32
+    for record in (m for m in result.metrics if m["step"] > 0):
+        assert record["policy/logprob_mismatch_max"] < 1e-3  # same bf16 compute on both sides
+        assert record["loss/policy"] == record["loss/policy"]  # finite
+
+
+def test_precision_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="precision"):
+        tiny_config(tmp_path, precision="fp16")

@@ -1,0 +1,143 @@
+"""fp32 vs bf16 autocast (``TrainConfig.precision``) on a SmolLM2-135M-shaped model: learner and rollouts.
+
+A random-init Llama with SmolLM2-135M-Instruct's shape (30 layers, width 576, 9 heads / 3 KV heads, vocab
+49,152, tied embeddings; no download, no GGUF) is timed side by side in one process, each precision on
+the same inputs:
+- learner: ``token_logprobs_and_entropy`` forward + backward of a DAPO-sized micro-batch (B sequences
+  of a 70-token prompt + 10-token response), the trainer's update path;
+- rollout: ``HFEngine.generate`` of G samples for each of a few prompts (prefill + KV-cache decode).
+Each cell is the best of ``--repeats`` runs after one warm-up. The table gives the ratio fp32 / bf16 and
+the largest log-prob difference between the two precisions (what bf16 rounding costs).
+
+Run: ``python benchmarks/bench_precision.py`` (about a minute with 2 threads). Writes
+``benchmarks/results/bench_precision.json``. bf16 only pays on hardware with bf16 matmul units (CPUs with
+AMX or AVX512-BF16, GPUs); elsewhere it can be slower than fp32, which the table then shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def smollm2_shaped(layers: int = 30, seed: int = 0) -> Any:
+    """A random-init Llama with SmolLM2-135M's dimensions (``layers`` decoder layers)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=49_152, hidden_size=576, intermediate_size=1536, num_hidden_layers=layers,
+                         num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+                         tie_word_embeddings=True, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config).eval()
+
+
+class IdTokenizer:
+    """Prompts are space-separated token ids ("5 17 3"): lets the engine run without a trained tokenizer."""
+
+    eos_token_id, pad_token_id = 2, 0
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": [int(t) for t in text.split()]}
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(map(str, ids))
+
+
+def best_of(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up (allocator, oneDNN kernel selection)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from dapo_env.learners.logprobs import token_logprobs_and_entropy
+
+    torch.set_num_threads(args.threads)
+    model = smollm2_shaped(args.layers)
+    g = torch.Generator().manual_seed(1)
+    prompt_len, response_len = 70, 10
+    ids = torch.randint(3, 49_152, (args.batch, prompt_len + response_len), generator=g)  # (B, P + T)
+    mask = torch.ones_like(ids)
+    prompts = [" ".join(str(int(t)) for t in torch.randint(3, 49_152, (prompt_len,), generator=g))
+               for _ in range(args.prompts)]
+    rows: dict[str, dict[str, float]] = {}
+    logps: dict[str, torch.Tensor] = {}
+    for precision in ("fp32", "bf16"):
+        enabled = precision == "bf16"
+
+        def learner_step() -> None:
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+                logp, ent = token_logprobs_and_entropy(model, ids, mask, response_len)
+            (logp.sum() + 0.01 * ent.sum()).backward()
+            logps[precision] = logp.detach()
+
+        engine = HFEngine(model, IdTokenizer(), batch_size=256,
+                          autocast_dtype=torch.bfloat16 if enabled else None)
+        sampling = SamplingParams(temperature=1.0, max_tokens=response_len, seed=0)
+
+        def rollout() -> None:
+            engine.generate(prompts, n=args.group_size, sampling=sampling)
+
+        learner_s = best_of(learner_step, args.repeats)
+        rollout_s = best_of(rollout, args.repeats)
+        tokens = args.prompts * args.group_size * response_len
+        rows[precision] = {"learner_s": learner_s, "rollout_s": rollout_s,
+                           "learner_tokens_per_s": args.batch * (prompt_len + response_len) / learner_s,
+                           "rollout_tokens_per_s": tokens / rollout_s}
+        print(f"{precision}: learner fwd+bwd {learner_s:.2f} s, rollout {rollout_s:.2f} s", flush=True)
+    diff = float((logps["fp32"] - logps["bf16"]).abs().max())
+    return {
+        "model": f"random-init Llama, SmolLM2-135M shape ({args.layers} layers)",
+        "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
+                    "torch": torch.__version__},
+        "shapes": {"learner_batch": args.batch, "prompt_tokens": prompt_len, "response_tokens": response_len,
+                   "rollout_prompts": args.prompts, "group_size": args.group_size},
+        "rows": rows,
+        "speedup_learner": rows["fp32"]["learner_s"] / rows["bf16"]["learner_s"],
+        "speedup_rollout": rows["fp32"]["rollout_s"] / rows["bf16"]["rollout_s"],
+        "max_abs_logprob_diff": diff,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=30, help="decoder layers (30 = SmolLM2-135M)")
+    parser.add_argument("--batch", type=int, default=16, help="learner micro-batch (sequences)")
+    parser.add_argument("--prompts", type=int, default=4, help="rollout prompts")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per rollout prompt")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS / "bench_precision.json")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print("| path | fp32 (s) | bf16 (s) | fp32 / bf16 |\n| --- | --- | --- | --- |")
+    for key, label in (("learner_s", "learner forward + backward"), ("rollout_s", "rollout (prefill + decode)")):
+        f, b = result["rows"]["fp32"][key], result["rows"]["bf16"][key]
+        print(f"| {label} | {f:.2f} | {b:.2f} | {f / b:.2f}x |")
+    print(f"max |logp_fp32 - logp_bf16| = {result['max_abs_logprob_diff']:.3g}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
