@@ -1,24 +1,28 @@
 """The DAPO paper's cumulative ablation (Table 1), reproduced small on the CPU under a token budget.
 
 Rows (each adds one switch to the previous; ``dapo_env.learners.config.ABLATION``): naive GRPO,
-+ overlong filtering, + clip-higher, + soft overlong punishment, + token-level loss, + dynamic sampling.
-Every run of every row gets the same compute budget counted in GENERATED TOKENS (every sampled token,
-including the groups dynamic sampling throws away) and stops once it has spent it; held-out accuracy
-is measured (sampled at temperature 1, not counted in the budget) at regular points of the budget. Within a seed all rows
-start from the same warm-started tiny model, so a row's difference is its switches only.
++ overlong filtering, + clip-higher, + soft overlong punishment, + token-level loss, + dynamic sampling;
+then one row outside the ladder, the ``dapo`` preset as shipped (the last row without overlong
+filtering; see :data:`ROWS`). Every run of every row gets the same compute budget counted in GENERATED
+TOKENS (every sampled token, including the groups dynamic sampling throws away) and stops once it has
+spent it; held-out accuracy is measured (sampled at temperature 1, not counted in the budget) at regular
+points of the budget. Within a seed all rows start from the same warm-started tiny model, so a row's
+difference is its switches only.
 
-The shared settings are the ``tiny`` preset's (the CPU default run; see :data:`BASE` and
-``docs/ablation.md``): Largest-v0 over 5-6 single digits with a uniform answer, where the skill learned
-on the train split transfers to held-out lists, G=8, 32 prompts per step in mini-batches of 8 (four
-optimizer steps per rollout, so the ratio leaves 1 and clipping can bind), lr 5e-4, a 16-token limit
-with the soft penalty over the last 4, and a warm start to ~20 % train-probe accuracy. The budget sits
-in the middle of the learning curve, where configurations can still differ. ``--arithmetic`` reruns
-the earlier single-digit Arithmetic settings (the negative control: held-out accuracy cannot move).
+The default regime (:data:`BASE`) is built so that the mechanisms have something to act on: Sort-v0
+over 2-8 digits, where the answer is as long as the list (responses of 12-24 tokens, longer for the
+harder lists), a 32-token limit that only rambling responses reach (the soft penalty starts at 26), and
+a warm start to ~20 % train-probe accuracy, so most groups of G=8 are all-wrong (long lists) or
+all-right (short ones). Sizes, lr and model come from the ``tiny`` preset (the CPU default run): 32
+prompts per step in mini-batches of 8 (four optimizer steps per rollout). ``--largest`` reruns the
+earlier Largest-v0 regime (fixed-length answers, few zero-advantage groups) and ``--arithmetic`` the
+first one (the negative control: held-out accuracy cannot move).
 
-Run (full mode sized for ~20 minutes on the shared 2-core box; ``--quick`` is the smoke test)::
+Run (full mode: 7 rows x 5 seeds, ~35 minutes on an idle 2-core box with ``--jobs 2``)::
 
-    python benchmarks/ablation.py --jobs 3   # writes benchmarks/results/ablation.json, docs/img/ablation_*.png
-    python benchmarks/ablation.py --arithmetic --jobs 3   # ablation_arithmetic.json, ablation_arithmetic_*.png
+    python benchmarks/ablation.py --jobs 2   # writes benchmarks/results/ablation.json, docs/img/ablation_*.png
+    python benchmarks/ablation.py --largest --jobs 2      # ablation_largest.json, ablation_largest_*.png
+    python benchmarks/ablation.py --arithmetic --jobs 2   # ablation_arithmetic.json, ablation_arithmetic_*.png
     python benchmarks/ablation.py --quick    # seconds; writes ablation_quick.json, no plots
 """
 
@@ -43,6 +47,15 @@ from dapo_env.learners.config import ABLATION, TrainConfig, preset
 from dapo_env.learners.engine import HFEngine, SamplingParams, WeightsLike
 from dapo_env.types import Completion
 
+#: The rows this benchmark can run: the paper's cumulative ladder (``ABLATION``, rows 0-5), then the
+#: ``dapo`` preset as shipped, which is row 5 without overlong filtering (``TrainConfig``'s docstring says
+#: why the preset leaves the filter off) - the configuration users get from ``preset("dapo")``.
+ROWS: tuple[tuple[str, dict[str, Any]], ...] = ABLATION + (
+    ("DAPO preset (row 5 without filtering)", {k: v for k, v in ABLATION[-1][1].items() if k != "overlong_filter"}),
+)
+#: The two rows the done-when compares: naive GRPO and the last rung of the paper's ladder.
+GRPO_ROW, DAPO_ROW = 0, len(ABLATION) - 1
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 IMG = ROOT / "docs" / "img"
@@ -53,11 +66,12 @@ class AblationSettings:
     """One ablation experiment: budget, seeds, and the shared base configuration.
 
     Attributes:
+        name: names the outputs (``<name>.json``, ``<name>_accuracy.png``, ...).
         budget_tokens: generated tokens per run (the stopping rule).
         seeds: one run per row per seed; the seed also picks the warm start and the data order.
         eval_points: evaluations spread evenly over the budget (plus one at 0 tokens).
         eval_size: held-out test problems per evaluation (decoded at the base's eval_temperature).
-        rows: which rows of the paper's table to run (indices into ``ABLATION``).
+        rows: which rows to run (indices into :data:`ROWS`).
         base: ``TrainConfig`` fields shared by every row (applied on the ``grpo`` preset).
         warmstart_steps: most supervised warm-start steps (stops early at ``warmstart_target``).
         warmstart_target: train-probe accuracy at which the warm start stops.
@@ -65,18 +79,19 @@ class AblationSettings:
 
     Example:
         >>> AblationSettings(budget_tokens=1000, seeds=(0,)).rows
-        (0, 1, 2, 3, 4, 5)
+        (0, 1, 2, 3, 4, 5, 6)
     """
 
     budget_tokens: int
     seeds: tuple[int, ...]
     eval_points: int = 6
     eval_size: int = 200
-    rows: tuple[int, ...] = tuple(range(len(ABLATION)))
+    rows: tuple[int, ...] = tuple(range(len(ROWS)))
     base: Mapping[str, Any] = field(default_factory=dict)
     warmstart_steps: int = 300
     warmstart_target: float = 0.15
     warmstart_probe: int = 64
+    name: str = "ablation"
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 1:
@@ -85,9 +100,9 @@ class AblationSettings:
             raise ValueError("seeds must name at least one seed, e.g. seeds=(0, 1, 2)")
         if self.eval_points < 1 or self.eval_size < 1:
             raise ValueError(f"eval_points and eval_size must be >= 1, got {self.eval_points}, {self.eval_size}")
-        bad = [r for r in self.rows if not 0 <= r < len(ABLATION)]
+        bad = [r for r in self.rows if not 0 <= r < len(ROWS)]
         if bad or not self.rows:
-            raise ValueError(f"rows must be non-empty indices in 0..{len(ABLATION) - 1}, got {self.rows}")
+            raise ValueError(f"rows must be non-empty indices in 0..{len(ROWS) - 1}, got {self.rows}")
 
 
 #: The ``tiny`` preset's fields the ablation takes over (one source of truth for the CPU regime): task
@@ -109,10 +124,26 @@ def tiny_base() -> dict[str, Any]:
     return {k: tiny[k] for k in TINY_FIELDS} | {"eval_temperature": 1.0}
 
 
-#: Shared settings of every row (Largest-v0 over 5-6 single digits, uniform answer; G=8, 32 prompts per
-#: step in mini-batches of 8 = 4 optimizer steps per rollout; lr 5e-4; 16-token limit, penalty over the
-#: last 4): the CPU default run, where held-out accuracy moves from ~10 % to ~90-100 % in ~200 steps.
-BASE: dict[str, Any] = tiny_base()
+#: The Largest-v0 regime (the second ablation, ``--largest``): the CPU default run's settings unchanged
+#: (5-6 single digits, uniform answer; a 16-token limit with the penalty over the last 4). Its answers
+#: all have the same length and only ~40 % of groups have zero advantage, so the length mechanisms and
+#: dynamic sampling had little to act on (docs/ablation.md).
+LARGEST_BASE: dict[str, Any] = tiny_base()
+
+#: The task-specific part of the default regime: Sort-v0 over 2-8 digits. The answer line is 8 + 2c - 1
+#: characters for c numbers (12-24 tokens with EOS, char-level tokenizer), so hard problems have long
+#: responses; the 32-token limit leaves room for every correct answer and the soft penalty starts at 26
+#: tokens (L_max - L_cache, above the longest correct answer), so only rambling responses are shaped or cut.
+SORT_TASK: dict[str, Any] = {
+    "task": "Sort-v0",
+    "task_kwargs": {"min_count": 2, "max_count": 8, "min_value": 0, "max_value": 9},
+    "max_response_tokens": 32,
+    "overlong_cache_length": 6,
+}
+
+#: Shared settings of every row in the default regime: the tiny preset's sizes, lr, model and warm start
+#: (G=8, 32 prompts per step in mini-batches of 8 = 4 optimizer steps per rollout, lr 5e-4) on Sort-v0.
+BASE: dict[str, Any] = tiny_base() | SORT_TASK
 
 #: The first ablation's settings (single-digit Arithmetic, kept as the negative control of
 #: docs/ablation.md): the test split's arithmetic facts are never trained on, so held-out accuracy
@@ -137,20 +168,25 @@ ARITHMETIC_BASE: dict[str, Any] = {
     "eval_temperature": 1.0,
 }
 
-#: Generated tokens per run in full mode: mid-way up the learning curve (measured, docs/ablation.md),
-#: where configurations can still differ, not after every row has saturated.
-BUDGET_TOKENS = 150_000
+#: Generated tokens per run in full mode (default regime): ~130 updates of naive GRPO, ~65 with dynamic
+#: sampling (which pays for the groups it discards), where the DAPO rows are still climbing (pilot,
+#: docs/ablation.md).
+BUDGET_TOKENS = 600_000
 
 _TINY = preset("tiny")
-FULL = AblationSettings(budget_tokens=BUDGET_TOKENS, seeds=(0, 1, 2), eval_points=6, eval_size=200, base=BASE,
-                        warmstart_steps=_TINY.warmstart_steps,
-                        warmstart_target=float(_TINY.warmstart_target_accuracy or 1.0), warmstart_probe=128)
+_WARM = dict(warmstart_steps=_TINY.warmstart_steps, warmstart_target=float(_TINY.warmstart_target_accuracy or 1.0),
+             warmstart_probe=128)
+FULL = AblationSettings(budget_tokens=BUDGET_TOKENS, seeds=(0, 1, 2, 3, 4), eval_points=6, eval_size=200, base=BASE,
+                        **_WARM)
+LARGEST = AblationSettings(budget_tokens=150_000, seeds=(0, 1, 2), eval_points=6, eval_size=200,
+                           rows=tuple(range(len(ABLATION))), base=LARGEST_BASE, name="ablation_largest", **_WARM)
 ARITHMETIC = AblationSettings(budget_tokens=60_000, seeds=(0, 1, 2), eval_points=5, eval_size=200,
-                              base=ARITHMETIC_BASE, warmstart_steps=600, warmstart_target=0.45)
-QUICK = AblationSettings(budget_tokens=600, seeds=(0,), eval_points=1, eval_size=8, rows=(0, 5),
+                              rows=tuple(range(len(ABLATION))), base=ARITHMETIC_BASE, warmstart_steps=600,
+                              warmstart_target=0.45, name="ablation_arithmetic")
+QUICK = AblationSettings(budget_tokens=600, seeds=(0,), eval_points=1, eval_size=8, rows=(GRPO_ROW, DAPO_ROW),
                          base=BASE | {"batch_size": 4, "mini_batch_size": 4, "tiny_hidden_size": 64,
                                       "tiny_heads": 2},
-                         warmstart_steps=2, warmstart_target=1.0, warmstart_probe=8)
+                         warmstart_steps=2, warmstart_target=1.0, warmstart_probe=8, name="ablation_quick")
 
 
 class CountingEngine:
@@ -189,7 +225,7 @@ class CountingEngine:
 
 def row_config(settings: AblationSettings, row: int, seed: int, out_dir: str) -> TrainConfig:
     """The ``TrainConfig`` of one row and seed (the ``grpo`` preset + base + the row's switches)."""
-    name, switches = ABLATION[row]
+    name, switches = ROWS[row]
     fields = dict(settings.base) | dict(switches) | {
         "seed": seed, "out_dir": out_dir, "name": f"row{row}-s{seed}", "max_steps": 100_000,
         "eval_every": 0, "eval_size": settings.eval_size, "checkpoint_every": 0, "plot_every": 0,
@@ -279,7 +315,7 @@ def run_one(settings: AblationSettings, row: int, seed: int, model: torch.nn.Mod
         trainer.env.close()
     tail = [s["entropy"] for s in steps[-3:] if s["entropy"] is not None]
     return {
-        "row": row, "config": ABLATION[row][0], "seed": seed, "steps": len(steps),
+        "row": row, "config": ROWS[row][0], "seed": seed, "steps": len(steps),
         "tokens": counter.tokens, "samples": counter.samples,
         "truncation_rate": counter.truncated / max(counter.samples, 1),
         "final_accuracy": evals[-1][1], "initial_accuracy": evals[0][1],
@@ -302,7 +338,7 @@ def summarise(runs: Sequence[Mapping[str, Any]], rows: Iterable[int]) -> list[di
         acc = np.array([r["final_accuracy"] for r in mine])
         ent = [r["final_entropy"] for r in mine if r["final_entropy"] is not None]
         table.append({
-            "row": row, "config": ABLATION[row][0], "seeds": len(mine),
+            "row": row, "config": ROWS[row][0], "seeds": len(mine),
             "accuracy_mean": float(acc.mean()), "accuracy_std": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
             "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max()),
             "initial_accuracy_mean": float(np.mean([r["initial_accuracy"] for r in mine])),
@@ -312,8 +348,53 @@ def summarise(runs: Sequence[Mapping[str, Any]], rows: Iterable[int]) -> list[di
             "steps": float(np.mean([r["steps"] for r in mine])),
             "clip_frac_high": _history_mean(mine, "clip_frac_high"),
             "zero_adv_share": _history_mean(mine, "zero_adv_share"),
+            "accuracy_over_budget": float(np.mean([_over_budget(r) for r in mine])),
         })
     return table
+
+
+def _over_budget(run: Mapping[str, Any]) -> float:
+    """Mean held-out accuracy over a run's evaluations after the start (an area-under-curve summary)."""
+    return float(np.mean([acc for _, acc in run["evals"][1:]] or [run["final_accuracy"]]))
+
+
+def compare(runs: Sequence[Mapping[str, Any]], baseline: int, other: int) -> dict[str, Any] | None:
+    """Row ``other`` against row ``baseline``, paired by seed (same warm start, same budget).
+
+    Returns the per-seed differences of the final held-out accuracy (other - baseline), their mean and
+    sample std, how many seeds ``other`` wins, and ``ranges_separate``: every seed of ``other`` ends above
+    every seed of ``baseline`` (the "beyond the seed spread" test); ``None`` if no seed has both rows.
+    """
+    base = {r["seed"]: r["final_accuracy"] for r in runs if r["row"] == baseline}
+    mine = {r["seed"]: r["final_accuracy"] for r in runs if r["row"] == other}
+    seeds = sorted(set(base) & set(mine))
+    if not seeds:
+        return None
+    diff = np.array([mine[s] - base[s] for s in seeds])
+    return {
+        "baseline": ROWS[baseline][0], "other": ROWS[other][0], "seeds": seeds, "differences": diff.tolist(),
+        "mean_difference": float(diff.mean()), "std_difference": float(diff.std(ddof=1)) if len(diff) > 1 else 0.0,
+        "wins": int((diff > 0).sum()),
+        "ranges_separate": bool(min(mine[s] for s in seeds) > max(base[s] for s in seeds)),
+    }
+
+
+def comparisons(runs: Sequence[Mapping[str, Any]], rows: Sequence[int]) -> list[dict[str, Any]]:
+    """Every run row after naive GRPO compared with it (:func:`compare`)."""
+    if GRPO_ROW not in rows:
+        return []
+    found = (compare(runs, GRPO_ROW, row) for row in rows if row != GRPO_ROW)
+    return [c for c in found if c is not None]
+
+
+def format_comparisons(found: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| configuration vs naive GRPO | per-seed difference | mean ± std | seeds won | ranges separate |",
+             "| --- | --- | --- | --- | --- |"]
+    for c in found:
+        per_seed = " / ".join(f"{d:+.3f}" for d in c["differences"])
+        lines.append(f"| {c['other']} | {per_seed} | {c['mean_difference']:+.3f} ± {c['std_difference']:.3f} | "
+                     f"{c['wins']}/{len(c['seeds'])} | {'yes' if c['ranges_separate'] else 'no'} |")
+    return "\n".join(lines)
 
 
 def format_table(table: Sequence[Mapping[str, Any]]) -> str:
@@ -322,13 +403,14 @@ def format_table(table: Sequence[Mapping[str, Any]]) -> str:
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
-    head = ("| configuration | held-out acc. (mean ± std) | min-max | start | entropy (end) | truncated "
-            "| zero-adv. groups | clip-high frac. | tokens | steps |")
-    lines = [head, "|" + " --- |" * 10]
+    head = ("| configuration | held-out acc. (mean ± std) | min-max | start | over budget | entropy (end) "
+            "| truncated | zero-adv. groups | clip-high frac. | tokens | steps |")
+    lines = [head, "|" + " --- |" * 11]
     for t in table:
         lines.append(
             f"| {t['config']} | {t['accuracy_mean']:.3f} ± {t['accuracy_std']:.3f} | "
             f"{t['accuracy_min']:.3f}-{t['accuracy_max']:.3f} | {t['initial_accuracy_mean']:.3f} | "
+            f"{fmt(t.get('accuracy_over_budget'))} | "
             f"{fmt(t['entropy_end'])} | {t['truncation_rate']:.3f} | {fmt(t.get('zero_adv_share'))} | "
             f"{fmt(t.get('clip_frac_high'))} | {t['tokens']:.0f} | {t['steps']:.1f} |")
     return "\n".join(lines)
@@ -351,7 +433,8 @@ def _mean_curve(runs: Sequence[Mapping[str, Any]], grid: np.ndarray, key: str) -
 
 def plot(runs: Sequence[Mapping[str, Any]], rows: Sequence[int], budget: int, out_dir: Path,
          prefix: str = "ablation") -> list[Path]:
-    """``<prefix>_accuracy.png`` and ``<prefix>_entropy.png``: one line per row, mean over seeds."""
+    """``<prefix>_accuracy.png``, ``<prefix>_entropy.png`` and ``<prefix>_dynamics.png`` (zero-advantage
+    share and truncation rate): one line per row, mean over seeds, against generated tokens."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -359,18 +442,26 @@ def plot(runs: Sequence[Mapping[str, Any]], rows: Sequence[int], budget: int, ou
 
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = np.linspace(0, budget, 60)
+    seeds = len({r["seed"] for r in runs})
     paths = []
-    for key, label, fname in (("accuracy", "held-out accuracy (sampled, T=1)", f"{prefix}_accuracy.png"),
-                              ("entropy", "policy entropy (nats/token)", f"{prefix}_entropy.png")):
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        for row in rows:
-            mine = [r for r in runs if r["row"] == row]
-            ax.plot(grid / 1000, _mean_curve(mine, grid, key), label=ABLATION[row][0], lw=1.8)
-        ax.set_xlabel("generated tokens (thousands)")
-        ax.set_ylabel(label)
-        ax.set_title(f"DAPO ablation, mean over {len({r['seed'] for r in runs})} seeds")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    figures = (
+        (f"{prefix}_accuracy.png", (("accuracy", "held-out accuracy (sampled, T=1)"),)),
+        (f"{prefix}_entropy.png", (("entropy", "policy entropy (nats/token)"),)),
+        (f"{prefix}_dynamics.png", (("zero_adv_share", "share of groups with zero advantage"),
+                                    ("truncation_rate", "share of samples cut at the limit"))),
+    )
+    for fname, panels in figures:
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.2), squeeze=False)
+        for ax, (key, label) in zip(axes[0], panels):
+            for row in rows:
+                mine = [r for r in runs if r["row"] == row]
+                style = "--" if row >= len(ABLATION) else "-"  # rows outside the paper's ladder dashed
+                ax.plot(grid / 1000, _mean_curve(mine, grid, key), style, label=ROWS[row][0], lw=1.8)
+            ax.set_xlabel("generated tokens (thousands)")
+            ax.set_ylabel(label)
+            ax.set_title(f"DAPO ablation, mean over {seeds} seeds")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
         fig.tight_layout()
         path = out_dir / fname
         fig.savefig(path, dpi=110)
@@ -437,7 +528,21 @@ def run_ablation(settings: AblationSettings, *, cache_dir: Path | None = None, j
                     _log_run(log, runs[-1])
     settings_dict = asdict(settings) | {"base": dict(settings.base)}
     return {"settings": settings_dict, "warm_start": warm, "runs": runs,
-            "table": summarise(runs, settings.rows)}
+            "table": summarise(runs, settings.rows), "comparisons": comparisons(runs, settings.rows)}
+
+
+def _report(result: Mapping[str, Any]) -> None:
+    print(format_table(result["table"]))
+    if result.get("comparisons"):
+        print(format_comparisons(result["comparisons"]))
+
+
+def _name_of(settings: Mapping[str, Any]) -> str:
+    """The output name of a result file's settings (files written before ``name`` existed: by task)."""
+    if "name" in settings:
+        return str(settings["name"])
+    task = settings["base"].get("task")
+    return {"Arithmetic-v0": "ablation_arithmetic", "Largest-v0": "ablation_largest"}.get(task, "ablation")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -446,13 +551,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, help="generated tokens per run (overrides the mode's)")
     parser.add_argument("--eval-points", type=int, help="evaluations over the budget (overrides the mode's)")
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (overrides the mode's)")
-    parser.add_argument("--rows", type=int, nargs="+", help=f"rows 0..{len(ABLATION) - 1} of the table")
-    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/ablation[_quick].json)")
+    parser.add_argument("--rows", type=int, nargs="+",
+                        help=f"rows 0..{len(ROWS) - 1}: " + "; ".join(f"{i} {n}" for i, (n, _) in enumerate(ROWS)))
+    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/<mode's name>.json)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override a shared TrainConfig field of every row, e.g. --set lr=5e-4")
     parser.add_argument("--warmstart-target", type=float, help="warm-start probe accuracy to stop at")
-    parser.add_argument("--arithmetic", action="store_true",
-                        help="the earlier single-digit Arithmetic settings (the negative control)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--largest", action="store_true",
+                      help="the earlier Largest-v0 regime (fixed-length answers; rows 0-5)")
+    mode.add_argument("--arithmetic", action="store_true",
+                      help="the first, single-digit Arithmetic regime (the negative control; rows 0-5)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for the runs (default 1)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--plot-only", type=Path, metavar="JSON", help="redraw the plots and table of a result file")
@@ -464,13 +573,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = json.loads(args.plot_only.read_text())
         rows = result["settings"]["rows"]
         result["table"] = summarise(result["runs"], rows)
+        result["comparisons"] = comparisons(result["runs"], rows)
         args.plot_only.write_text(json.dumps(result, indent=1, default=float) + "\n")
-        print(format_table(result["table"]))
-        prefix = "ablation_arithmetic" if result["settings"]["base"].get("task") == "Arithmetic-v0" else "ablation"
-        for p in plot(result["runs"], rows, result["settings"]["budget_tokens"], args.img_dir, prefix):
+        _report(result)
+        for p in plot(result["runs"], rows, result["settings"]["budget_tokens"], args.img_dir,
+                      _name_of(result["settings"])):
             print(f"wrote {p}")
         return 0
-    settings = QUICK if args.quick else ARITHMETIC if args.arithmetic else FULL
+    settings = QUICK if args.quick else ARITHMETIC if args.arithmetic else LARGEST if args.largest else FULL
     changes: dict[str, Any] = {}
     if args.budget is not None:
         changes["budget_tokens"] = args.budget
@@ -494,16 +604,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = None if str(args.cache_dir) == "none" else args.cache_dir
     result = run_ablation(settings, cache_dir=cache, jobs=max(1, args.jobs))
     result["seconds"] = time.perf_counter() - t0
-    print(format_table(result["table"]))
-    default_name = "ablation_quick.json" if args.quick else "ablation_arithmetic.json" if args.arithmetic \
-        else "ablation.json"
-    out = args.out or RESULTS / default_name
+    _report(result)
+    out = args.out or RESULTS / f"{settings.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {out} ({result['seconds']:.0f} s)")
     if not args.quick and not args.no_plots:
-        prefix = "ablation_arithmetic" if args.arithmetic else "ablation"
-        for p in plot(result["runs"], settings.rows, settings.budget_tokens, args.img_dir, prefix):
+        for p in plot(result["runs"], settings.rows, settings.budget_tokens, args.img_dir, settings.name):
             print(f"wrote {p}")
     return 0
 

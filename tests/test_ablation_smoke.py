@@ -81,18 +81,57 @@ def test_quick_mode_runs_end_to_end(ablation, tmp_path):
         assert 0.0 <= run["truncation_rate"] <= 1.0
     img = tmp_path / "img"
     assert ablation.main(["--plot-only", str(out), "--img-dir", str(img)]) == 0
-    assert {p.name for p in img.iterdir()} == {"ablation_accuracy.png", "ablation_entropy.png"}
-    assert "zero_adv_share" in json.loads(out.read_text())["table"][0]
+    assert {p.name for p in img.iterdir()} == {f"ablation_quick_{k}.png" for k in ("accuracy", "entropy", "dynamics")}
+    redrawn = json.loads(out.read_text())
+    assert "zero_adv_share" in redrawn["table"][0] and "accuracy_over_budget" in redrawn["table"][0]
+    (versus,) = redrawn["comparisons"]
+    assert versus["baseline"] == "naive GRPO" and versus["other"] == "+ dynamic sampling (DAPO)"
 
 
 def test_shared_settings_come_from_the_tiny_preset(ablation, tmp_path):
     from dapo_env.learners.config import preset
 
     tiny = preset("tiny")
-    settings = ablation.AblationSettings(budget_tokens=10, seeds=(0,), base=ablation.BASE)
-    for row in (0, 5):
-        cfg = ablation.row_config(settings, row, 0, str(tmp_path))
-        for name in ablation.TINY_FIELDS:
-            assert getattr(cfg, name) == getattr(tiny, name), name
+    for base, task_fields in ((ablation.BASE, ablation.SORT_TASK), (ablation.LARGEST_BASE, {})):
+        settings = ablation.AblationSettings(budget_tokens=10, seeds=(0,), base=base)
+        for row in range(len(ablation.ROWS)):
+            cfg = ablation.row_config(settings, row, 0, str(tmp_path))
+            for name in ablation.TINY_FIELDS:
+                expected = task_fields.get(name, getattr(tiny, name))
+                assert getattr(cfg, name) == expected, name
+    assert ablation.BASE["task"] == "Sort-v0" and ablation.LARGEST_BASE["task"] == "Largest-v0"
     assert ablation.FULL.warmstart_target == tiny.warmstart_target_accuracy
     assert ablation.ARITHMETIC.base["task"] == "Arithmetic-v0"
+
+
+def test_sort_regime_leaves_room_for_every_correct_answer(ablation):
+    """The soft penalty starts above the longest correct answer, so only rambling is shaped or cut."""
+    kw = ablation.SORT_TASK["task_kwargs"]
+    longest = len("Answer: ") + 2 * kw["max_count"] - 1 + 1  # char-level tokens, + EOS
+    assert longest <= ablation.SORT_TASK["max_response_tokens"] - ablation.SORT_TASK["overlong_cache_length"]
+
+
+def test_preset_row_is_the_last_rung_without_filtering(ablation, tmp_path):
+    from dapo_env.learners.config import preset
+
+    settings = ablation.AblationSettings(budget_tokens=10, seeds=(0,), base=ablation.BASE)
+    shipped = ablation.row_config(settings, len(ablation.ROWS) - 1, 0, str(tmp_path))
+    dapo = preset("dapo")
+    for name in ("clip_low", "clip_high", "loss_agg", "dynamic_sampling", "overlong_penalty", "overlong_filter"):
+        assert getattr(shipped, name) == getattr(dapo, name), name
+
+
+def test_paired_comparison_and_separation(ablation):
+    def run(row, seed, acc):
+        return {"row": row, "seed": seed, "final_accuracy": acc}
+
+    runs = [run(0, 0, 0.10), run(0, 1, 0.30), run(5, 0, 0.25), run(5, 1, 0.35), run(1, 0, 0.05)]
+    c = ablation.compare(runs, 0, 5)
+    assert c["differences"] == pytest.approx([0.15, 0.05]) and c["wins"] == 2
+    assert c["mean_difference"] == pytest.approx(0.10) and c["std_difference"] == pytest.approx(np.std([0.15, 0.05], ddof=1))
+    assert not c["ranges_separate"]  # 0.25 is not above 0.30: paired wins, overlapping spreads
+    assert ablation.compare([run(0, 0, 0.1), run(5, 0, 0.2)], 0, 5)["ranges_separate"]
+    assert ablation.compare(runs, 0, 1)["seeds"] == [0] and ablation.compare(runs, 0, 3) is None
+    assert [c["other"] for c in ablation.comparisons(runs, [0, 1, 5])] == ["+ overlong filtering",
+                                                                          "+ dynamic sampling (DAPO)"]
+    assert "| + dynamic sampling (DAPO) | +0.150 / +0.050 |" in ablation.format_comparisons([c])
