@@ -1,13 +1,16 @@
-"""fp32 vs bf16 autocast (``TrainConfig.precision``) on a SmolLM2-135M-shaped model: learner and rollouts.
+"""fp32 vs bf16 autocast (``TrainConfig.precision``), and the HF engine's shared prefill, on a SmolLM2-135M shape.
 
 A random-init Llama with SmolLM2-135M-Instruct's shape (30 layers, width 576, 9 heads / 3 KV heads, vocab
 49,152, tied embeddings; no download, no GGUF) is timed side by side in one process, each precision on
 the same inputs:
 - learner: ``token_logprobs_and_entropy`` forward + backward of a DAPO-sized micro-batch (B sequences
   of a 70-token prompt + 10-token response), the trainer's update path;
-- rollout: ``HFEngine.generate`` of G samples for each of a few prompts (prefill + KV-cache decode).
+- rollout: ``HFEngine.generate`` of G samples for each of a few prompts (prefill + KV-cache decode);
+each with SDPA attention (``from_pretrained``'s default) and with eager attention.
 Each cell is the best of ``--repeats`` runs after one warm-up. The table gives the ratio fp32 / bf16 and
-the largest log-prob difference between the two precisions (what bf16 rounding costs).
+the largest log-prob difference between the two precisions (what bf16 rounding costs). One more fp32
+rollout row runs the engine with one prompt forward per sequence instead of one per distinct prompt
+(``HFEngine`` prefills each prompt once and re-indexes its KV cache for the group's G rows).
 
 Run: ``python benchmarks/bench_precision.py`` (about a minute with 2 threads). Writes
 ``benchmarks/results/bench_precision.json``. bf16 only pays on hardware with bf16 matmul units (CPUs with
@@ -65,6 +68,17 @@ def best_of(fn: Callable[[], Any], repeats: int) -> float:
     return min(times)
 
 
+def unshared_engine(model: Any, **kwargs: Any) -> Any:
+    """The HF engine as it was before prefix sharing: one prompt forward per sequence."""
+    from dapo_env.learners.engine import HFEngine
+
+    class PrefillEveryRow(HFEngine):
+        def _prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+            return self._forward_prompts(prompts, max(len(p) for p in prompts))
+
+    return PrefillEveryRow(model, IdTokenizer(), **kwargs)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from dapo_env.learners.engine import HFEngine, SamplingParams
     from dapo_env.learners.logprobs import token_logprobs_and_entropy
@@ -77,43 +91,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     mask = torch.ones_like(ids)
     prompts = [" ".join(str(int(t)) for t in torch.randint(3, 49_152, (prompt_len,), generator=g))
                for _ in range(args.prompts)]
-    rows: dict[str, dict[str, float]] = {}
+    sampling = SamplingParams(temperature=1.0, max_tokens=response_len, seed=0)
+    cells: dict[str, float] = {}
     logps: dict[str, torch.Tensor] = {}
-    for precision in ("fp32", "bf16"):
-        enabled = precision == "bf16"
+    for attn in ("sdpa", "eager"):
+        model.config._attn_implementation = attn  # what from_pretrained(attn_implementation=...) sets
+        for precision in ("fp32", "bf16"):
+            dtype = torch.bfloat16 if precision == "bf16" else None
 
-        def learner_step() -> None:
-            model.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
-                logp, ent = token_logprobs_and_entropy(model, ids, mask, response_len)
-            (logp.sum() + 0.01 * ent.sum()).backward()
-            logps[precision] = logp.detach()
+            def learner_step() -> None:
+                model.zero_grad(set_to_none=True)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+                    logp, ent = token_logprobs_and_entropy(model, ids, mask, response_len)
+                (logp.sum() + 0.01 * ent.sum()).backward()
+                logps[precision] = logp.detach()
 
-        engine = HFEngine(model, IdTokenizer(), batch_size=256,
-                          autocast_dtype=torch.bfloat16 if enabled else None)
-        sampling = SamplingParams(temperature=1.0, max_tokens=response_len, seed=0)
-
-        def rollout() -> None:
-            engine.generate(prompts, n=args.group_size, sampling=sampling)
-
-        learner_s = best_of(learner_step, args.repeats)
-        rollout_s = best_of(rollout, args.repeats)
-        tokens = args.prompts * args.group_size * response_len
-        rows[precision] = {"learner_s": learner_s, "rollout_s": rollout_s,
-                           "learner_tokens_per_s": args.batch * (prompt_len + response_len) / learner_s,
-                           "rollout_tokens_per_s": tokens / rollout_s}
-        print(f"{precision}: learner fwd+bwd {learner_s:.2f} s, rollout {rollout_s:.2f} s", flush=True)
-    diff = float((logps["fp32"] - logps["bf16"]).abs().max())
+            cells[f"learner_{precision}_{attn}_s"] = best_of(learner_step, args.repeats)
+            engine = HFEngine(model, IdTokenizer(), batch_size=256, autocast_dtype=dtype)
+            cells[f"rollout_{precision}_{attn}_s"] = best_of(
+                lambda: engine.generate(prompts, n=args.group_size, sampling=sampling), args.repeats)
+            print(f"{attn} {precision}: learner fwd+bwd {cells[f'learner_{precision}_{attn}_s']:.2f} s, "
+                  f"rollout {cells[f'rollout_{precision}_{attn}_s']:.2f} s", flush=True)
+    model.config._attn_implementation = "sdpa"
+    unshared = unshared_engine(model, batch_size=256)
+    cells["rollout_fp32_sdpa_unshared_s"] = best_of(
+        lambda: unshared.generate(prompts, n=args.group_size, sampling=sampling), args.repeats)
     return {
         "model": f"random-init Llama, SmolLM2-135M shape ({args.layers} layers)",
         "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
                     "torch": torch.__version__},
         "shapes": {"learner_batch": args.batch, "prompt_tokens": prompt_len, "response_tokens": response_len,
                    "rollout_prompts": args.prompts, "group_size": args.group_size},
-        "rows": rows,
-        "speedup_learner": rows["fp32"]["learner_s"] / rows["bf16"]["learner_s"],
-        "speedup_rollout": rows["fp32"]["rollout_s"] / rows["bf16"]["rollout_s"],
-        "max_abs_logprob_diff": diff,
+        "seconds": cells,
+        "speedup_learner_bf16": cells["learner_fp32_sdpa_s"] / cells["learner_bf16_sdpa_s"],
+        "speedup_learner_eager": cells["learner_fp32_sdpa_s"] / cells["learner_fp32_eager_s"],
+        "speedup_learner_bf16_eager": cells["learner_fp32_sdpa_s"] / cells["learner_bf16_eager_s"],
+        "speedup_rollout_bf16": cells["rollout_fp32_sdpa_s"] / cells["rollout_bf16_sdpa_s"],
+        "speedup_shared_prefill": cells["rollout_fp32_sdpa_unshared_s"] / cells["rollout_fp32_sdpa_s"],
+        "max_abs_logprob_diff": float((logps["fp32"] - logps["bf16"]).abs().max()),
     }
 
 
@@ -128,10 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "bench_precision.json")
     args = parser.parse_args(argv)
     result = run(args)
-    print("| path | fp32 (s) | bf16 (s) | fp32 / bf16 |\n| --- | --- | --- | --- |")
-    for key, label in (("learner_s", "learner forward + backward"), ("rollout_s", "rollout (prefill + decode)")):
-        f, b = result["rows"]["fp32"][key], result["rows"]["bf16"][key]
-        print(f"| {label} | {f:.2f} | {b:.2f} | {f / b:.2f}x |")
+    sec = result["seconds"]
+    print("| path | fp32, sdpa | bf16, sdpa | fp32, eager | bf16, eager | fastest vs fp32 sdpa |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for kind, label in (("learner", "learner forward + backward (s)"), ("rollout", "rollout, prefill + decode (s)")):
+        vals = [sec[f"{kind}_{p}_{a}_s"] for a in ("sdpa", "eager") for p in ("fp32", "bf16")]
+        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {vals[0] / min(vals):.2f}x |")
+    print(f"shared prefill (fp32, sdpa rollout): one forward per sequence {sec['rollout_fp32_sdpa_unshared_s']:.2f} s "
+          f"vs one per distinct prompt {sec['rollout_fp32_sdpa_s']:.2f} s = {result['speedup_shared_prefill']:.2f}x")
     print(f"max |logp_fp32 - logp_bf16| = {result['max_abs_logprob_diff']:.3g}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
