@@ -20,7 +20,9 @@ Speed (measured on this project's shared 2-core CPU box, one thread, 64 response
 0.14M-parameter tiny Llama takes ~0.10 s per batch (~10k tokens/s) with this hand-written KV-cache loop,
 the same as ``model.generate`` (0.10-0.12 s, with or without ``output_scores``); the 1.1M model ~0.27 s
 for both. The loop is kept because it takes a local ``torch.Generator`` (reproducible under ``seed``
-without global seeding, which ``generate`` cannot do) and records log-probs at no extra cost.
+without global seeding, which ``generate`` cannot do) and records log-probs at no extra cost. Each
+distinct prompt is prefilled once for its G samples, which matters when prompts are long against the
+responses (few-shot chat prompts; ``benchmarks/bench_precision.py`` times it against one prefill per row).
 """
 
 from __future__ import annotations
