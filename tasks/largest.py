@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dapo_env.tasks.base import Task
-from dapo_env.tasks.procedural import ProceduralSource, check_size_and_seed
+from dapo_env.tasks.procedural import ProceduralSource, check_list_knobs, check_size_and_seed
 from dapo_env.tasks.registry import register_task
 from dapo_env.verifiers import MathVerifier
 
@@ -59,14 +59,7 @@ class LargestConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_count, int) or self.min_count < 2:
-            raise ValueError(f"min_count must be an integer >= 2, got {self.min_count!r}")
-        if not isinstance(self.max_count, int) or self.max_count < self.min_count:
-            raise ValueError(f"max_count must be an integer >= min_count={self.min_count}, got {self.max_count!r}")
-        if not isinstance(self.min_value, int) or not isinstance(self.max_value, int):
-            raise ValueError(f"min_value and max_value must be integers, got {self.min_value!r}, {self.max_value!r}")
-        if self.max_value < self.min_value:
-            raise ValueError(f"max_value ({self.max_value}) must be >= min_value ({self.min_value})")
+        check_list_knobs(self.min_count, self.max_count, self.min_value, self.max_value)
         for name in ("smallest", "uniform_answer"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")

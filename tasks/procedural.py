@@ -139,4 +139,17 @@ def check_size_and_seed(size: int, seed: int) -> None:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
 
-__all__ = ["SPLITS", "ProceduralProblems", "ProceduralSource", "check_size_and_seed", "generate_problem", "split_of"]
+def check_list_knobs(min_count: int, max_count: int, min_value: int, max_value: int) -> None:
+    """Validation shared by the list tasks (Largest, Sort): lists of 2+ numbers, a non-empty value range."""
+    if not isinstance(min_count, int) or min_count < 2:
+        raise ValueError(f"min_count must be an integer >= 2, got {min_count!r}")
+    if not isinstance(max_count, int) or max_count < min_count:
+        raise ValueError(f"max_count must be an integer >= min_count={min_count}, got {max_count!r}")
+    if not isinstance(min_value, int) or not isinstance(max_value, int):
+        raise ValueError(f"min_value and max_value must be integers, got {min_value!r}, {max_value!r}")
+    if max_value < min_value:
+        raise ValueError(f"max_value ({max_value}) must be >= min_value ({min_value})")
+
+
+__all__ = ["SPLITS", "ProceduralProblems", "ProceduralSource", "check_list_knobs", "check_size_and_seed",
+           "generate_problem", "split_of"]
