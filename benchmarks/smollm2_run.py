@@ -165,8 +165,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = prepare_smollm2(args.model_dir)
     prepare_s = time.perf_counter() - t0
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    # Eager attention: at these ~80-token sequences its backward on the CPU is ~1.35x faster than SDPA's
-    # (same values to 2e-6), measured in both precisions.
+    # Eager attention (benchmarks/bench_precision.py, 2 threads): under bf16 autocast the learner's
+    # forward+backward at these ~80-token sequences is ~1.3x faster than with SDPA, while rollouts are
+    # ~1.3x slower; in fp32 SDPA is as fast or faster. Per step of this run the two roughly cancel.
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation=args.attn)
     trainable = freeze_all_but_last(model, args.trainable_layers)
     task_id = register_few_shot_task(tok, args.shots)
