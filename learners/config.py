@@ -54,7 +54,8 @@ class TrainConfig:
     engine: str = "hf"  # "hf" (transformers, CPU/GPU) or "vllm"
     num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
     # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
-    # (weights, optimizer state, log-softmax and loss stay fp32); ~2.5-3x faster on CPUs with AMX and on GPUs
+    # (weights, optimizer state, log-softmax and loss stay fp32); on a CPU with AMX a SmolLM2-135M update
+    # ran 1.5x (SDPA) to 2x (eager attention) faster, rollouts 1.3x (benchmarks/bench_precision.py)
     precision: str = "fp32"
     # --- task and model --------------------------------------------------------------------------
     task: str = "Arithmetic-v0"  # any registered task name or Gymnasium id
