@@ -68,17 +68,6 @@ def best_of(fn: Callable[[], Any], repeats: int) -> float:
     return min(times)
 
 
-def unshared_engine(model: Any, **kwargs: Any) -> Any:
-    """The HF engine as it was before prefix sharing: one prompt forward per sequence."""
-    from dapo_env.learners.engine import HFEngine
-
-    class PrefillEveryRow(HFEngine):
-        def _prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
-            return self._forward_prompts(prompts, max(len(p) for p in prompts))
-
-    return PrefillEveryRow(model, IdTokenizer(), **kwargs)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from dapo_env.learners.engine import HFEngine, SamplingParams
     from dapo_env.learners.logprobs import token_logprobs_and_entropy
@@ -113,7 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{attn} {precision}: learner fwd+bwd {cells[f'learner_{precision}_{attn}_s']:.2f} s, "
                   f"rollout {cells[f'rollout_{precision}_{attn}_s']:.2f} s", flush=True)
     model.config._attn_implementation = "sdpa"
-    unshared = unshared_engine(model, batch_size=256)
+    unshared = HFEngine(model, IdTokenizer(), batch_size=256, share_prefill=False)
     cells["rollout_fp32_sdpa_unshared_s"] = best_of(
         lambda: unshared.generate(prompts, n=args.group_size, sampling=sampling), args.repeats)
     return {

@@ -10,8 +10,8 @@ problem; the answer format is DAPO's ``Answer: N`` line, which ``Arithmetic-v0``
 Held-out = every distinct question of ``Arithmetic-v0``'s test split (85; never trained on: the
 procedural splits are disjoint by question), scored greedy and as avg@k at temperature 1 (the paper's
 metric). By default the whole model is trained (``--trainable-layers N`` trains only the last N decoder
-layers) with ``precision="bf16"`` autocast and eager attention, the fastest settings measured on this
-project's CPU (``benchmarks/bench_precision.py``).
+layers) with ``precision="bf16"`` autocast (the faster precision on this project's CPU) and eager
+attention (a faster update, slower rollouts; see ``benchmarks/bench_precision.py``).
 
 Run::
 

@@ -168,6 +168,9 @@ class HFEngine:
         add_special_tokens: passed to the tokenizer when encoding prompts (vLLM's default is True).
         autocast_dtype: run the forward passes under ``torch.autocast`` to this dtype (e.g.
             ``torch.bfloat16``); log-softmax and sampling stay fp32. ``None`` (default) runs in the model's dtype.
+        share_prefill: prefill each distinct prompt once and copy its KV cache to the rows that repeat it
+            (default). ``False`` runs one prompt forward per row: the reference the tests and
+            ``benchmarks/bench_precision.py`` compare against; the samples are the same.
 
     Example:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
@@ -187,6 +190,7 @@ class HFEngine:
         eos_token_ids: Iterable[int] = (),
         add_special_tokens: bool = True,
         autocast_dtype: torch.dtype | None = None,
+        share_prefill: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -201,6 +205,7 @@ class HFEngine:
         self.pad_token_id = int(pad) if pad is not None else self.eos_token_ids[0]
         self.add_special_tokens = add_special_tokens
         self.autocast_dtype = autocast_dtype
+        self.share_prefill = share_prefill
         self.max_positions = getattr(model.config, "max_position_embeddings", None)
         params = inspect.signature(model.forward).parameters
         # transformers 5.x renamed ``past_key_values`` to ``cache``; support both.
@@ -305,7 +310,7 @@ class HFEngine:
         width = max(len(p) for p in prompts)
         distinct: dict[tuple[int, ...], int] = {}
         rows = [distinct.setdefault(tuple(ids), len(distinct)) for ids in prompts]
-        if len(distinct) < len(prompts):
+        if self.share_prefill and len(distinct) < len(prompts):
             out, attention = self._forward_prompts(list(distinct), width)
             select = getattr(self._cache_of(out), "batch_select_indices", None)
             if select is not None:

@@ -180,13 +180,6 @@ def test_inverse_cdf_sampler_matches_the_distribution() -> None:
     assert bool((second == 3).all())  # a zero-probability token is never drawn
 
 
-class PrefillEveryRow(HFEngine):
-    """The engine without prefix sharing: one prompt forward row per sequence (the reference)."""
-
-    def _prefill(self, prompts):
-        return self._forward_prompts(prompts, max(len(p) for p in prompts))
-
-
 def test_shared_prefill_equals_one_prefill_per_row(tok, model) -> None:
     """Each distinct prompt is prefilled once and its cache re-indexed to the group's rows: the samples
     and log-probs equal prefilling every copy, with prompts of different lengths in one batch."""
@@ -203,7 +196,7 @@ def test_shared_prefill_equals_one_prefill_per_row(tok, model) -> None:
 
     wrapped.forward = recording_forward
     shared = HFEngine(wrapped, tok, batch_size=8).generate(prompts, n=4, sampling=sampling)
-    reference = PrefillEveryRow(model, tok, batch_size=8).generate(prompts, n=4, sampling=sampling)
+    reference = HFEngine(model, tok, batch_size=8, share_prefill=False).generate(prompts, n=4, sampling=sampling)
     assert rows_seen[0] == 2  # the first chunk of 8 rows holds 2 distinct prompts (4 + 4 copies)
     for got, ref in zip(shared, reference):
         assert [c.token_ids for c in got] == [c.token_ids for c in ref]
