@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dapo_env.learners.config import PRESETS, TrainConfig, build_config
+from .config import PRESETS, TrainConfig, build_config
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -102,13 +102,13 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from dapo_env.learners.trainer import train
+    from .trainer import train
 
     cfg, resume = config_from_args(args)
-    from dapo_env.learners.distributed import launched_with_torchrun
+    from .distributed import launched_with_torchrun
 
     if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
-        from dapo_env.learners.distributed import train_distributed
+        from .distributed import train_distributed
 
         rank0 = os.environ.get("RANK", "0") == "0"
         result = train_distributed(cfg, resume=resume, fsdp=args.fsdp)
@@ -130,9 +130,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import torch
 
-    from dapo_env.learners.engine import HFEngine
-    from dapo_env.learners.rollout import evaluate_accuracy, resolve_task
-    from dapo_env.learners.trainer import build_model
+    from .engine import HFEngine
+    from .rollout import evaluate_accuracy, resolve_task
+    from .trainer import build_model
 
     knobs = parse_overrides(args.set)
     model, tok = build_model(build_config("dapo", overrides={"model": args.model}))
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dapo-env`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.pretrained.main
-        from dapo_env.learners.pretrained import main as prepare_model
+        from .pretrained import main as prepare_model
 
         return prepare_model(argv[1:])
     parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.")

@@ -45,11 +45,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from dapo_env.learners import checkpoint as ckpt
-from dapo_env.learners.config import TrainConfig
-from dapo_env.learners.engine import HFEngine, weights_fingerprint
-from dapo_env.learners.losses import loss_denominators
-from dapo_env.learners.trainer import Trainer, TrainResult, autocast_dtype, build_model, param_drift
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .engine import HFEngine, weights_fingerprint
+from .losses import loss_denominators
+from .trainer import Trainer, TrainResult, autocast_dtype, build_model, param_drift
 from dapo_env.types import RolloutBatch
 
 # --- the world ----------------------------------------------------------------------------------------
@@ -350,7 +350,7 @@ class DistributedTrainer(Trainer):
         if model is None:
             model, tokenizer = self._initial_model(config, latest)
         if latest is None and warm_start is not None and config.warmstart_steps > 0 and world.is_main:
-            from dapo_env.learners.rollout import resolve_task
+            from .rollout import resolve_task
 
             stats = warm_start(model, tokenizer, resolve_task(config))
             config.run_dir.mkdir(parents=True, exist_ok=True)
@@ -533,7 +533,7 @@ def train_distributed(config: TrainConfig, *, resume: bool = False, fsdp: bool =
     world = init_distributed(config.device)
     warm = kwargs.pop("warm_start", None)
     if warm is None and config.warmstart_steps > 0 and kwargs.get("model") is None and config.model is None:
-        from dapo_env.learners.warmstart import warm_start_for
+        from .warmstart import warm_start_for
 
         warm = warm_start_for(config)
     result = DistributedTrainer(config, world=world, fsdp=fsdp, resume=resume, warm_start=warm, **kwargs).fit()

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from dapo_env.learners.losses import entropy_from_logits
+from .losses import entropy_from_logits
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dapo_env.learners.config import TrainConfig
+from .config import TrainConfig
 from dapo_env.types import Group, VerifyResult
 
 
@@ -139,7 +139,7 @@ class SequenceBatch:
 
 def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBatch:
     """Stack every completion of ``groups`` (group-major) into a :class:`SequenceBatch` (via ``pack_batch``)."""
-    from dapo_env.learners.logprobs import pack_batch
+    from .logprobs import pack_batch
 
     samples = [(c, keep) for g in groups for c, keep in zip(g.completions, g.loss_mask)]
     for c, _ in samples:
@@ -159,7 +159,7 @@ def response_logprobs(model: torch.nn.Module, batch: SequenceBatch, rows: torch.
                       *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (and entropies) of the response tokens of ``rows`` under ``model`` at
     ``temperature`` (memory-lean chunked lm_head). Returns ``(logp, entropy)``, each (n, R), 0 on padding."""
-    from dapo_env.learners.logprobs import token_logprobs_and_entropy
+    from .logprobs import token_logprobs_and_entropy
 
     device = next(model.parameters()).device
     logp, entropy = token_logprobs_and_entropy(
@@ -180,7 +180,7 @@ def evaluate_accuracy(engine: Any, task: Any, cfg: TrainConfig, *, tokenizer: An
     Greedy decoding by default (``cfg.eval_temperature == 0``), else sampling at that temperature with
     a fixed seed. A truncated response counts as wrong. Verified with the task's verifier.
     """
-    from dapo_env.learners.engine import SamplingParams
+    from .engine import SamplingParams
     from dapo_env.verifiers import VerifierPool
 
     problems = task.load(split=split or cfg.eval_split, **dict(cfg.task_kwargs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from dapo_env.learners.cli import main as cli_main
+from .cli import main as cli_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:

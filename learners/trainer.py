@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dapo_env.learners import checkpoint as ckpt
-from dapo_env.learners.config import TrainConfig
-from dapo_env.learners.engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
-from dapo_env.learners.losses import group_advantages, loss_denominators, policy_loss
-from dapo_env.learners.metrics import MetricsLog, plot_metrics, read_metrics
-from dapo_env.learners.rollout import (
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
+from .losses import group_advantages, loss_denominators, policy_loss
+from .metrics import MetricsLog, plot_metrics, read_metrics
+from .rollout import (
     SequenceBatch,
     build_sequence_batch,
     derive_seed,
@@ -73,7 +73,7 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
         tok = AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32)
         return model, tok
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from .tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
     model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
@@ -85,7 +85,7 @@ def make_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
     """The rollout engine ``cfg.engine`` names: ``hf`` shares the learner's model object (weight pushes
     are free); ``vllm`` builds a vLLM engine (GPU, optional extra) that receives every push."""
     if cfg.engine == "vllm":
-        from dapo_env.learners.vllm_engine import VLLMEngine
+        from .vllm_engine import VLLMEngine
 
         return VLLMEngine(model, tokenizer, seed=cfg.seed)
     return HFEngine(model, tokenizer, device=cfg.device, batch_size=256, autocast_dtype=autocast_dtype(cfg))
@@ -461,7 +461,7 @@ def train(config: TrainConfig, *, resume: bool = False, **kwargs: Any) -> TrainR
     """
     warm = kwargs.pop("warm_start", None)
     if warm is None and config.warmstart_steps > 0 and kwargs.get("model") is None and config.model is None:
-        from dapo_env.learners.warmstart import warm_start_for
+        from .warmstart import warm_start_for
 
         warm = warm_start_for(config)
     return Trainer(config, resume=resume, warm_start=warm, **kwargs).fit()

@@ -43,7 +43,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from dapo_env.learners.engine import (
+from .engine import (
     HFEngine,
     RolloutEngine,
     SamplingParams,

@@ -77,7 +77,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
     """
-    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from .engine import HFEngine, SamplingParams
 
     t0 = time.perf_counter()
     problems = task.load(split="train", **(task_kwargs or {}))

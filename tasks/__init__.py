@@ -6,15 +6,15 @@ torch or `datasets`. See ``docs/tasks.md``.
 
 from __future__ import annotations
 
-from dapo_env.tasks.base import DataFiles, ProblemSource, Task, TaskDataError, template_fields
-from dapo_env.tasks.registry import get_task, list_tasks, register_task, unregister_task
+from .base import DataFiles, ProblemSource, Task, TaskDataError, template_fields
+from .registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
-from dapo_env.tasks import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
-from dapo_env.tasks.arithmetic import ArithmeticConfig
-from dapo_env.tasks.countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
-from dapo_env.tasks.largest import LargestConfig
-from dapo_env.tasks.sort import SortConfig, SortVerifier
+from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
+from .arithmetic import ArithmeticConfig
+from .countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
+from .largest import LargestConfig
+from .sort import SortConfig, SortVerifier
 
 __all__ = [
     "ArithmeticConfig",

@@ -18,9 +18,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from dapo_env.tasks.base import Task
-from dapo_env.tasks.loading import DatasetSource, RowError, get_field, get_text, metadata_of, row_id
-from dapo_env.tasks.registry import register_task
+from .base import Task
+from .loading import DatasetSource, RowError, get_field, get_text, metadata_of, row_id
+from .registry import register_task
 from dapo_env.types import CodeTests, Problem
 from dapo_env.verifiers import CodeVerifier
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from dapo_env.tasks.base import Task, TaskDataError
-from dapo_env.tasks.procedural import ProceduralSource, check_size_and_seed
-from dapo_env.tasks.registry import register_task
+from .base import Task, TaskDataError
+from .procedural import ProceduralSource, check_size_and_seed
+from .registry import register_task
 from dapo_env.types import VerifyResult
 
 OPERATORS = ("+", "-", "*", "/")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dapo_env.tasks.base import DataFiles, TaskDataError
+from .base import DataFiles, TaskDataError
 from dapo_env.types import Problem
 
 _BUILDERS = (

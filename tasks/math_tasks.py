@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dapo_env.tasks.base import Task
-from dapo_env.tasks.loading import (
+from .base import Task
+from .loading import (
     DatasetSource,
     RowError,
     get_answer_text,
@@ -27,7 +27,7 @@ from dapo_env.tasks.loading import (
     metadata_of,
     row_id,
 )
-from dapo_env.tasks.registry import register_task
+from .registry import register_task
 from dapo_env.types import Problem
 from dapo_env.verifiers import MathVerifier
 

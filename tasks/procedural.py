@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
-from dapo_env.tasks.base import DataFiles, TaskDataError
+from .base import DataFiles, TaskDataError
 from dapo_env.types import Problem
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gymnasium
 
-from dapo_env.tasks.base import Task
+from .base import Task
 
 ENTRY_POINT = "dapo_env.envs:ReasoningEnv"
 VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from dapo_env.tasks.base import Task
-from dapo_env.tasks.procedural import ProceduralSource, check_list_knobs, check_size_and_seed
-from dapo_env.tasks.registry import register_task
+from .base import Task
+from .procedural import ProceduralSource, check_list_knobs, check_size_and_seed
+from .registry import register_task
 from dapo_env.types import VerifyResult
 
 _ANSWER_RE = re.compile(r"(?i)answer\s*:[ \t]*([^\n]*)")

@@ -18,9 +18,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from dapo_env.verifiers.code import CodeVerifier
-    from dapo_env.verifiers.math import MathVerifier
-    from dapo_env.verifiers.pool import VerifierPool, verify_batch
+    from .code import CodeVerifier
+    from .math import MathVerifier
+    from .pool import VerifierPool, verify_batch
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from dapo_env.types import CodeTests, VerifyResult
-from dapo_env.verifiers.sandbox import SandboxLimits, isolation, run_sandboxed
+from .sandbox import SandboxLimits, isolation, run_sandboxed
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dapo_env.types import VerifyResult
-from dapo_env.verifiers.math_eval import evaluate, identity, proportional
-from dapo_env.verifiers.math_extract import extract_answer
-from dapo_env.verifiers.math_normalize import Number, canonical, dapo_normalize, parse_number
-from dapo_env.verifiers.math_symbolic import symbolic_equal
+from .math_eval import evaluate, identity, proportional
+from .math_extract import extract_answer
+from .math_normalize import Number, canonical, dapo_normalize, parse_number
+from .math_symbolic import symbolic_equal
 
 _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")

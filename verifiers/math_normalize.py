@@ -20,7 +20,7 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dapo_env.verifiers.math_extract import match_brace
+from .math_extract import match_brace
 
 MAX_DIGITS = 400
 MAX_EXPONENT = 400

@@ -510,7 +510,7 @@ def verify_batch(
         [1.0, 0.0]
     """
     if backend == "ray" and backend not in _BACKENDS:
-        import dapo_env.verifiers.ray_backend  # noqa: F401  (registers "ray"; Ray itself loads lazily)
+        from . import ray_backend  # noqa: F401  (registers "ray"; Ray itself loads lazily)
     if backend not in _BACKENDS:
         raise ValueError(f"unknown verify_batch backend {backend!r}; valid: {sorted(_BACKENDS)}")
     if len(responses) != len(references):

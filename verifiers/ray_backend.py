@@ -36,7 +36,7 @@ from typing import Any
 import dill
 
 from dapo_env.types import VerifyResult
-from dapo_env.verifiers.pool import _verify_one, register_backend
+from .pool import _verify_one, register_backend
 
 _INSTALL_HINT = ('verify_batch(backend="ray") needs Ray, an optional dependency: pip install "ray>=2.40" '
                  '(or pip install "dapo-env[ray]")')
