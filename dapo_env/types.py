@@ -152,6 +152,25 @@ class CodeTests:
     def num_tests(self) -> int:
         return len(self.tests) + len(self.stdio)
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (what a ``datasets.Dataset`` column or a JSON file can hold); every
+        code verifier accepts it back as its reference.
+
+        Example:
+            >>> CodeTests(tests=("assert f() == 1",)).to_dict()["tests"]
+            ['assert f() == 1']
+        """
+        return {"tests": list(self.tests), "stdio": [list(pair) for pair in self.stdio], "setup": self.setup,
+                "prefix": self.prefix, "entry_point": self.entry_point}
+
+
+class InvalidReference(TypeError, ValueError):
+    """A verifier's reference (gold answer, tests) is of a form the verifier cannot use.
+
+    Raised on the first call instead of scoring every response 0: it is a configuration error, not
+    something the model did. The message names the accepted forms.
+    """
+
 
 @runtime_checkable
 class Verifier(Protocol):
@@ -216,6 +235,7 @@ __all__ = [
     "Completion",
     "FinishReason",
     "Group",
+    "InvalidReference",
     "Problem",
     "RolloutBatch",
     "VerifyResult",

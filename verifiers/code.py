@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from dapo_env.types import CodeTests, VerifyResult
+from .references import code_tests
 from .sandbox import SandboxLimits, isolation, run_sandboxed
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -285,7 +286,15 @@ class CodeVerifier:
         """The sandbox layers active on this machine (see ``dapo_env.verifiers.sandbox.isolation``)."""
         return isolation()
 
+    @staticmethod
+    def prepare_reference(reference: object) -> CodeTests:
+        """The tests as :class:`CodeTests`: from ``CodeTests``, a dict of its fields, its JSON string or a
+        list of asserts (:func:`~dapo_env.verifiers.references.code_tests`); anything else raises
+        ``InvalidReference``."""
+        return code_tests(reference)
+
     def __call__(self, response: str, tests: CodeTests) -> VerifyResult:
+        tests = code_tests(tests)  # dict / JSON / list of asserts; a wrong type raises InvalidReference
         code = extract_code(response, require_fence=self.require_fence, prefix=tests.prefix)
         if code is None:
             return VerifyResult(False, 0.0, None, "no_code")

@@ -24,6 +24,7 @@ from .math_eval import evaluate, identity, proportional
 from .math_extract import extract_answer
 from .math_normalize import Number, canonical, dapo_normalize, parse_number
 from .math_symbolic import symbolic_equal
+from .references import math_gold
 
 _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
@@ -79,12 +80,18 @@ class MathVerifier:
         if self.max_chars < 300:
             raise ValueError(f"max_chars must be >= 300 so the final answer is seen, got {self.max_chars}")
 
+    @staticmethod
+    def prepare_reference(reference: object) -> str:
+        """The gold answer as a string: a string, a number or verl's ``{"ground_truth": ...}``
+        (:func:`~dapo_env.verifiers.references.math_gold`); anything else raises ``InvalidReference``."""
+        return math_gold(reference)
+
     def __call__(self, response: str, gold: str, /) -> VerifyResult:
         """Grade ``response`` against ``gold``. Never raises on model output."""
         start = time.monotonic()
         if not isinstance(response, str):
             return VerifyResult(False, 0.0, None, "error:TypeError")
-        gold = str(gold)
+        gold = math_gold(gold)  # a wrong reference type raises InvalidReference (configuration, not output)
         try:
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)

@@ -30,7 +30,7 @@ import multiprocess
 from multiprocess import connection as mp_connection
 from multiprocess import util as mp_util
 
-from dapo_env.types import VerifyResult
+from dapo_env.types import InvalidReference, VerifyResult
 
 _IDLE = -1.0  # progress[0] while a worker waits for work
 _LOADING = -2.0  # progress[0] while a worker unpickles a verifier
@@ -48,11 +48,29 @@ def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, ref
     """Call the verifier, turning an exception or a wrong return type into a wrong result."""
     try:
         result = verifier(response, reference)
+    except InvalidReference:  # a misconfigured reference is the caller's error, not the model's: say so
+        raise
     except Exception as exc:  # a verifier must never take the batch down
         return _error_result(exc)
     if not isinstance(result, VerifyResult):
         return VerifyResult(False, 0.0, None, f"error:bad_return:{type(result).__name__}")
     return result
+
+
+def prepare_references(verifier: Any, references: Sequence[Any]) -> list[Any]:
+    """``verifier.prepare_reference`` applied to each reference in the calling process (a verifier without
+    it gets them as they are): JSON forms become the verifier's own type once, before any worker sees them,
+    and a wrong form raises :class:`~dapo_env.types.InvalidReference` naming its index."""
+    prepare = getattr(verifier, "prepare_reference", None)
+    if prepare is None:
+        return list(references)
+    prepared: list[Any] = []
+    for i, reference in enumerate(references):
+        try:
+            prepared.append(prepare(reference))
+        except InvalidReference as exc:
+            raise InvalidReference(f"reference {i}: {exc}") from None
+    return prepared
 
 
 def _dumps(obj: Any) -> bytes:
@@ -304,6 +322,7 @@ class VerifierPool:
         n = len(responses)
         if n == 0:
             return []
+        references = prepare_references(verifier, references)
         if self.workers == 0:
             return [_verify_one(verifier, r, ref) for r, ref in zip(responses, references)]
         try:
@@ -519,7 +538,8 @@ def verify_batch(
         )
     if workers == 0 and backend == "process" and pool is None:
         backend = "inline"
+    references = prepare_references(verifier, references)  # every backend gets the verifier's own type
     return _BACKENDS[backend](verifier, responses, references, workers=workers, timeout=timeout, pool=pool)
 
 
-__all__ = ["VerifierPool", "register_backend", "verify_batch"]
+__all__ = ["VerifierPool", "prepare_references", "register_backend", "verify_batch"]
