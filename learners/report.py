@@ -30,6 +30,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -38,25 +39,41 @@ from .metrics import empty_batch_spans, is_batch_metric, metric_series
 from .run_folder import EvalSample, RunFolder, load_run, write_text_atomic
 from .svg_chart import COLORS, Series, format_number, line_chart_svg
 
-#: (chart id, title, metric keys, fixed y range or None). A chart appears when one of its keys has a value.
-CHARTS: tuple[tuple[str, str, tuple[str, ...], tuple[float, float] | None], ...] = (
-    ("reward", "reward (training batch)", ("reward/mean",), None),
-    ("accuracy", "training accuracy before / after filtering",
-     ("rollout/accuracy_before_filter", "rollout/accuracy"), (0.0, 1.0)),
-    ("heldout", "held-out accuracy", ("eval/accuracy",), (0.0, 1.0)),
-    ("entropy", "policy entropy", ("policy/entropy",), None),
-    ("clip", "clip fractions (high: A>0, low: A<0)", ("policy/clip_frac_high", "policy/clip_frac_low"), None),
-    ("length", "response length (tokens)", ("response/length_mean", "response/length_max"), None),
-    ("truncation", "truncation rate", ("response/truncation_rate",), (0.0, 1.0)),
-    ("zero-adv", "zero-advantage group share", ("rollout/zero_adv_share",), (0.0, 1.0)),
-    ("rounds", "generation rounds and partial batches", ("rollout/rounds", "rollout/partial"), None),
-    ("groups", "groups in the training batch", ("rollout/num_groups",), None),
-    ("mismatch", "log-prob mismatch |engine - learner|",
-     ("policy/logprob_mismatch_mean", "policy/logprob_mismatch_max"), None),
-    ("drift", "drift from init (relative L2)", ("policy/drift_from_init",), None),
-    ("kl", "approx KL to the rollout policy", ("policy/approx_kl",), None),
-    ("grad-norm", "gradient norm (before clipping)", ("optim/grad_norm",), None),
-    ("lr", "learning rate", ("optim/lr",), None),
+@dataclass(frozen=True, kw_only=True)
+class Chart:
+    """One line chart of the report: ``keys`` drawn over steps, ``y_range`` fixed (e.g. a share) or ``None``
+    (the data's range); ``group`` is the section it goes in (``"main"``, ``"async"`` or ``"other"``)."""
+
+    id: str
+    title: str
+    keys: tuple[str, ...]
+    y_range: tuple[float, float] | None = None
+    group: str = "main"
+
+
+_SHARE = (0.0, 1.0)
+
+#: The main charts, in page order. A chart appears when one of its keys has a value.
+CHARTS: tuple[Chart, ...] = (
+    Chart(id="reward", title="reward (training batch)", keys=("reward/mean",)),
+    Chart(id="accuracy", title="training accuracy before / after filtering",
+          keys=("rollout/accuracy_before_filter", "rollout/accuracy"), y_range=_SHARE),
+    Chart(id="heldout", title="held-out accuracy", keys=("eval/accuracy",), y_range=_SHARE),
+    Chart(id="entropy", title="policy entropy", keys=("policy/entropy",)),
+    Chart(id="clip", title="clip fractions (high: A>0, low: A<0)",
+          keys=("policy/clip_frac_high", "policy/clip_frac_low")),
+    Chart(id="length", title="response length (tokens)", keys=("response/length_mean", "response/length_max")),
+    Chart(id="truncation", title="truncation rate", keys=("response/truncation_rate",), y_range=_SHARE),
+    Chart(id="zero-adv", title="zero-advantage group share", keys=("rollout/zero_adv_share",), y_range=_SHARE),
+    Chart(id="rounds", title="generation rounds and partial batches", keys=("rollout/rounds", "rollout/partial")),
+    Chart(id="groups", title="groups in the training batch", keys=("rollout/num_groups",)),
+    Chart(id="mismatch", title="log-prob mismatch |engine - learner|",
+          keys=("policy/logprob_mismatch_mean", "policy/logprob_mismatch_max")),
+    Chart(id="drift", title="drift from init (relative L2)", keys=("policy/drift_from_init",)),
+    Chart(id="loss", title="policy loss", keys=("loss/policy",)),
+    Chart(id="kl", title="approx KL to the rollout policy", keys=("policy/approx_kl",)),
+    Chart(id="grad-norm", title="gradient norm (before clipping)", keys=("optim/grad_norm",)),
+    Chart(id="lr", title="learning rate", keys=("optim/lr",)),
 )
 
 #: Key prefixes charted one key per chart whenever present (asynchronous rollouts, importance sampling).
@@ -94,32 +111,38 @@ def _json_for_script(obj: Any) -> str:
 
 
 # --- curves ----------------------------------------------------------------------------------------
-def chart_specs(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, tuple[str, ...], tuple[float, float] | None]]:
+def chart_specs(records: Sequence[Mapping[str, Any]]) -> list[Chart]:
     """The charts to draw for ``records``: :data:`CHARTS` whose keys have a value, then one chart per
-    ``async/*`` and ``is/*`` key present."""
+    ``async/*`` and ``is/*`` key with a value (group ``"async"``), then one per other key with a value
+    that no chart shows yet (group ``"other"``: throughput, timings, counters, keys added later)."""
     def has_value(key: str) -> bool:
         return any(v is not None for v in metric_series(records, key)[1])
 
-    specs = [c for c in CHARTS if any(has_value(k) for k in c[2])]
-    keys = sorted({k for r in records for k in r if k.startswith(DYNAMIC_PREFIXES)})
-    for i, k in enumerate(k for k in keys if has_value(k)):
-        slug = "m-" + re.sub(r"[^a-z0-9]+", "-", k.lower()).strip("-")
-        specs.append((slug if all(slug != s[0] for s in specs) else f"{slug}-{i}", k, (k,), None))
-    return specs
+    charts = [c for c in CHARTS if any(has_value(k) for k in c.keys)]
+    shown = {k for c in CHARTS for k in c.keys} | {"step"}
+    present = sorted({k for r in records for k in r} - shown)
+    dynamic = [k for k in present if k.startswith(DYNAMIC_PREFIXES)]
+    for group, keys in (("async", dynamic), ("other", [k for k in present if k not in dynamic])):
+        for k in filter(has_value, keys):
+            slug = "m-" + re.sub(r"[^a-z0-9]+", "-", k.lower()).strip("-")
+            taken = {c.id for c in charts}
+            unique = slug if slug not in taken else next(f"{slug}-{i}" for i in range(1, len(taken) + 2)
+                                                         if f"{slug}-{i}" not in taken)
+            charts.append(Chart(id=unique, title=k, keys=(k,), group=group))
+    return charts
 
 
-def _chart_html(spec: tuple[str, str, tuple[str, ...], tuple[float, float] | None],
-                records: Sequence[Mapping[str, Any]], x_range: tuple[float, float],
+def _chart_html(chart: Chart, records: Sequence[Mapping[str, Any]], x_range: tuple[float, float],
                 spans: Sequence[tuple[int, int]]) -> str:
-    chart_id, title, keys, y_range = spec
-    series = [Series(k, *metric_series(records, k)) for k in keys]
+    series = [Series(k, *metric_series(records, k)) for k in chart.keys]
     series = [s for s in series if any(v is not None for v in s.values)]
     batch = any(is_batch_metric(s.label) for s in series)
-    svg = line_chart_svg(series, x_range=x_range, y_range=y_range, shade=spans if batch else (), label=title)
+    svg = line_chart_svg(series, x_range=x_range, y_range=chart.y_range, shade=spans if batch else (),
+                         label=chart.title)
     legend = "".join(f'<span class="key"><i class="swatch" data-color="{i % len(COLORS)}"></i>{h(s.label)}</span>'
                      for i, s in enumerate(series))
-    return (f'<figure class="chart" id="chart-{h(chart_id)}" data-keys="{h(json.dumps([s.label for s in series]))}">'
-            f'<figcaption><b>{h(title)}</b>{legend}</figcaption>{svg}</figure>')
+    return (f'<figure class="chart" id="chart-{h(chart.id)}" data-keys="{h(json.dumps([s.label for s in series]))}">'
+            f'<figcaption><b>{h(chart.title)}</b>{legend}</figcaption>{svg}</figure>')
 
 
 def _curves_html(run: RunFolder) -> tuple[str, dict[str, Any]]:
@@ -129,24 +152,31 @@ def _curves_html(run: RunFolder) -> tuple[str, dict[str, Any]]:
         return '<p class="note">metrics.jsonl has no records yet.</p>', {}
     spans = empty_batch_spans(records)
     x_range = (float(min(steps)), float(max(steps)))
-    specs = chart_specs(records)
-    fixed = [s for s in specs if not s[0].startswith("m-")]
-    dynamic = [s for s in specs if s[0].startswith("m-")]
+    charts = chart_specs(records)
     out = []
     if spans:
         n = sum(b - a + 1 for a, b in spans)
-        listed = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans[:12]) + (", ..." if len(spans) > 12 else "")
+        listed = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans[:12])
+        listed += ", ..." if len(spans) > 12 else ""
         out.append(f'<p class="note" id="empty-batches">{n} step(s) trained on an empty batch '
                    f'(<code>rollout/num_groups</code> = 0: no group had both right and wrong answers): steps '
                    f'{h(listed)}. Batch metrics have no value there: they are drawn as gaps over grey bands, '
                    'not as zeros.</p>')
-    out.append('<div class="grid">' + "".join(_chart_html(s, records, x_range, spans) for s in fixed) + "</div>")
-    if dynamic:
-        out.append('<h3>Staleness and importance sampling</h3><div class="grid">'
-                   + "".join(_chart_html(s, records, x_range, spans) for s in dynamic) + "</div>")
+
+    def grid(group: str) -> str:
+        return ('<div class="grid">' + "".join(_chart_html(c, records, x_range, spans) for c in charts
+                                               if c.group == group) + "</div>")
+
+    out.append(grid("main"))
+    if any(c.group == "async" for c in charts):
+        out.append("<h3>Staleness and importance sampling</h3>" + grid("async"))
+    others = sum(c.group == "other" for c in charts)
+    if others:
+        out.append(f"<details><summary>{others} other metric(s): throughput, timings, counters</summary>"
+                   f"{grid('other')}</details>")
     data = {}
-    for _, _, keys, _ in specs:
-        for k in keys:
+    for c in charts:
+        for k in c.keys:
             xs, ys = metric_series(records, k)
             data[k] = {"steps": xs, "values": [None if v is None else float(f"{v:.6g}") for v in ys]}
     return "".join(out), data
@@ -198,7 +228,8 @@ def _reasons(samples: Iterable[EvalSample], limit: int = 3) -> str:
 
 
 def _eval_html(run: RunFolder) -> str:
-    metric_eval = {r["step"]: r["eval/accuracy"] for r in run.metrics if isinstance(r.get("eval/accuracy"), (int, float))}
+    metric_eval = {r["step"]: r["eval/accuracy"] for r in run.metrics
+                   if isinstance(r.get("eval/accuracy"), (int, float))}
     steps = sorted(set(metric_eval) | set(run.samples))
     out = []
     if steps:
@@ -323,7 +354,8 @@ svg.chart-svg { width: 100%; height: auto; display: block; }
 line.axis { stroke: #999; } text.tick { font-size: 10px; fill: #555; }
 rect.gap-band { fill: #e4e4e4; } line.cursor { stroke: #888; stroke-dasharray: 3 3; }
 #tooltip { position: absolute; pointer-events: none; background: rgba(20, 20, 20, .88); color: #fff;
-  font: 12px ui-monospace, Menlo, Consolas, monospace; padding: 5px 8px; border-radius: 4px; white-space: pre; z-index: 9; }
+  font: 12px ui-monospace, Menlo, Consolas, monospace; padding: 5px 8px; border-radius: 4px; white-space: pre;
+  z-index: 9; }
 .config { columns: 4 260px; column-gap: 20px; font-size: 13px; } .config div { padding: 1px 0; break-inside: avoid; }
 .config .k { color: #666; } details pre { max-height: 400px; }
 table { border-collapse: collapse; margin: 6px 0; } th, td { text-align: left; padding: 3px 10px 3px 0;
@@ -333,7 +365,8 @@ td.info { color: #666; font-size: 12px; }
 .picker { display: inline-block; margin: 4px 0 8px; font-weight: 600; } select { font-size: 14px; margin-left: 6px; }
 .sides { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; }
 .side.right h3 { color: #0a7a3b; } .side.wrong h3 { color: #b3261e; }
-article.sample { border: 1px solid #e3e3e3; border-left: 4px solid #ccc; border-radius: 4px; padding: 6px 8px; margin: 0 0 8px; }
+article.sample { border: 1px solid #e3e3e3; border-left: 4px solid #ccc; border-radius: 4px; padding: 6px 8px;
+  margin: 0 0 8px; }
 article.right { border-left-color: #2e9d5b; } article.wrong { border-left-color: #d9534f; }
 article header { font-size: 12px; color: #555; } .label { font-size: 11px; color: #888; margin-top: 4px; }
 pre { margin: 2px 0; padding: 4px 6px; background: #f7f7f7; white-space: pre-wrap; word-break: break-word;
@@ -429,5 +462,5 @@ def write_report(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     return write_text_atomic(Path(run_dir) / "report.html" if out is None else Path(out), html)
 
 
-__all__ = ["CHARTS", "CONFIG_FIELDS", "DYNAMIC_PREFIXES", "SAMPLES_PER_SIDE", "chart_specs", "h", "pick_samples",
+__all__ = ["CHARTS", "CONFIG_FIELDS", "DYNAMIC_PREFIXES", "SAMPLES_PER_SIDE", "Chart", "chart_specs", "pick_samples",
            "render_report", "write_report"]

@@ -279,5 +279,5 @@ def load_run(run_dir: str | Path) -> RunFolder:
 
 
 __all__ = ["OPTIONAL_FIELDS", "SAMPLES_SUFFIX", "SUMMARY_SUFFIX", "EvalSample", "EvalSummary", "RunFolder",
-           "RunFolderError", "by_step", "eval_samples_path", "eval_summary_path", "find_eval_files", "load_run", "read_eval_samples", "read_eval_summary",
-           "write_eval_samples", "write_text_atomic"]
+           "RunFolderError", "by_step", "eval_samples_path", "eval_summary_path", "find_eval_files", "load_run",
+           "read_eval_samples", "read_eval_summary", "write_eval_samples", "write_text_atomic"]

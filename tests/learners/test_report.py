@@ -36,7 +36,8 @@ from report_helpers import EMPTY_STEPS, HOSTILE, HOSTILE_KEY, REASONS, Page, mak
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ALL_CHARTS = {"reward", "accuracy", "heldout", "entropy", "clip", "length", "truncation", "zero-adv", "rounds",
-              "groups", "mismatch", "drift", "kl", "grad-norm", "lr", "m-async-staleness-mean", "m-is-ratio-max"}
+              "groups", "mismatch", "drift", "loss", "kl", "grad-norm", "lr", "m-async-staleness-mean", "m-is-ratio-max"}
+OTHER_CHARTS = {"m-rollout-samples-generated", "m-optim-steps", "m-time-step-s"}  # no chart of their own
 
 
 def page_of(run: Path, **kw: object) -> Page:
@@ -69,7 +70,10 @@ def embedded_data(page: Page) -> dict:
 # --- charts ---------------------------------------------------------------------------------------
 def test_every_expected_chart_for_the_keys_present(tmp_path: Path) -> None:
     page = page_of(make_run(tmp_path))
-    assert charts(page) == ALL_CHARTS
+    assert charts(page) == ALL_CHARTS | OTHER_CHARTS
+    folded = {a["id"].removeprefix("chart-") for t, a, anc in page.elements
+              if t == "figure" and any(x[0] == "details" for x in anc)}
+    assert folded == OTHER_CHARTS  # in a collapsed block, so no key is left out of the report
     legend = {a["data-keys"] for a in page.find("figure", id="chart-accuracy")}
     assert legend == {json.dumps(["rollout/accuracy_before_filter", "rollout/accuracy"])}
 
@@ -79,6 +83,7 @@ def test_every_expected_chart_for_the_keys_present(tmp_path: Path) -> None:
              {"step": 2, "reward/mean": -0.25, "eval/accuracy": 0.4, "policy/logprob_mismatch_mean": None}]
     (sparse / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     assert charts(page_of(sparse)) == {"reward", "heldout"}  # an always-null key gets no empty chart
+    assert not Page((sparse / "report.html").read_text()).find("details")  # nothing else to fold (no config)
 
 
 def test_empty_batch_steps_are_gaps_not_zeros(tmp_path: Path) -> None:
