@@ -473,6 +473,12 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
                 chunks[key.fd].append(data)
             if output_limited or (done and not selector.select(timeout=0.0)):
                 break  # finished and nothing more is buffered (grandchildren may hold the pipes open)
+        ended = end_marker is not None and end_marker in b"".join(chunks[result_r][-2:])
+    if not (timed_out or output_limited or ended):  # output closed: wait for the exit status within the limit
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
     if timed_out or output_limited:
         _killpg(proc)
     returncode = proc.poll()

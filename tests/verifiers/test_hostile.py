@@ -135,10 +135,10 @@ def test_reading_the_tests_from_frames_and_memory_finds_no_expected_value() -> N
         "        seen.append(os.read(os.open('self/environ', os.O_RDONLY, dir_fd=fd), 1000).decode())\n"
         "    except Exception:\n        pass\n"
         "    text = ' '.join(map(str, seen))\n"
-        "    return 3 if 'add(1, 2) == 3' in text else 4 if 'add(2, 2) == 4' in text else -1\n"
+        "    needle = 'add(1, 2) =' + '= 3'  # built at run time: the candidate's own source must not match\n"
+        "    return 3 if needle in text else -1\n"
     )
-    reason = _wrong(code)
-    assert reason == "tests_failed:2/2"
+    assert _wrong(code, CodeTests(tests=("assert add(1, 2) == 3",))) == "tests_failed:1/1"
 
 
 def test_nothing_outlives_a_run_to_watch_later_candidates() -> None:
