@@ -376,3 +376,37 @@ def test_the_non_root_path_isolates_too(tmp_path: Path) -> None:
     os.close(read)
     assert os.waitstatus_to_exitcode(code) == 0, answer
     assert answer == "True False False True", answer
+
+
+# --- through the environment layer ---------------------------------------------------------------------
+def test_real_tasks_through_the_env_reference_passes_cheats_fail(shared_data: Path) -> None:
+    import gymnasium as gym
+
+    import dapo_env  # noqa: F401  (registers the ids)
+
+    cheats = [
+        "```python\nclass Any:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
+        "        return False\n    __hash__ = object.__hash__\nimport builtins\n"
+        "def __getattr__(name):\n    return lambda *a, **k: Any()\n```",
+        "```python\nimport os\nos._exit(0)\n```",
+    ]
+    for env_id, files, solution in (("MBPP-v0", shared_data / "mbpp" / "mbpp.jsonl", "code"),
+                                    ("HumanEval-v0", shared_data / "humaneval" / "HumanEval.jsonl.gz",
+                                     "canonical_solution")):
+        import gzip
+        import json
+
+        opener = gzip.open if files.suffix == ".gz" else open
+        with opener(files, "rt") as fh:
+            rows = [json.loads(line) for _, line in zip(range(5), fh)]
+        env = gym.make(env_id, data_files=str(files))
+        for index, row in enumerate(rows):
+            _, info = env.reset(options={"index": index})
+            reference = row[solution] if env_id == "HumanEval-v0" else fenced(row[solution])
+            assert env.step(reference)[-1]["correct"], (env_id, index)
+            entry = row.get("entry_point") or row["code"].split("def ", 1)[1].split("(", 1)[0]
+            for cheat in cheats + [fenced(f"def {entry}(*args, **kwargs):\n    return None")]:
+                env.reset(options={"index": index})
+                _, reward, *_, info = env.step(cheat)
+                assert not info["correct"] and reward == 0.0, (env_id, index, info["reason"])
+        env.close()
