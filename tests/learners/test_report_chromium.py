@@ -53,8 +53,10 @@ class DevTools:
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-extensions", "--hide-scrollbars", "--mute-audio", f"--user-data-dir={profile}",
                 "--remote-debugging-pipe", f"--window-size={WIDTH},900", "about:blank"]
-        self.proc = subprocess.Popen(args, preexec_fn=child_fds, close_fds=False, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._log = Path(profile) / "chromium-stderr.log"  # a file, not a pipe nobody drains
+        with open(self._log, "wb") as log:
+            self.proc = subprocess.Popen(args, preexec_fn=child_fds, close_fds=False, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=log)
         for fd in high:
             os.close(fd)
         self._buffer = b""
@@ -91,7 +93,9 @@ class DevTools:
                     return msg
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
-                raise TimeoutError(f"Chromium gave no answer to {what} (exit code {self.proc.poll()})")
+                tail = self._log.read_text(errors="replace")[-800:]
+                raise TimeoutError(f"Chromium gave no answer to {what} (exit code {self.proc.poll()}); its stderr "
+                                   f"ends with:\n{tail}")
             ready, _, _ = select.select([self._from_chrome], [], [], min(left, 1.0))
             if ready:
                 chunk = os.read(self._from_chrome, 1 << 20)
@@ -109,8 +113,6 @@ class DevTools:
         finally:
             os.close(self._to_chrome)
             os.close(self._from_chrome)
-            if self.proc.stderr is not None:
-                self.proc.stderr.close()
 
 
 def problems(events: list[dict[str, Any]]) -> list[str]:
