@@ -64,7 +64,8 @@ def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int
         tokenizer: decodes the text and contributes its ``eos_token_id``.
         eos_token_ids: ids that end a response, on top of the tokenizer's (needed without a tokenizer).
         text: the decoded response, when the engine already decoded it (then no tokenizer is needed).
-        pad_token_id: trailing ids equal to it are padding (a row that stopped early in a padded batch).
+        pad_token_id: trailing ids equal to it are padding, for a row that stopped without an EOS (a stop
+            string) in a padded batch; padding after an EOS is dropped without it.
         logprobs: per-token log-probabilities of ``token_ids``; kept for the ids that remain.
         prompt_token_ids: the prompt's ids, stored on the completion.
 
@@ -116,8 +117,9 @@ def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_
     """A batch of generated responses (rows of ids, e.g. ``model.generate(...)[:, prompt_len:]``) as
     :class:`Completion` objects, one per row, via :func:`completion_from_token_ids`.
 
-    ``pad_token_id`` defaults to the tokenizer's. ``texts``, ``logprobs`` and ``prompt_token_ids`` give one
-    entry per row.
+    ``texts``, ``logprobs`` and ``prompt_token_ids`` give one entry per row. Rows padded after an EOS need
+    nothing more; pass ``pad_token_id`` only when rows can also stop without an EOS (stop strings) and are
+    padded after that (a sampled pad token is otherwise an ordinary token, as in the engines).
 
     Example:
         >>> rows = [[7, 8, 2, 0], [7, 8, 9, 9]]
@@ -126,8 +128,6 @@ def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_
         [(3, 'stop'), (4, 'length')]
     """
     rows = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
-    if pad_token_id is None and tokenizer is not None:
-        pad_token_id = getattr(tokenizer, "pad_token_id", None)
     for name, values in (("texts", texts), ("logprobs", logprobs), ("prompt_token_ids", prompt_token_ids)):
         if values is not None and len(values) != len(rows):
             raise ValueError(f"{len(rows)} rows of token ids but {len(values)} {name}: pass one per row")
