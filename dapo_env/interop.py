@@ -252,8 +252,8 @@ class TaskReward:
     def _verifiers(self, columns: Mapping[str, Any], n: int) -> list[Any]:
         if self.verifier is not None:
             return [self.verifier] * n
-        sources = list(columns.get("data_source") or [None] * n)
-        infos = list(columns.get("extra_info") or [None] * n)
+        sources = list(columns["data_source"]) if columns.get("data_source") is not None else [None] * n
+        infos = list(columns["extra_info"]) if columns.get("extra_info") is not None else [None] * n
         return [route(s, extra_info=e, data_source_tasks=self.data_source_tasks)[1] for s, e in zip(sources, infos)]
 
     def _verify(self, verifiers: list[Any], texts: list[str], references: list[Any]) -> list[VerifyResult]:
@@ -356,6 +356,11 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
+class InteropWarning(UserWarning, RuntimeWarning):
+    """A one-time warning from the TRL/verl shims (an unknown ``data_source``, an ignored keyword). Both a
+    ``UserWarning`` and a ``RuntimeWarning``, so filters on either catch it."""
+
+
 def register_data_source(data_source: str, task_or_id: str | Task, *, overwrite: bool = False) -> None:
     """Route a ``data_source`` to a task in this process. Processes that verl starts (Ray workers) do
     not see it: route there with ``reward_kwargs`` (``task=`` or ``data_source_tasks=``) instead."""
@@ -422,7 +427,7 @@ def _warn_once(key: str, message: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, InteropWarning, stacklevel=3)
 
 
 def _is_code(verifier: Any) -> bool:
@@ -554,6 +559,7 @@ compute_score = verl_compute_score
 """verl's default function name, so ``custom_reward_function.name`` can stay ``compute_score``."""
 
 __all__ = [
+    "InteropWarning",
     "MissingReferenceColumn",
     "TaskReward",
     "VERL_DATA_SOURCES",

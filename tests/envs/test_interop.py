@@ -30,6 +30,7 @@ from env_helpers import fixture_kwargs
 
 from dapo_env.interop import (
     VERL_DATA_SOURCES,
+    InteropWarning,
     MissingReferenceColumn,
     TaskReward,
     apps_tests,
@@ -414,10 +415,14 @@ def test_verl_data_source_names(data_source: str, response: str, truth: str) -> 
 
 def test_verl_unknown_data_source_falls_back_to_auto_math_with_one_warning() -> None:
     name = "my_lab/unknown-source-for-the-warning-test"
-    with pytest.warns(RuntimeWarning, match="unknown data_source") as caught:
+    with pytest.warns(InteropWarning, match="unknown data_source") as caught:
         assert compute_score(name, "\\boxed{5}", "5")["acc"] is True
         assert compute_score(name, "Answer: 6", "5")["acc"] is False
     assert len([w for w in caught if "unknown data_source" in str(w.message)]) == 1
+    assert issubclass(InteropWarning, UserWarning) and issubclass(InteropWarning, RuntimeWarning)
+    rows = [{"prompt": "p", "answer": "5", "data_source": name + "/trl", "extra_info": {"index": 0}}] * 2
+    with pytest.warns(InteropWarning, match="unknown data_source"):  # TRL's routing function falls back the same way
+        assert call_like_grpo_trainer(trl_reward_function(), rows, ["\\boxed{5}", "no"], 1) == [1.0, 0.0]
 
 
 def test_verl_managers_with_the_file_loaded_as_a_module_copy(tmp_path: Path) -> None:
@@ -459,6 +464,11 @@ def test_verl_routing_from_reward_kwargs_reaches_a_fresh_worker(tmp_path: Path) 
     blob = cloudpickle.dumps((by_map.args[0], by_map.args[1],
                               {"data_source": "lab/code", "solution_str": right, "ground_truth": gt, "extra_info": {}}))
     assert run_in_fresh_interpreter(code, blob)["score"] == 1.0
+    # rows from to_hf_dataset renamed for verl's metrics grouping still route by extra_info["task"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        renamed = compute_score("lab/python-mix", right, gt, dict(row["extra_info"]))
+    assert renamed["acc"] is True
 
 
 def test_register_data_source_reaches_the_module_copy() -> None:
@@ -500,7 +510,7 @@ def test_verl_result_shape_wrong_forms_and_batch_lengths() -> None:
     batch = verl_compute_score(data_sources=["math_dapo", "aime2024"], solution_strs=["Answer: 1", "Answer: 2"],
                                ground_truths=["1", "3"], extra_infos=[None, {}], reward_map=[-1, 1])
     assert [b["score"] for b in batch] == [1.0, -1.0]
-    with pytest.warns(RuntimeWarning, match="ignores the keyword"):
+    with pytest.warns(InteropWarning, match="ignores the keyword"):
         compute_score("math_dapo", "Answer: 1", "1", reward_mpa=[-1, 1])
     with pytest.raises(TypeError, match="solution_str"):
         compute_score("math_dapo")
