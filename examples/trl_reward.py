@@ -31,10 +31,10 @@ from dapo_env.interop import to_hf_dataset, trl_reward_function
 from dapo_env.tasks import get_task
 
 
-def check_like_trl(reward: Any, rows: list[dict[str, Any]], num_generations: int) -> list[float]:
+def check_like_trl(reward: Any, rows: list[dict[str, Any]], num_generations: int, size: int) -> list[float]:
     """The call GRPOTrainer makes: each row repeated ``num_generations`` times, every column but ``prompt`` as
     a keyword; here the first completion of each group is right and the others are not."""
-    problems = {p.id: p for p in get_task(rows[0]["data_source"]).load(size=len(rows) * 4)}
+    problems = {p.id: p for p in get_task(rows[0]["data_source"]).load(size=size)}
     batch = [row for row in rows for _ in range(num_generations)]
     completions = [
         [{"role": "assistant", "content": f"Answer: {problems[row['problem_id']].answer}" if i % num_generations == 0
@@ -58,10 +58,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-    train = to_hf_dataset(args.task, chat=True, limit=4 * args.steps, size=200)
+    size = 200  # problems the procedural task generates; the dataset keeps the first 4 per step
+    train = to_hf_dataset(args.task, chat=True, limit=4 * args.steps, size=size)
     reward = trl_reward_function(args.task, reward_map=(-1.0, 1.0))
     reward = pickle.loads(pickle.dumps(reward))  # TRL's async trainer ships reward functions to another process
-    checked = check_like_trl(reward, [train[i] for i in range(2)], args.num_generations)
+    checked = check_like_trl(reward, [train[i] for i in range(2)], args.num_generations, size)
     print(f"reward function {reward.__name__!r} on right/wrong completions: {checked}")
 
     tokenizer = build_tokenizer(model_max_length=512)
