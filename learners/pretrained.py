@@ -123,13 +123,13 @@ def load_gguf_model(
     Returns:
         ``(model, tokenizer)``; the model is in eval mode, the tokenizer carries the chat template.
     """
+    gguf_path = Path(gguf_path).resolve()
+    if not gguf_path.is_file():  # before the reader check: a wrong path is reported as such
+        raise FileNotFoundError(f"GGUF file {gguf_path} does not exist")
     _require_gguf()
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    gguf_path = Path(gguf_path).resolve()
-    if not gguf_path.is_file():
-        raise FileNotFoundError(f"GGUF file {gguf_path} does not exist")
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     config = AutoConfig.from_pretrained(folder, gguf_file=name)

@@ -5,9 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the benchmark loader
-from benchmark_loader import load_benchmark  # noqa: E402
+from benchmark_loader import load_benchmark
 
 
 @pytest.fixture
