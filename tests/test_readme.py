@@ -21,7 +21,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import REAL_DATA_FILES, real_data_skip_reason
+from data_folder import REAL_DATA_FILES, real_data_skip_reason
 from optional_extras import INSTALL_HINTS
 
 from dapo_env.learners.cli import build_parser
