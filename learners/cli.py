@@ -235,6 +235,11 @@ def task_kind(task: Any) -> str:
     A generated source makes it ``procedural``; otherwise the verifier decides (``code`` for
     :class:`~dapo_env.verifiers.CodeVerifier`, ``math`` for :class:`~dapo_env.verifiers.MathVerifier`,
     ``custom`` for anything else).
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
+        ['math', 'code', 'procedural']
     """
     own = getattr(task, "kind", None)
     if isinstance(own, str) and own:
@@ -250,7 +255,13 @@ def task_kind(task: Any) -> str:
 
 
 def task_source(task: Any) -> str:
-    """Where a task's problems come from: ``hub:<id> (<config>)``, ``procedural:<Config>`` or the source type."""
+    """Where a task's problems come from: ``hub:<id> (<config>)``, ``procedural:<Config>`` or the source type.
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> task_source(get_task("GSM8K-v0")), task_source(get_task("Arithmetic-v0"))
+        ('hub:openai/gsm8k (main)', 'procedural:ArithmeticConfig')
+    """
     source = task.source
     hub_id = getattr(source, "hub_id", None)
     if hub_id:

@@ -10,6 +10,7 @@ The install section leads with the CPU/GPU choice and agrees with pyproject.toml
 
 from __future__ import annotations
 
+import doctest
 import importlib.metadata
 import importlib.util
 import os
@@ -21,9 +22,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import data_folder
+import optional_extras
 from data_folder import REAL_DATA_FILES, real_data_skip_reason
 from optional_extras import INSTALL_HINTS
 
+from dapo_env.learners import cli
 from dapo_env.learners.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,3 +191,8 @@ def test_the_data_folder_is_documented_and_never_a_private_path(monkeypatch: pyt
     for name in ("dapo_math_17k_sample.jsonl", "mbpp_sample.jsonl"):
         assert (REPO / "examples" / "data" / name).is_file() and name in README + tasks_doc
     assert "../shared" not in README
+
+
+@pytest.mark.parametrize("module", [cli, data_folder, optional_extras], ids=lambda m: m.__name__)
+def test_doctests_of_the_newcomer_helpers(module) -> None:
+    assert doctest.testmod(module, verbose=False).failed == 0
