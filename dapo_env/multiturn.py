@@ -164,12 +164,15 @@ class Episode:
                            messages=tuple(system + [dict(m) for m in self.messages]), text=text,
                            context_token_ids=context, max_tokens=left)
 
-    def _sampled(self, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+    @staticmethod
+    def _sampled(chat: ChatTokens, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
         """The turn's sampled token ids (the engine's, else the text tokenized) and their log-probs."""
-        assert self.chat is not None
         if completion.token_ids is None:
-            return self.chat.encode(completion.text), None
-        return tuple(int(i) for i in completion.token_ids), completion.logprobs
+            return chat.encode(completion.text), None
+        try:
+            return tuple(int(i) for i in completion.token_ids), completion.logprobs
+        except (TypeError, ValueError):
+            raise TypeError(f"Completion.token_ids must be integers, got {completion.token_ids!r:.80}") from None
 
     def advance(self, completion: Completion, verdict: VerifyResult) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one assistant turn; returns ``(reply, reward, terminated, truncated, info)`` like ``Env.step``."""
@@ -181,13 +184,13 @@ class Episode:
         if not isinstance(turn, Turn):
             raise TypeError(f"{type(self.interaction).__name__}.respond must return a dapo_env.types.Turn, "
                             f"got {type(turn).__name__}")
+        sampled, logprobs = self._sampled(self.chat, completion) if self.chat is not None else ((), None)
         self.messages.append({"role": "assistant", "content": completion.text})
         self.verdicts.append(verdict)
         self.solved = self.solved or turn.solved
         self.terminated = turn.done
         num_tokens = completion.length
         if self.chat is not None:
-            sampled, logprobs = self._sampled(completion)
             num_tokens = len(sampled)
             self.token_ids.extend(sampled)
             self.sampled_mask.extend([1] * len(sampled))

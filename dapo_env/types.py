@@ -248,8 +248,6 @@ __all__ = [
 # `History` so far); the environment records the episode as a `Trajectory`: the exact token sequence the
 # model conditioned on, with a mask marking the tokens it sampled. See docs/environments.md.
 
-_TURN_ROLES = ("user", "tool", "system")
-
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -262,7 +260,8 @@ class Turn:
         done: the episode is over (solved, a final answer was committed, or out of attempts); Gymnasium's
             ``terminated``.
         solved: the task was solved by this turn; the episode then counts as correct.
-        role: the chat role the reply is rendered with (``"user"``, or ``"tool"`` where the template has one).
+        role: the chat role the reply is rendered with: ``"user"``, or ``"tool"`` (or another role the chat
+            template knows) for tool output; never ``"assistant"``.
         terms: optional named parts of ``reward`` (e.g. ``{"pass": 1.0, "attempt_penalty": -0.2}``) that
             sum to it; without them the turn's one term is ``{"env": reward}``.
         info: anything else the step info should report (plain values).
@@ -288,8 +287,8 @@ class Turn:
         if isinstance(self.reward, bool) or not isinstance(self.reward, (int, float)) or self.reward != self.reward:
             raise TypeError(f"Turn.reward must be a finite number, got {self.reward!r}")
         object.__setattr__(self, "reward", float(self.reward))
-        if self.role not in _TURN_ROLES:
-            raise ValueError(f"Turn.role must be one of {_TURN_ROLES}, got {self.role!r}")
+        if not isinstance(self.role, str) or not self.role or self.role == "assistant":
+            raise ValueError(f"Turn.role is the environment's chat role ('user', 'tool', ...), got {self.role!r}")
         if self.terms is not None:
             terms = {str(k): float(v) for k, v in self.terms.items()}
             if abs(sum(terms.values()) - self.reward) > 1e-9 * max(1.0, abs(self.reward)):
@@ -351,7 +350,7 @@ class Interaction(Protocol):
     worker pool for batches). It must be deterministic and must not put the answer in a reply.
     """
 
-    def respond(self, history: History, action: Completion, verdict: VerifyResult, /) -> Turn: ...
+    def respond(self, history: History, action: Completion, verdict: VerifyResult) -> Turn: ...
 
 
 @dataclass(frozen=True, slots=True)
