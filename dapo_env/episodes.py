@@ -16,6 +16,7 @@ per round with one :class:`~dapo_env.multiturn.TurnRequest` per live episode, an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,8 @@ class EpisodeGroupEnv:
             :class:`~dapo_env.multiturn.MultiTurnEnv`); requests then carry ``context_token_ids``.
         max_turns, max_episode_tokens: the episodes' budgets (truncation), as for ``MultiTurnEnv``.
         workers: verifier worker processes (0 verifies in this process); ``timeout_s`` per turn in workers.
+        threads: answer the live episodes' turns in this many threads (for interactions that run tools or
+            sandboxes in ``respond``; they must then be thread-safe, e.g. stateless); 1 answers them in order.
         reward_map: ``(low, high)``: map the episode return onto ``[low, high]`` (``(-1.0, 1.0)`` in DAPO).
         overlong_penalty: ``dict(max_length=, cache_length=, factor=)`` (or ``True``): DAPO's soft penalty of
             the tokens the model sampled in the episode.
@@ -110,10 +113,10 @@ class EpisodeGroupEnv:
                  data_files: Any = None, prompt_template: str | None = None, tokenizer: Any = None,
                  system_prompt: str | None = None, template_kwargs: Mapping[str, Any] | None = None,
                  max_turns: int | None = None, max_episode_tokens: int | None = None, workers: int = 0,
-                 timeout_s: float = 10.0, reward_map: tuple[float, float] | None = None,
+                 timeout_s: float = 10.0, threads: int = 1, reward_map: tuple[float, float] | None = None,
                  overlong_penalty: Mapping[str, Any] | bool | None = None, overlong_filter: bool = False,
                  **task_kwargs: Any) -> None:
-        for name, value in (("num_prompts", num_prompts), ("group_size", group_size)):
+        for name, value in (("num_prompts", num_prompts), ("group_size", group_size), ("threads", threads)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         check_budget("max_turns", max_turns)
@@ -135,6 +138,8 @@ class EpisodeGroupEnv:
         self._id_index: dict[str, int] | None = None
         self._rounds = 0  # rollouts over the env's life (part of every episode key)
         self.rollout_stats: dict[str, float] = {}
+        self.threads = threads
+        self._executor: ThreadPoolExecutor | None = None
         from dapo_env.verifiers.pool import VerifierPool  # lazy: the pool module starts nothing on import
 
         self._pool = VerifierPool(workers, timeout_s=timeout_s)
@@ -202,13 +207,22 @@ class EpisodeGroupEnv:
             calls += 1
             answers = [episodes[i].problem.answer for i in live]
             verdicts = self._pool.map(self.task.verifier, [c.text for c in completions], answers)
-            for i, completion, verdict in zip(live, completions, verdicts):
-                episodes[i].advance(completion, verdict)
+            self._advance([episodes[i] for i in live], completions, verdicts)
         groups = [self._group(b, episodes[b * self.group_size:(b + 1) * self.group_size]) for b in range(self.num_prompts)]
         self.rollout_stats = self._stats(episodes, calls)
         self._rounds += 1
         self._indices = self._draw(None)
         return groups
+
+    def _advance(self, episodes: list[Episode], completions: list[Completion], verdicts: list[Any]) -> None:
+        """Let each live episode's interaction answer its turn (in ``threads`` threads when > 1)."""
+        if self.threads == 1 or len(episodes) == 1:
+            for episode, completion, verdict in zip(episodes, completions, verdicts):
+                episode.advance(completion, verdict)
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="dapo-env-respond")
+        list(self._executor.map(lambda args: args[0].advance(args[1], args[2]), zip(episodes, completions, verdicts)))
 
     @staticmethod
     def _generate(generate: GenerateTurns, requests: list[TurnRequest]) -> list[Completion]:
@@ -271,8 +285,11 @@ class EpisodeGroupEnv:
         self._indices = None if state["indices"] is None else np.asarray(state["indices"], dtype=np.int64)
 
     def close(self) -> None:
-        """Stop the verifier pool."""
+        """Stop the verifier pool (and the threads answering turns)."""
         self._pool.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def __enter__(self) -> EpisodeGroupEnv:
         return self

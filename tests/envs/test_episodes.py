@@ -219,3 +219,28 @@ def test_it_is_a_group_source_for_dynamic_sampling() -> None:
     assert len(batch.groups) == 4 and all(g.informative for g in batch.groups)
     assert all(isinstance(t, Trajectory) for g in batch.groups for t in g.completions)
     env.close()
+
+
+def test_threads_answer_turns_concurrently() -> None:
+    """An interaction that runs a tool (here: waits at a barrier that opens only when four turns are being
+    answered at once) finishes with threads=4; one thread would time out at the barrier."""
+    import threading
+
+    from dapo_env import Turn
+    from dapo_env.tasks import Task
+    from dapo_env.tasks.guess_number import GuessNumberSource, GuessVerifier
+
+    barrier = threading.Barrier(4, timeout=30)
+
+    class ToolCall:
+        def respond(self, history, action, verdict):
+            barrier.wait()
+            return Turn(f"ran {action.text}", reward=1.0, done=True, solved=True)
+
+    task = Task(name="ToolProbe", source=GuessNumberSource(), verifier=GuessVerifier(), interaction=ToolCall())
+    with EpisodeGroupEnv(task, num_prompts=2, group_size=2, threads=4, size=4) as env:
+        env.reset(seed=0)
+        groups = env.rollout(lambda requests: [f"print({i})" for i, _ in enumerate(requests)])
+    assert [t.turns[0].reply for g in groups for t in g.completions] == [f"ran print({i})" for i in range(4)]
+    with pytest.raises(ValueError, match="threads"):
+        EpisodeGroupEnv("GuessNumber-v0", num_prompts=1, threads=0)
