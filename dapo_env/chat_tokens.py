@@ -111,7 +111,10 @@ class ChatTokens:
         if not drop:
             return text, ids
         dropped = self._decode(ids[:drop])
-        kept_text = text[len(dropped):] if dropped is not None and text.startswith(dropped) else self._decode(ids[drop:])
+        if dropped is not None and text.startswith(dropped):
+            kept_text = text[len(dropped):]
+        else:
+            kept_text = self._decode(ids[drop:])
         return (kept_text if kept_text is not None else text), ids[drop:]
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ def overlong_settings(value: Mapping[str, Any] | bool | None) -> dict[str, Any] 
     if value is not True:
         unknown = set(value) - set(settings)
         if unknown:
-            raise ValueError(f"overlong_penalty takes max_length, cache_length and factor; unknown keys {sorted(unknown)}")
+            raise ValueError(
+                f"overlong_penalty takes max_length, cache_length and factor; unknown keys {sorted(unknown)}")
         settings.update(value)
     check_overlong_args(settings["max_length"], settings["cache_length"], settings["factor"])
     return settings
@@ -167,7 +168,8 @@ class EpisodeGroupEnv:
         if options and "indices" in options:
             indices = np.asarray(options["indices"], dtype=np.int64)
             if indices.shape != (b,) or (indices < 0).any() or (indices >= n).any():
-                raise ValueError(f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
+                raise ValueError(
+                    f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
             return indices
         if options and "ids" in options:
             self._id_index = self._id_index or build_id_index(self.problems)
@@ -178,13 +180,15 @@ class EpisodeGroupEnv:
             return np.array([self._id_index[i] for i in ids], dtype=np.int64)
         return self._np_random.choice(n, size=b, replace=b > n)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
         """Draw the next rollout's B problems (seeded); returns their B*G first observations and ids."""
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
         self._indices = self._draw(options)
         ids = [self.problems[int(i)].id for i in self._indices for _ in range(self.group_size)]
-        return self.prompts, {"problem_id": ids, "group_id": [g for g in range(self.num_prompts) for _ in range(self.group_size)]}
+        group_ids = [g for g in range(self.num_prompts) for _ in range(self.group_size)]
+        return self.prompts, {"problem_id": ids, "group_id": group_ids}
 
     # -- rollout -----------------------------------------------------------------------------------
     def rollout(self, generate: GenerateTurns) -> list[Group]:
@@ -193,13 +197,14 @@ class EpisodeGroupEnv:
         if self._indices is None:
             raise RuntimeError("EpisodeGroupEnv.rollout() called before reset(): call reset(seed=...) first")
         if not callable(generate):
-            raise TypeError("generate must be a callable: generate(requests: list[TurnRequest]) -> list[Completion | str]")
+            raise TypeError(
+                "generate must be a callable: generate(requests: list[TurnRequest]) -> list[Completion | str]")
         episodes: list[Episode] = []
         for b, index in enumerate(self._indices):
             problem, prompt = self.problems[int(index)], self._prompt(int(index))
             episodes += [Episode(self.task, problem, chat=self.chat, max_turns=self.max_turns,
-                                 max_episode_tokens=self.max_episode_tokens, key=f"{self._rounds}:{b}:{g}", prompt=prompt)
-                         for g in range(self.group_size)]
+                                 max_episode_tokens=self.max_episode_tokens, key=f"{self._rounds}:{b}:{g}",
+                                 prompt=prompt) for g in range(self.group_size)]
         calls = 0
         while live := [i for i, e in enumerate(episodes) if not e.done]:
             requests = [episodes[i].request(group=i // self.group_size) for i in live]
@@ -208,7 +213,8 @@ class EpisodeGroupEnv:
             answers = [episodes[i].problem.answer for i in live]
             verdicts = self._pool.map(self.task.verifier, [c.text for c in completions], answers)
             self._advance([episodes[i] for i in live], completions, verdicts)
-        groups = [self._group(b, episodes[b * self.group_size:(b + 1) * self.group_size]) for b in range(self.num_prompts)]
+        size = self.group_size
+        groups = [self._group(b, episodes[b * size:(b + 1) * size]) for b in range(self.num_prompts)]
         self.rollout_stats = self._stats(episodes, calls)
         self._rounds += 1
         self._indices = self._draw(None)

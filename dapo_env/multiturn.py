@@ -10,6 +10,19 @@ With a tokenizer bound (:class:`~dapo_env.chat_tokens.ChatTokens`), the episode 
 token: the prompt's ids, each turn's sampled ids and the ids of each reply, appended incrementally (never
 re-tokenized), as a :class:`~dapo_env.types.Trajectory`. :class:`Episode` is the state machine shared by
 this env and the batched :class:`~dapo_env.episodes.EpisodeGroupEnv`.
+
+A new environment is one method (here on Arithmetic's problems: say "again" until the assistant says "stop"):
+
+    >>> from dapo_env.tasks import Task, get_task
+    >>> class UntilStop:
+    ...     def respond(self, history, action, verdict):
+    ...         done = action.text == "stop"
+    ...         return Turn("bye" if done else "again", reward=float(done), done=done, solved=done)
+    >>> base = get_task("Arithmetic-v0")
+    >>> env = MultiTurnEnv(Task(name="UntilStop", source=base.source, verifier=base.verifier, interaction=UntilStop()))
+    >>> _ = env.reset(seed=0)
+    >>> [env.step(text)[:3] for text in ("hi", "stop")]
+    [('again', 0.0, False), ('bye', 1.0, True)]
 """
 
 from __future__ import annotations
@@ -55,7 +68,8 @@ def check_budget(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be a positive int or None (no limit), got {value!r}")
 
 
-def chat_tokens(tokenizer: Any, system_prompt: str | None, template_kwargs: Mapping[str, Any] | None) -> ChatTokens | None:
+def chat_tokens(tokenizer: Any, system_prompt: str | None,
+                template_kwargs: Mapping[str, Any] | None) -> ChatTokens | None:
     """A :class:`ChatTokens` for ``tokenizer`` (``None`` without one); a ready ChatTokens is used as is."""
     if isinstance(tokenizer, ChatTokens):
         if system_prompt is not None or template_kwargs:
@@ -63,7 +77,8 @@ def chat_tokens(tokenizer: Any, system_prompt: str | None, template_kwargs: Mapp
         return tokenizer
     if tokenizer is None:
         if system_prompt is not None or template_kwargs:
-            raise ValueError("system_prompt and template_kwargs need a tokenizer with a chat template: pass tokenizer=...")
+            raise ValueError(
+                "system_prompt and template_kwargs need a tokenizer with a chat template: pass tokenizer=...")
         return None
     return ChatTokens(tokenizer, system_prompt=system_prompt, template_kwargs=template_kwargs)
 
