@@ -45,22 +45,23 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 _ANSWER = re.compile(r"answer\s*\**\s*[:：]\s*\**\s*(" + _NUMBER + r")", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{\s*(" + _NUMBER + r")\s*\}")
+_GUESS = re.compile(r"\bguess(?:ing)?\b[^\d\n]{0,15}?(" + _NUMBER + r")", re.IGNORECASE)
 _ANY = re.compile(_NUMBER)
 
 
 def parse_guess(text: str) -> int | None:
     """The integer a turn guesses: the number after the last ``Answer:``, else in the last ``\\boxed{}``,
-    else the last number in the text (``<think>`` blocks ignored); ``None`` when there is none or it is
-    not a whole number.
+    else after the last "guess" (``I guess 7 of 16``, ``my guess is 7``), else the last number in the text
+    (``<think>`` blocks ignored); ``None`` when there is none or it is not a whole number.
 
     Example:
         >>> parse_guess("Answer: 7"), parse_guess("7"), parse_guess("I guess 7."), parse_guess("**Answer:** 07")
         (7, 7, 7, 7)
-        >>> parse_guess("between 1 and 16, so Answer: 8"), parse_guess("7.5"), parse_guess("no idea")
-        (8, None, None)
+        >>> parse_guess("between 1 and 16, so Answer: 8"), parse_guess("I guess 7 out of 16"), parse_guess("7.5")
+        (8, 7, None)
     """
     text = _THINK.sub(" ", text)
-    for pattern in (_ANSWER, _BOXED, _ANY):
+    for pattern in (_ANSWER, _BOXED, _GUESS, _ANY):
         found = pattern.findall(text)
         if found:
             value = float(found[-1]) if "." in found[-1] else int(found[-1])

@@ -27,6 +27,7 @@ def test_the_module_docstrings_run() -> None:
     ("Answer: 3\nwait, Answer: 5", 5), ("\\boxed{11}", 11), ("so \\boxed{ 4 } it is", 4),
     ("<think>maybe 3 or 4</think>I'll say 10", 10), ("<think>Answer: 2</think>", None), ("Answer: -3", -3),
     ("Answer: 7.5", None), ("no idea", None), ("", None), ("Answer: twelve, or 12", 12),
+    ("I guess 7 out of 16", 7), ("My guess is 11; 5 guesses left", 11), ("Guessing: 3", 3), ("I'd guess it's 9", 9),
 ])
 def test_parse_guess(text: str, guess: int | None) -> None:
     assert parse_guess(text) == guess
