@@ -298,3 +298,35 @@ def test_completion_actions_carry_lengths_and_finish_reasons() -> None:
     assert info["response_length"] == 4 and info["response_truncated"]
     assert "reply_token_ids" not in info  # no tokenizer bound: text only
     assert env.trajectory.token_ids is None and env.trajectory.turns[0].reply_text.startswith("\n")
+
+
+def test_any_actions_end_within_k_turns_with_replies_that_only_compare() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    env = MultiTurnEnv("GuessNumber-v0", size=64)
+    actions = st.one_of(st.text(max_size=40), st.integers(-5, 25).map(lambda g: f"Answer: {g}"),
+                        st.integers(1, 16).map(str))
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.integers(0, 63), st.lists(actions, min_size=5, max_size=5))
+    def check(index: int, texts: list[str]) -> None:
+        env.reset(options={"index": index})
+        target = int(env.episode.problem.answer)
+        for turn, text in enumerate(texts):
+            reply, reward, terminated, truncated, info = env.step(text)
+            guess = info["turn_info"]["guess"]
+            if guess is not None and 1 <= guess <= 16:
+                assert reply == ("correct" if guess == target else "higher" if guess < target else "lower")
+            elif guess is None:  # the how-to-answer replies are fixed texts: they cannot depend on the target
+                assert reply == 'no guess found: answer with "Answer: <integer>", an integer from 1 to 16'
+            else:
+                assert reply == f"{guess} is out of range: guess an integer from 1 to 16"
+            assert reward == (1.0 if reply == "correct" else 0.0) and not truncated
+            if terminated:
+                assert reply == "correct" or turn == 4
+                assert info["episode_return"] == reward and info["solved"] == (reply == "correct")
+                break
+        assert terminated
+
+    check()
