@@ -36,6 +36,9 @@ pytestmark = pytest.mark.skipif(
 
 LIMITS = SandboxLimits(wall_s=3.0, memory_mb=256, disk_mb=8, max_processes=4, max_output_bytes=10_000)
 FAST = CodeVerifier(limits=LIMITS)
+# Legitimate candidates get a generous wall limit: on a loaded 2-core machine starting a sandbox alone can
+# take seconds, and a correct solution scored wrong for that reason would make these checks flaky.
+PATIENT = CodeVerifier(limits=SandboxLimits(wall_s=60.0))
 ADD = CodeTests(tests=("assert add(1, 2) == 3", "assert add(2, 2) == 4"))
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
 PROBE = CodeTests(tests=("assert attack() == 'escaped'",))
@@ -47,8 +50,16 @@ def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
-def _live_sandbox_processes(marker: str | None = None) -> list[str]:
-    """Host processes of any sandbox uid, or whose command line holds ``marker``."""
+def _uid_range(pid: int) -> range:
+    """The per-run sandbox uids a verifier in process ``pid`` uses (see ``sandbox._next_uid``)."""
+    base = UID_BASE + ((pid & 0xFFFFFF) << 4)
+    return range(base, base + 16)
+
+
+def _live_sandbox_processes(marker: str | None = None, pids: tuple[int, ...] = ()) -> list[str]:
+    """Host processes of the sandbox uids of this test process (and of ``pids``, e.g. pool workers), or
+    whose command line holds ``marker``. Other processes' sandboxes (parallel test runs) are not ours."""
+    ours = [_uid_range(pid) for pid in (os.getpid(), *pids)]
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -61,7 +72,7 @@ def _live_sandbox_processes(marker: str | None = None) -> list[str]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except (OSError, IndexError):
             continue
-        if UID_BASE <= uid < UID_BASE + (1 << 28) or (marker and marker in cmdline and "pytest" not in cmdline):
+        if any(uid in r for r in ours) or (marker and marker in cmdline and "pytest" not in cmdline):
             found.append(f"{entry} uid={uid} {cmdline[:120]}")
     return found
 
@@ -70,8 +81,8 @@ def _wrong(code: str, tests: CodeTests = ADD, verifier: CodeVerifier = FAST, mar
     start = time.monotonic()
     result = verifier(fenced(code), tests)
     assert not result.correct and result.score == 0.0, result
-    assert time.monotonic() - start < 20
-    deadline = time.monotonic() + 2.0
+    assert time.monotonic() - start < 60  # the wall limit holds; a loaded machine starts runs slowly
+    deadline = time.monotonic() + 10.0
     while _live_sandbox_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _live_sandbox_processes(marker), _live_sandbox_processes(marker)
@@ -165,7 +176,7 @@ def test_nothing_outlives_a_run_to_watch_later_candidates() -> None:
         + WRONG_ADD
     )
     _wrong(code, marker=marker)
-    good = FAST(fenced("def add(a, b):\n    return a + b"), ADD)  # a later candidate is scored on its own
+    good = PATIENT(fenced("def add(a, b):\n    return a + b"), ADD)  # a later candidate is scored on its own
     assert good.correct, good
 
 
@@ -332,10 +343,14 @@ def test_disk_is_capped_per_run_not_per_file() -> None:
 def test_attacks_through_a_worker_pool_leave_the_pool_working() -> None:
     attacks = ["import os\nos.kill(os.getppid(), 9)", "import os, signal\nos.killpg(0, signal.SIGKILL)",
                "while True:\n    pass", WRONG_ADD]
-    responses = [fenced(a + "\n" + WRONG_ADD) for a in attacks] + [fenced("def add(a, b):\n    return a + b")]
-    with VerifierPool(2, timeout_s=30.0) as pool:
+    responses = [fenced(a + "\n" + WRONG_ADD) for a in attacks]
+    with VerifierPool(2, timeout_s=90.0) as pool:
         results = pool.map(FAST, responses, [ADD] * len(responses))
-    assert [r.correct for r in results] == [False] * len(attacks) + [True], [r.reason for r in results]
+        after = pool.map(PATIENT, [fenced("def add(a, b):\n    return a + b")], [ADD])  # the pool still serves
+        workers = tuple(pool.pids())
+    assert not _live_sandbox_processes(pids=workers)
+    assert [r.correct for r in results] == [False] * len(attacks), [r.reason for r in results]
+    assert after[0].correct, after[0].reason
 
 
 # --- without root --------------------------------------------------------------------------------------
@@ -360,7 +375,7 @@ def test_the_non_root_path_isolates_too(tmp_path: Path) -> None:
             sandbox._interpreter = lambda: system  # type: ignore[assignment]
             sandbox._prefix = lambda: "/usr"  # type: ignore[assignment]
             sandbox._probe_bwrap.cache_clear()
-            good = FAST(fenced("def add(a, b):\n    return a + b"), ADD)
+            good = PATIENT(fenced("def add(a, b):\n    return a + b"), ADD)
             cheat = FAST(fenced("class A:\n    def __eq__(s, o):\n        return True\ndef add(a, b):\n    return A()"),
                          ADD)
             bomb = FAST(fenced("import os\nwhile True:\n    try:\n        os.fork()\n    except Exception:\n        pass\n"
