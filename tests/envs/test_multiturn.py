@@ -330,3 +330,22 @@ def test_any_actions_end_within_k_turns_with_replies_that_only_compare() -> None
         assert terminated
 
     check()
+
+
+@pytest.mark.parametrize("env_id", list_tasks("multi-turn"))
+def test_make_vec_with_gymnasiums_defaults_on_every_multi_turn_id(env_id: str) -> None:
+    """Sync and async vector envs with default arguments play whole episodes (same-step autoreset: the step
+    that ends an episode returns the next episode's prompt, its last reply in final_obs)."""
+    for mode in ("sync", "async"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            envs = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode)
+        obs, _ = envs.reset(seed=0)
+        prompt = obs[0]
+        ended = 0
+        for _ in range(5):  # a never-guessing policy wastes every turn: 5 turns end every game
+            obs, rewards, terminated, truncated, infos = envs.step(("pass", "pass"))
+            ended += int(terminated.sum())
+        assert ended == 2 and tuple(obs) == (prompt, prompt) and rewards.tolist() == [0.0, 0.0]
+        assert infos["_final_obs"].all() and all("Answer: <integer>" in o for o in infos["final_obs"])
+        envs.close()
