@@ -22,6 +22,7 @@ from typing import Any
 
 _MARKER = "dapo-env-turn-marker"
 _DUMMY_USER = {"role": "user", "content": "dapo-env-dummy-question"}
+_CACHE_SIZE = 4096  # distinct replies kept rendered
 
 
 class ChatTokens:
@@ -73,6 +74,8 @@ class ChatTokens:
         self.template_kwargs = dict(template_kwargs or {})
         self.stop_token_ids = frozenset(int(i) for i in stop_token_ids) | _special_ids(tokenizer)
         self._warned = False
+        self._head: tuple[str, tuple[int, ...]] | None = None  # the last dummy prefix and its tokens
+        self._replies: dict[tuple[str, str], tuple[str, tuple[int, ...]]] = {}
         # the template's end of an assistant turn (e.g. "<|im_end|>\n"), as text and tokens
         self.closer_text, self.closer_ids = self._after_marker([], add_generation_prompt=False)
 
@@ -106,7 +109,13 @@ class ChatTokens:
                 when it was cut at the token limit). If the template's end-of-turn text contains it, the
                 delta starts after it (the model wrote it already); otherwise the whole closer is appended.
         """
-        text, ids = self._after_marker([{"role": role, "content": content}], add_generation_prompt=True)
+        rendered = self._replies.get((role, content))  # replies repeat ("higher"): render each distinct one once
+        if rendered is None:
+            rendered = self._after_marker([{"role": role, "content": content}], add_generation_prompt=True)
+            if len(self._replies) >= _CACHE_SIZE:
+                self._replies.clear()
+            self._replies[(role, content)] = rendered
+        text, ids = rendered
         drop = self._already_sampled(ids, stop_token)
         if not drop:
             return text, ids
@@ -129,7 +138,10 @@ class ChatTokens:
                 "the chat template does not render an assistant message's content verbatim, so replies cannot be "
                 "rendered incrementally; use a template that writes message['content'] as given")
         cut = at + len(_MARKER)
-        head_ids, full_ids = self.encode(full[:cut]), self.encode(full)
+        head = full[:cut]
+        if self._head is None or self._head[0] != head:  # the dummy prefix renders the same for every reply
+            self._head = (head, self.encode(head))
+        head_ids, full_ids = self._head[1], self.encode(full)
         if full_ids[: len(head_ids)] == head_ids:
             return full[cut:], full_ids[len(head_ids):]
         if not self._warned:  # the tokenizer merges across the boundary: tokenize the delta on its own
