@@ -139,9 +139,10 @@ class ChatTokens:
                 "rendered incrementally; use a template that writes message['content'] as given")
         cut = at + len(_MARKER)
         head = full[:cut]
-        if self._head is None or self._head[0] != head:  # the dummy prefix renders the same for every reply
-            self._head = (head, self.encode(head))
-        head_ids, full_ids = self._head[1], self.encode(full)
+        cached = self._head
+        if cached is None or cached[0] != head:  # the dummy prefix renders the same for every reply
+            cached = self._head = (head, self.encode(head))
+        head_ids, full_ids = cached[1], self.encode(full)
         if full_ids[: len(head_ids)] == head_ids:
             return full[cut:], full_ids[len(head_ids):]
         if not self._warned:  # the tokenizer merges across the boundary: tokenize the delta on its own
