@@ -122,7 +122,7 @@ class Task:
                 f"Task interaction must have a respond(history, action, verdict) -> Turn method, got {self.interaction!r}")
 
     @property
-    def kind(self) -> str:
+    def turns(self) -> str:
         """``"multi-turn"`` for a task with an interaction, else ``"single-turn"``."""
         return "single-turn" if self.interaction is None else "multi-turn"
 

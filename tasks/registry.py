@@ -17,7 +17,7 @@ from .base import Task
 ENTRY_POINT = "dapo_env.envs:ReasoningEnv"
 VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"
 MULTI_TURN_ENTRY_POINT = "dapo_env.multiturn:MultiTurnEnv"
-KINDS = ("single-turn", "multi-turn")
+TURNS = ("single-turn", "multi-turn")
 
 _TASKS: dict[str, Task] = {}  # env_id -> Task
 
@@ -93,7 +93,7 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
         )
     if env_id in gymnasium.registry:
         del gymnasium.registry[env_id]  # replace without Gymnasium's "overriding" warning
-    multi_turn = task.kind == "multi-turn"
+    multi_turn = task.turns == "multi-turn"
     gymnasium.register(
         id=env_id,
         entry_point=MULTI_TURN_ENTRY_POINT if multi_turn else ENTRY_POINT,
@@ -135,20 +135,20 @@ def get_task(name_or_env_id: str | Task) -> Task:
     )
 
 
-def list_tasks(kind: str | None = None) -> list[str]:
-    """The registered Gymnasium ids, sorted; ``kind="single-turn"`` or ``"multi-turn"`` keeps that kind
-    (``get_task(id).kind`` says which a task is).
+def list_tasks(turns: str | None = None) -> list[str]:
+    """The registered Gymnasium ids, sorted; ``turns="single-turn"`` or ``"multi-turn"`` keeps those
+    (``get_task(id).turns`` says which a task is).
 
     Example:
         >>> "GuessNumber-v0" in list_tasks("multi-turn"), "GuessNumber-v0" in list_tasks("single-turn")
         (True, False)
     """
-    if kind is None:
+    if turns is None:
         return sorted(_TASKS)
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS} or None, got {kind!r}")
-    return sorted(env_id for env_id, task in _TASKS.items() if task.kind == kind)
+    if turns not in TURNS:
+        raise ValueError(f"turns must be one of {TURNS} or None, got {turns!r}")
+    return sorted(env_id for env_id, task in _TASKS.items() if task.turns == turns)
 
 
-__all__ = ["ENTRY_POINT", "KINDS", "MULTI_TURN_ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks",
+__all__ = ["ENTRY_POINT", "TURNS", "MULTI_TURN_ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks",
            "register_task", "unregister_task"]

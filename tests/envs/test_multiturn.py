@@ -68,9 +68,9 @@ def test_multi_turn_ids_are_registered_with_their_own_entry_point() -> None:
     assert set(list_tasks("multi-turn")) | set(list_tasks("single-turn")) == set(list_tasks())
     spec = gym.spec("GuessNumber-v0")
     assert spec.entry_point == "dapo_env.multiturn:MultiTurnEnv" and spec.vector_entry_point is None
-    assert get_task("GuessNumber-v0").kind == "multi-turn" and get_task("Arithmetic-v0").kind == "single-turn"
+    assert get_task("GuessNumber-v0").turns == "multi-turn" and get_task("Arithmetic-v0").turns == "single-turn"
     assert isinstance(gym.make("dapo_env:GuessNumber-v0").unwrapped, MultiTurnEnv)
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(ValueError, match="turns must be one of"):
         list_tasks("multiturn")
 
 

@@ -122,7 +122,7 @@ def test_splits_are_disjoint_streams_with_uniform_targets() -> None:
 
 def test_registration_and_listing() -> None:
     task = get_task("GuessNumber")
-    assert task.kind == "multi-turn" and task.env_id == "GuessNumber-v0" and "higher/lower" in task.description
+    assert task.turns == "multi-turn" and task.env_id == "GuessNumber-v0" and "higher/lower" in task.description
     assert "GuessNumber-v0" in list_tasks("multi-turn")
     env = gym.make("GuessNumber-v0", n=32, k=6, size=5)
     assert len(env.unwrapped.problems) == 5 and env.unwrapped.problems[0].metadata == {"n": 32, "k": 6}
