@@ -1,0 +1,377 @@
+"""Answers committed in words: ``Answer:`` labels, "the answer is X", "X is the answer", ``#### X`` and
+concluding sentences ("So the final count is $2\\,500$.").
+
+Each finder returns :class:`Candidate` objects that carry their *own* position in the response (where
+the value starts and ends, never the end of its line), so that the extraction policy in
+:mod:`dapo_env.verifiers.math_extract` can order them. Every finder anchors on a short keyword found
+by one linear scan of the whole response and then looks only at a bounded window around each of the
+last :data:`MAX_ANCHORS` anchors, so the work is bounded however long the response is, and an answer
+committed early in a long response is still found.
+
+Example:
+    >>> [(c.kind, c.value) for c in statement_candidates("So 3 + 4 = 7.\\nAnswer: 7 (three plus four)")]
+    [('label', '7')]
+    >>> [(c.kind, c.value) for c in statement_candidates("Adding up, so the final count is $2\\\\,500$.")]
+    [('conclusion', '$2\\\\,500$')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MAX_VALUE_CHARS = 1000  # an answer written in words is clipped here
+MAX_ANCHORS = 400  # per kind of keyword, only the last ones are examined
+MAX_CONCLUSIONS = 8
+_WINDOW = 200  # characters looked at before an anchor
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One committed answer found in a response.
+
+    Attributes:
+        value: the answer text as written (LaTeX, words, a box's content).
+        start: index in the response where ``value`` starts.
+        end: index just after ``value`` (the candidate's own position, used to order candidates).
+        kind: ``"box"``, ``"label"`` (``Answer: X``), ``"statement"`` ("the answer is X"),
+            ``"gsm8k"`` (``#### X``), ``"bare"`` (the response is only this answer),
+            ``"conclusion"`` ("so the total is X."; a weaker commitment, see the policy), or
+            ``"span"`` (lenient extraction's last math span or number).
+    """
+
+    value: str
+    start: int
+    end: int
+    kind: str
+
+
+def last_matches(pattern: re.Pattern[str], text: str, limit: int = MAX_ANCHORS) -> Iterable[re.Match[str]]:
+    """The last ``limit`` matches of ``pattern`` in ``text`` (one linear scan, bounded memory)."""
+    return deque(pattern.finditer(text), maxlen=limit)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Where an answer written in words ends.
+_CLAUSE_WORD = re.compile(r" (?:because|since|which|as|so|where|when|but|and\s+(?:so|then|this|that)|if)\b")
+_COMMA_WORD = re.compile(r",\s+[A-Za-z]{2,}")
+
+
+def clip(text: str, start: int, *, clauses: bool = True) -> tuple[int, str]:
+    """End of the answer that starts at ``text[start]``, and what ended it.
+
+    The value ends at a line break, at ``. ; ! ?`` outside ``$...$`` and brackets (a ``.`` before a
+    digit is a decimal point; a ``!`` right after a digit or a bracket is a factorial; escaped
+    ``\\$ \\! \\;`` are LaTeX), or at ``, <word>`` / `` because ...`` outside brackets. The second
+    value is the terminator: ``"."``, ``"?"``, ``"!"``, ``";"``, ``"\\n"``, ``","``, ``"word"`` or
+    ``"end"`` (end of text or of the window). ``clauses=False`` finds the end of the whole sentence.
+
+    Example:
+        >>> t = "is 4! = 24. Then"
+        >>> end, why = clip(t, 3); t[3:end], why
+        ('4! = 24', '.')
+    """
+    in_math = False
+    depth = 0
+    stop = min(len(text), start + MAX_VALUE_CHARS)
+    i = start
+    while i < stop:
+        ch = text[i]
+        if ch == "\\":
+            i += 2  # \$ \! \; \. \{ are LaTeX, not punctuation
+            continue
+        if ch == "\n":
+            return i, "\n"
+        if ch == "$":
+            in_math = not in_math
+        elif in_math:
+            pass
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in ".;!?":
+            nxt = text[i + 1 : i + 2]
+            if ch == "." and nxt.isdigit():
+                pass
+            elif ch == "!" and i > start and (text[i - 1].isdigit() or text[i - 1] in ")}") and not nxt.isalpha():
+                pass  # 4! is a factorial
+            else:
+                return i, ch
+        elif clauses and depth <= 0 and ch == "," and _COMMA_WORD.match(text, i):
+            return i, ","
+        elif clauses and depth <= 0 and ch == " " and _CLAUSE_WORD.match(text, i):
+            return i, "word"
+        i += 1
+    return min(i, len(text)), "end"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cleaning a value and telling commitments from hedges.
+_HEDGE = re.compile(
+    r"(?i)^\s*(?:probably|maybe|perhaps|likely|possibly|not\b|n't\b|either\b|unclear|unknown|wrong|incorrect|"
+    r"still|yet\b|going|somewhere|between|to\s+be\b|less\b|more\b|greater|smaller|larger|undetermined|"
+    r"correct\b|right\b|valid\b|consistent|reasonable|as\s+follows|below|above|the\s+same|unchanged|"
+    r"different|close\s+to|in\s+the\s+form|of\s+the\s+form|given\s+by|"
+    r"what|how|whether|if\b|that\s+we|a\s+(?:number|value|multiple|function|fraction|positive|negative)\b)"
+)
+_INDEED = re.compile(r"(?i)^\s*(?:(?:indeed|definitely|clearly|simply|just|exactly|precisely|therefore|thus|then|"
+                     r"approximately|approx\.?|about|around|roughly|equal\s+to)\s+)+")
+_EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
+_SUBJECT = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
+_TENTATIVE = re.compile(
+    r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|might|seems?|likely|"
+    r"perhaps|say|verify|test|confirm|expect\w*|hope|want|not|isn't|wasn't|could|would)\s+(?:that\s+)?"
+    r"(?:the\s+|our\s+|my\s+|your\s+)?(?:final\s+|correct\s+|right\s+)?$"
+)
+
+
+def clean(value: str) -> str | None:
+    """A committed value with explanations removed, or ``None`` for a hedge (``probably 7``).
+
+    Example:
+        >>> clean("The number of ways is 84"), clean("12 (since 3 times 4 is 12)"), clean("probably 7")
+        ('84', '12', None)
+    """
+    value = _EXPLANATION.sub("", value).strip()
+    sentence = _SUBJECT.match(value)
+    if sentence and not re.search(r"[\d$\\]", value[: sentence.start(1)]):
+        value = sentence.group(1)  # "Answer: The number of ways is 84" -> "84"
+    value = _INDEED.sub("", value).strip()
+    if not value or _HEDGE.match(value):
+        return None
+    return value
+
+
+def _candidate(text: str, start: int, kind: str, *, questions_ok: bool = False) -> Candidate | None:
+    """The clipped, cleaned value starting at ``start`` as a candidate (``None`` if it is no answer)."""
+    while start < len(text) and text[start] in " \t":
+        start += 1
+    end, why = clip(text, start)
+    if why == "?" and not questions_ok:
+        return None  # "so the answer is 5?" is a question
+    raw = text[start:end].rstrip()
+    value = clean(raw)
+    if value is None:
+        return None
+    return Candidate(value, start, start + len(raw), kind)
+
+
+# ---------------------------------------------------------------------------------------------------
+# "Answer: X" labels and "the answer is X" statements.
+_ANCHOR = re.compile(r"(?i)\b(answer|choice|option)(?:s|\(s\))?\b")
+_LABEL_LINE_START = re.compile(
+    r"(?i)[^\w\n]*(?:\\text(?:bf)?\{\s*)?(?:\*\*|__)?\s*(?:(?:my|the|our)\s+)?(?:final|correct)?\s*"
+)
+_LABEL_AFTER_SENTENCE = re.compile(r"(?i)(?:[.!?;)$]|\\\])[ \t]+[*_#]*(?:(?:my|the|our)\s+)?(?:final\s+)?$")
+_LABEL_COLON = re.compile(r"(?:\*\*|__)?[ \t]*\}?[ \t]*[:：=][ \t]*(?:\*\*|__|\})?[ \t]*")
+_HEADING_REST = re.compile(r"(?:\*\*|__)?\s*\}?\s*[:：]?\s*(?:\*\*|__|\})?\s*")
+_STATEMENT_BEFORE = re.compile(r"(?i)\b(?:the|our|my|final|correct|right|best|answer)\s+(?:final\s+|correct\s+)?$")
+_STATEMENT_VERB = re.compile(
+    r"(?i)\s+(?:to\s+(?:this|the|our)\s+(?:problem|question)\s+)?(?:is|was|=|:|would\s+be|will\s+be|"
+    r"must\s+be|should\s+be)(?![A-Za-z])\s*[:：]?\s*(?:that\s+|then\s+)?"
+)
+_IS_THE_ANSWER = re.compile(r"(?i)\b(?:is|was)\s+(?:the|our|my)\s+(?:final\s+|correct\s+|right\s+)?$")
+_NEXT_BLOCK = re.compile(r"[ \t]*\n(?:[ \t]*\n){0,3}[ \t]*")
+_DISPLAY = re.compile(r"\$\$(.{1,1000}?)\$\$|\\\[(.{1,1000}?)\\\]", re.S)
+
+
+def _label(text: str, m: re.Match[str]) -> Candidate | None:
+    """``Answer: X``, ``**Final Answer:** X``, ``answer = X`` or a ``Final Answer`` heading."""
+    if m.group(1).lower() != "answer":
+        return None
+    line_start = text.rfind("\n", max(0, m.start() - _WINDOW), m.start()) + 1
+    prefix = text[max(line_start, m.start() - _WINDOW) : m.start()]
+    at_line_start = _LABEL_LINE_START.fullmatch(prefix) is not None
+    if not (at_line_start or _LABEL_AFTER_SENTENCE.search(prefix)):
+        return None  # "we may check our answer: ..." is no label
+    line_end = text.find("\n", m.end())
+    line_end = len(text) if line_end < 0 else line_end
+    colon = _LABEL_COLON.match(text, m.end())
+    if colon is not None:
+        pos = colon.end()
+    elif at_line_start and _HEADING_REST.fullmatch(text, m.end(), line_end):
+        pos = line_end  # "**Final Answer**" heading: the answer follows on the next lines
+    else:
+        return None
+    if text[pos:line_end].strip():
+        return _value_at(text, pos)
+    block = _NEXT_BLOCK.match(text, line_end)
+    return _value_at(text, block.end()) if block is not None else None
+
+
+def _value_at(text: str, pos: int) -> Candidate | None:
+    display = _DISPLAY.match(text, pos)
+    if display is not None:
+        inner = display.group(1) if display.group(1) is not None else display.group(2)
+        value = clean(inner.strip())
+        return Candidate(value, pos, display.end(), "label") if value else None
+    return _candidate(text, pos, "label")
+
+
+def _statement(text: str, m: re.Match[str]) -> Candidate | None:
+    """"the (final) answer is X", "the correct choice is (C)"; or "X is the answer"."""
+    before = text[max(0, m.start() - 40) : m.start()]
+    verb = _STATEMENT_VERB.match(text, m.end())
+    qualified = _STATEMENT_BEFORE.search(before)
+    if m.group(1).lower() != "answer" and not (qualified and re.search(r"(?i)correct|right|best|final", before)):
+        if not before.lower().rstrip().endswith("answer"):
+            return None  # "one option is 5" is no commitment; "the answer choice is (C)" is
+    if verb is not None and qualified is not None:
+        if _TENTATIVE.search(before):
+            return None  # "if the answer is 12", "I think the answer is 12"
+        return _candidate(text, verb.end(), "statement")
+    if _IS_THE_ANSWER.search(before) and re.match(r"\s*(?:[.!,;\n]|$)", text[m.end() : m.end() + 3]):
+        return _answer_before(text, m.start() - len(_IS_THE_ANSWER.search(before).group(0)))
+    return None
+
+
+_BOUNDARY = re.compile(r"[.!?;:,]\s+|\n")
+_LEAD_WORDS = re.compile(r"(?i)^(?:(?:so|thus|therefore|hence|then|and|clearly|the|option|choice|answer|value|number)\b[\s,]*)+")
+
+
+def _answer_before(text: str, end: int) -> Candidate | None:
+    """The value in "X is the answer": the clause before ``is``, if it is short or ends in maths."""
+    window_start = max(0, end - 300)
+    segment = text[window_start:end]
+    boundaries = list(_BOUNDARY.finditer(segment))
+    start = window_start + (boundaries[-1].end() if boundaries else 0)
+    lead = _LEAD_WORDS.match(text, start, end)
+    if lead is not None and lead.end() < end:
+        start = lead.end()
+    while start < end and text[start].isspace():
+        start += 1
+    clause = text[start:end].rstrip()
+    prose = re.findall(r"[A-Za-z]{2,}", re.sub(r"\\[A-Za-z]+|\$[^$]*\$", " ", clause))
+    if len(prose) > 3:
+        span = re.search(r"\$[^$]{1,500}\$$", clause)
+        if span is None:
+            return None
+        start, clause = start + span.start(), span.group(0)
+    value = clean(clause)
+    return Candidate(value, start, start + len(clause), "statement") if value else None
+
+
+_GSM8K = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)")
+
+
+def statement_candidates(text: str) -> list[Candidate]:
+    """Every answer committed in words, in order of position (see the module docstring)."""
+    found: list[Candidate] = []
+    for m in last_matches(_ANCHOR, text):
+        for finder in (_label, _statement):
+            candidate = finder(text, m)
+            if candidate is not None:
+                found.append(candidate)
+                break
+    for m in last_matches(_GSM8K, text, 20):
+        value = clean(m.group(1))
+        if value:
+            found.append(Candidate(value, m.start(1), m.end(1), "gsm8k"))
+    found.extend(conclusion_candidates(text))
+    return sorted(found, key=lambda c: (c.end, c.start))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Concluding sentences: weaker commitments, only counted at the very end of a response.
+_MARKER = re.compile(
+    r"(?i)\b(?:so|thus|therefore|hence|consequently|altogether|overall|finally|in\s+conclusion|in\s+total|"
+    r"in\s+all|this\s+means(?:\s+that)?|which\s+means(?:\s+that)?|that\s+means|we\s+conclude(?:\s+that)?)\b"
+    r"\s*,?\s*"
+)
+_NOT_CONCLUDING = re.compile(
+    r"(?i)^(?:far|that\b|if\b|let|we\s+(?:need|have\s+to|must|should|can|want|will)|i\s|now\b|first|next|to\b|on\b|"
+    r"for\s+(?:example|instance|each|every|the)|suppose|assum|maybe|perhaps|it\s+seems|we'll|i'll|let's)"
+)
+_WEAK_HEDGE = re.compile(r"(?i)\b(?:probably|maybe|perhaps|might|may|could|would|likely|possibly|seems?|"
+                         r"not|guess|think|suppose|assume)\b|n't\b")
+_COPULA = re.compile(
+    r"(?i)^(?P<subject>[A-Za-z][A-Za-z ,'’-]{0,80}?)\s+(?:is|are|was|were|equals|will\s+be|must\s+be|comes\s+to|"
+    r"totals?|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see|reach(?:es)?)"
+    r"\s+(?:that\s+|exactly\s+|a\s+total\s+of\s+|in\s+total\s+|of\s+)?"
+)
+_MATH_SPAN = re.compile(r"\$\$?([^$]{1,500})\$\$?|\\\((.{1,500}?)\\\)")
+_NUMBER_TOKEN = re.compile(r"(?<![\w.])(?:\(?[A-E]\)\s*)?[-+−]?(?:\\\$|\$)?\d[\d,]*(?:\\,\d+)*(?:\.\d+)?(?:/\d+)?%?(?![\w])")
+_CHECK = re.compile(
+    r"(?i)^[\s(\[*_]*(?:check|checking|verification|verify|verifying|double[- ]check|sanity\s+check|proof|"
+    r"let\s+me\s+(?:verify|double[- ]check|check\s+(?:this|that|the|my|our|it))|let's\s+(?:verify|double[- ]check|"
+    r"check\s+(?:this|that|the|our|it))|to\s+(?:verify|check|confirm)|we\s+can\s+(?:verify|check|confirm)|"
+    r"as\s+a\s+check|indeed|this\s+(?:checks|matches|agrees|is\s+consistent))\b"
+)
+CORRECTION = re.compile(r"(?i)\b(?:wait|actually|mistake|error|incorrect|wrong|oops|correction|instead|"
+                        r"recalculat\w*|recomput\w*|redo|re-do|misread|miscalculat\w*|not\s+correct)\b")
+
+
+def _conclusion_value(clause: str) -> tuple[int, int] | None:
+    """Start and end of the answer inside a concluding clause (``None`` if ambiguous).
+
+    ``the final count is X`` / ``she has X left``: what follows the verb (a math span, a number or a
+    few words); otherwise the clause's only math span or only number, or what follows its last ``=``.
+    """
+    copula = _COPULA.match(clause)
+    if copula is not None and not re.search(r"[\d$\\=]", copula.group("subject")):
+        rest = clause[copula.end() :]
+        span = _MATH_SPAN.match(rest) or _NUMBER_TOKEN.match(rest)
+        if span is not None:
+            return copula.end(), copula.end() + span.end()
+        if re.fullmatch(r"(?:(?:an?|the)\s+)?[A-Za-z]+(?:[ -][A-Za-z]+){0,3}\s*", rest):
+            return copula.end(), len(clause.rstrip())  # "the function is even", "the winner is Bob"
+        return None
+    spans = list(_MATH_SPAN.finditer(clause))
+    if len(spans) == 1:
+        return spans[0].start(), spans[0].end()
+    if spans:
+        return None
+    numbers = list(_NUMBER_TOKEN.finditer(clause))
+    if len(numbers) > 1 and "=" in clause:  # "So 5 + 7 = 12."
+        numbers = [n for n in numbers if n.start() > clause.rindex("=")]
+    if len(numbers) == 1:
+        return numbers[0].start(), numbers[0].end()
+    return None
+
+
+def _tail_is_closing(tail: str) -> bool:
+    """What may follow a concluding sentence: nothing, a check of it, or a short closing remark."""
+    tail = tail.strip()
+    if not tail:
+        return True
+    if CORRECTION.search(tail):
+        return False
+    if _CHECK.match(tail):
+        return True
+    return len(tail) <= 100 and not re.search(r"\d", tail) and tail[-1] in ".!" and "?" not in tail
+
+
+def conclusion_candidates(text: str) -> list[Candidate]:
+    """The concluding sentence of the response ("Therefore 12 teams reach the final."), if there is one.
+
+    It must end the response (only a check of it or a short closing remark may follow), end with a
+    full stop or a line break, be no hedge or question, and hold one unambiguous value.
+    """
+    for m in list(last_matches(_MARKER, text, MAX_CONCLUSIONS))[::-1]:
+        start = m.end()
+        clause_end, why = clip(text, start)
+        sentence_end, why_sentence = clause_end, why
+        if why in (",", "word"):  # "..., which matches the constraint."
+            sentence_end, why_sentence = clip(text, clause_end, clauses=False)
+            if re.search(r"[\d$\\=]", text[clause_end:sentence_end]):
+                continue  # the sentence goes on to other values
+        clause = text[start:clause_end]
+        if why_sentence not in (".", "!", "\n", "end"):
+            continue
+        if why_sentence == "end" and not text[:sentence_end].rstrip().endswith(("$", "\\)", "\\]")):
+            continue  # possibly cut off mid-sentence
+        if _NOT_CONCLUDING.match(clause) or _WEAK_HEDGE.search(clause):
+            continue
+        if not _tail_is_closing(text[sentence_end + 1 :]):
+            continue
+        span = _conclusion_value(clause)
+        value = clean(clause[span[0] : span[1]]) if span is not None else None
+        if value:
+            return [Candidate(value, start + span[0], start + span[1], "conclusion")]
+    return []
+
+
+__all__ = ["CORRECTION", "Candidate", "clean", "clip", "conclusion_candidates", "last_matches", "statement_candidates"]
