@@ -493,11 +493,12 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pparts, gparts)]
         return True if all(verdicts) else (False if any(v is False for v in verdicts) else None)
     ps, gs = _split_structure(p), _split_structure(g)
-    if "\\pm" not in p + g and (
-        (ps is None and gs is not None and not gs[0] and "," not in p)
-        or (gs is None and ps is not None and not ps[0] and "," not in g)
-    ):
-        return False  # one value where the gold lists several, or several where it has one
+    if gs is None and ps is not None and not ps[0] and "," not in g and "\\pm" not in p + g:
+        if all(_grade_canonical(item, g, depth + 1)[0] for item in ps[2]):
+            return True  # one answer written several ways ("15\\frac{39}{40} or \\frac{639}{40}")
+        return False  # several values where the gold has one
+    if "\\pm" not in p + g and ps is None and gs is not None and not gs[0] and "," not in p:
+        return False  # one value where the gold lists several
     if ps is None or gs is None:
         return None
     (po, pc, pitems), (go, gc, gitems) = ps, gs

@@ -48,6 +48,7 @@ _BOX_JOIN = re.compile(
     r"(?:[\s$.,;&]|\\[,;:! ]|\\q?quad|~|\\\\|\\[()\[\]]|\\text\{\s*(?:and|or|,)?\s*\}|\band\b|\bor\b"
     r"|(?:[A-Za-z](?:_\{?\w{1,3}\}?)?|\\[a-z]+)\s*=)*"
 )
+_YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually)\b)")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
 
@@ -170,7 +171,10 @@ def _scan(response: str, answer_format: str) -> tuple[list[Candidate], int]:
     result = [box] if box is not None else []
     if answer_format == "auto":
         result.extend(statement_candidates(text))
-        if not result:
+        yes_no = _YES_NO.match(text)  # "No, because 7 is odd.": a later commitment still wins
+        if yes_no is not None:
+            result.append(Candidate(yes_no.group(1), yes_no.start(1), yes_no.end(1), "bare"))
+        elif not result:
             bare = bare_answer(text)
             result.extend([bare] if bare is not None else [])
     return sorted(result, key=lambda c: (c.end, c.kind != "box")), unclosed

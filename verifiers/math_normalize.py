@@ -226,6 +226,10 @@ def canonical(answer: str) -> str:
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
     s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")
     s = _PLUS_INFINITY.sub("", s)  # (-\infty,+\infty)
+    for _ in range(MAX_DIGITS):  # "{{5}}": redundant groups around the whole answer
+        if not (s.startswith("{") and match_brace(s, 0) == len(s) - 1):
+            break
+        s = s[1:-1]
     if s.lower() == "none":
         return "0"
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):

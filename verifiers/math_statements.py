@@ -229,7 +229,7 @@ def _statement(text: str, m: re.Match[str]) -> Candidate | None:
 
 
 _BOUNDARY = re.compile(r"[.!?;:,]\s+|\n")
-_LEAD_WORDS = re.compile(r"(?i)^(?:(?:so|thus|therefore|hence|then|and|clearly|the|option|choice|answer|value|number)\b[\s,]*)+")
+_LEAD_WORDS = re.compile(r"(?i)(?:(?:so|thus|therefore|hence|then|and|clearly|the|option|choice|answer|value|number)\b[\s,]*)+")
 
 
 def _answer_before(text: str, end: int) -> Candidate | None:
@@ -250,6 +250,8 @@ def _answer_before(text: str, end: int) -> Candidate | None:
         if span is None:
             return None
         start, clause = start + span.start(), span.group(0)
+    if re.match(r"(?i)(?:this|that|it|which|these|those|each|all|both)\b", clause):
+        return None  # "so that number is the correct answer" points back at an earlier answer
     value = clean(clause)
     return Candidate(value, start, start + len(clause), "statement") if value else None
 
@@ -289,7 +291,7 @@ _WEAK_HEDGE = re.compile(r"(?i)\b(?:probably|maybe|perhaps|might|may|could|would
                          r"not|guess|think|suppose|assume)\b|n't\b")
 _COPULA = re.compile(
     r"(?i)^(?P<subject>[A-Za-z][A-Za-z ,'’-]{0,80}?)\s+(?:is|are|was|were|equals|will\s+be|must\s+be|comes\s+to|"
-    r"totals?|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see|reach(?:es)?)"
+    r"totals|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see|reach(?:es)?)"
     r"\s+(?:that\s+|exactly\s+|a\s+total\s+of\s+|in\s+total\s+|of\s+)?"
 )
 _MATH_SPAN = re.compile(r"\$\$?([^$]{1,500})\$\$?|\\\((.{1,500}?)\\\)")
@@ -312,12 +314,17 @@ def _conclusion_value(clause: str) -> tuple[int, int] | None:
     """
     copula = _COPULA.match(clause)
     if copula is not None and not re.search(r"[\d$\\=]", copula.group("subject")):
-        rest = clause[copula.end() :]
-        span = _MATH_SPAN.match(rest) or _NUMBER_TOKEN.match(rest)
+        rest = clause[copula.end() :].rstrip()
+        span = _MATH_SPAN.match(rest)
+        if span is None:
+            span = _NUMBER_TOKEN.match(rest)
+            if span is not None and re.match(r"\s*[-+*/^=×÷·]", rest[span.end() :]):
+                span = None  # "2 + 3i": the whole expression, not its first number
         if span is not None:
             return copula.end(), copula.end() + span.end()
-        if re.fullmatch(r"(?:(?:an?|the)\s+)?[A-Za-z]+(?:[ -][A-Za-z]+){0,3}\s*", rest):
-            return copula.end(), len(clause.rstrip())  # "the function is even", "the winner is Bob"
+        prose = re.findall(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", " ", rest))
+        if rest and len(rest) <= 80 and len(prose) <= 4:
+            return copula.end(), copula.end() + len(rest)  # "even", "Bob", "∞", "2x + 1"
         return None
     spans = list(_MATH_SPAN.finditer(clause))
     if len(spans) == 1:
@@ -345,33 +352,62 @@ def _tail_is_closing(tail: str) -> bool:
 
 
 def conclusion_candidates(text: str) -> list[Candidate]:
-    """The concluding sentence of the response ("Therefore 12 teams reach the final."), if there is one.
+    """The concluding sentence of the response, if there is one: a sentence with a marker ("Therefore
+    12 teams reach the final.", "..., so the final count is $2\\,500$."), or a final sentence stating
+    what something is ("Since f(-x) = f(x), the function is even.").
 
     It must end the response (only a check of it or a short closing remark may follow), end with a
     full stop or a line break, be no hedge or question, and hold one unambiguous value.
     """
     for m in list(last_matches(_MARKER, text, MAX_CONCLUSIONS))[::-1]:
-        start = m.end()
-        clause_end, why = clip(text, start)
-        sentence_end, why_sentence = clause_end, why
-        if why in (",", "word"):  # "..., which matches the constraint."
-            sentence_end, why_sentence = clip(text, clause_end, clauses=False)
-            if re.search(r"[\d$\\=]", text[clause_end:sentence_end]):
-                continue  # the sentence goes on to other values
-        clause = text[start:clause_end]
-        if why_sentence not in (".", "!", "\n", "end"):
-            continue
-        if why_sentence == "end" and not text[:sentence_end].rstrip().endswith(("$", "\\)", "\\]")):
-            continue  # possibly cut off mid-sentence
-        if _NOT_CONCLUDING.match(clause) or _WEAK_HEDGE.search(clause):
-            continue
-        if not _tail_is_closing(text[sentence_end + 1 :]):
-            continue
-        span = _conclusion_value(clause)
-        value = clean(clause[span[0] : span[1]]) if span is not None else None
-        if value:
-            return [Candidate(value, start + span[0], start + span[1], "conclusion")]
+        found = _conclusion_at(text, m.end(), marked=True)
+        if found is not None:
+            return [found]
+    for start in _last_sentence_starts(text):
+        found = _conclusion_at(text, start, marked=False)
+        if found is not None:
+            return [found]
     return []
+
+
+def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
+    if not marked:  # "Since f(-x) = f(x), the function is even.": the main clause states the value
+        sentence_end, _ = clip(text, start, clauses=False)
+        lead = _SUBORDINATE.match(text, start, sentence_end)
+        start = lead.end() if lead is not None else start
+        if not _DEFINITE_COPULA.match(text, start, sentence_end):
+            return None
+    clause_end, why = clip(text, start)
+    sentence_end, why_sentence = clause_end, why
+    if why in (",", "word"):  # "..., which matches the constraint."
+        sentence_end, why_sentence = clip(text, clause_end, clauses=False)
+        if re.search(r"[\d$\\=]", text[clause_end:sentence_end]):
+            return None  # the sentence goes on to other values
+    clause = text[start:clause_end]
+    if why_sentence not in (".", "!", "\n", "end"):
+        return None
+    if why_sentence == "end" and not text[:sentence_end].rstrip().endswith(("$", "\\)", "\\]")):
+        return None  # possibly cut off mid-sentence
+    if _NOT_CONCLUDING.match(clause) or _WEAK_HEDGE.search(clause):
+        return None
+    if not _tail_is_closing(text[sentence_end + 1 :]):
+        return None
+    span = _conclusion_value(clause)
+    value = clean(clause[span[0] : span[1]]) if span is not None else None
+    return Candidate(value, start + span[0], start + span[1], "conclusion") if value else None
+
+
+_SENTENCE_START = re.compile(r"(?:^|(?<=[.!])\s+|\n\s*)(?=[A-Z])")
+_SUBORDINATE = re.compile(r"(?i)(?:since|because|as|given|for|with|from|using|by|after|when|if)\b[^.]{0,200}?,\s+"
+                          r"(?=(?:the|its|their|our|this|it|[a-z])\b)")
+_DEFINITE_COPULA = re.compile(r"(?i)(?:the|its|their|our|this|it|[a-z])\b[A-Za-z ,'’-]{0,80}?\s(?:is|are|equals)\s")
+
+
+def _last_sentence_starts(text: str, lookback: int = 600) -> list[int]:
+    """Starts of the last (at most three) sentences of ``text``, last first."""
+    base = max(0, len(text) - lookback)
+    starts = [base + m.end() for m in _SENTENCE_START.finditer(text, base)]
+    return starts[::-1][:3]
 
 
 __all__ = ["CORRECTION", "Candidate", "clean", "clip", "conclusion_candidates", "last_matches", "statement_candidates"]
