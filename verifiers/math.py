@@ -231,6 +231,8 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         towers = tower_equal(p, g)  # 10^{10^{10}}, 1^{10^{10}}: exact, never expanded
         if towers is not None:
             return towers, "equal:numeric" if towers else "not_equal"
+    if gn is not None and _TEXT.fullmatch(p) and len(p) >= 3 and p.lower() not in ("pi", "inf", "infty"):
+        return False, "not_equal"  # a word ("Yes", "even") is never a number
     if p.count("{") != p.count("}") or p.count("(") + p.count("[") != p.count(")") + p.count("]") or (
         "{}" in p and "{}" not in g
     ):

@@ -46,7 +46,8 @@ _BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
 _BOX_TOKEN = re.compile(r"[ \t]+([^\s$\\{}]+)")
 _BOX_JOIN = re.compile(
     r"(?:[\s$.,;&]|\\[,;:! ]|\\q?quad|~|\\\\|\\[()\[\]]|\\text\{\s*(?:and|or|,)?\s*\}|\band\b|\bor\b"
-    r"|(?:[A-Za-z](?:_\{?\w{1,3}\}?)?|\\[a-z]+)\s*=)*"
+    r"|(?:[A-Za-z](?:_\{?\w{1,3}\}?)?|\\[a-z]+)\s*="
+    r"|\(?(?:[a-h]|i{1,3}|iv|vi{0,3})\)\s*:?|(?i:part)\s*\(?[a-h]\)?\s*:?)*"
 )
 _YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually)\b)")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}

@@ -55,7 +55,8 @@ def last_matches(pattern: re.Pattern[str], text: str, limit: int = MAX_ANCHORS) 
 
 # ---------------------------------------------------------------------------------------------------
 # Where an answer written in words ends.
-_CLAUSE_WORD = re.compile(r" (?:because|since|which|as|so|where|when|but|and\s+(?:so|then|this|that)|if)\b")
+_CLAUSE_WORD = re.compile(r" (?:because|since|which|as|so|where|when|but|if|"
+                          r"and\s+(?:so|then|this|that|the|it|we|i|our|which|thus|hence|therefore))\b")
 _COMMA_WORD = re.compile(r",\s+[A-Za-z]{2,}")
 
 
@@ -92,6 +93,8 @@ def clip(text: str, start: int, *, clauses: bool = True) -> tuple[int, str]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
+        elif ch in "。？！":
+            return i, {"。": ".", "？": "?", "！": "!"}[ch]
         elif ch in ".;!?":
             nxt = text[i + 1 : i + 2]
             if ch == "." and nxt.isdigit():
@@ -161,11 +164,13 @@ def _candidate(text: str, start: int, kind: str, *, questions_ok: bool = False) 
 
 # ---------------------------------------------------------------------------------------------------
 # "Answer: X" labels and "the answer is X" statements.
-_ANCHOR = re.compile(r"(?i)\b(answer|choice|option)(?:s|\(s\))?\b")
+_ANCHOR = re.compile(r"(?i)\b(answer|choice|option)(?:s|\(s\))?\b|(答案)")
+_CJK_LABEL = re.compile(r"\s*(?:是|为|[:：])\s*")
 _LABEL_LINE_START = re.compile(
     r"(?i)[^\w\n]*(?:\\text(?:bf)?\{\s*)?(?:\*\*|__)?\s*(?:(?:my|the|our)\s+)?(?:final|correct)?\s*"
 )
 _LABEL_AFTER_SENTENCE = re.compile(r"(?i)(?:[.!?;)$]|\\\])[ \t]+[*_#]*(?:(?:my|the|our)\s+)?(?:final\s+)?$")
+_FINAL = re.compile(r"(?i)\bfinal\s+$")
 _LABEL_COLON = re.compile(r"(?:\*\*|__)?[ \t]*\}?[ \t]*[:：=][ \t]*(?:\*\*|__|\})?[ \t]*")
 _HEADING_REST = re.compile(r"(?:\*\*|__)?\s*\}?\s*[:：]?\s*(?:\*\*|__|\})?\s*")
 _STATEMENT_BEFORE = re.compile(r"(?i)\b(?:the|our|my|final|correct|right|best|answer)\s+(?:final\s+|correct\s+)?$")
@@ -179,13 +184,16 @@ _DISPLAY = re.compile(r"\$\$(.{1,1000}?)\$\$|\\\[(.{1,1000}?)\\\]", re.S)
 
 
 def _label(text: str, m: re.Match[str]) -> Candidate | None:
-    """``Answer: X``, ``**Final Answer:** X``, ``answer = X`` or a ``Final Answer`` heading."""
+    """``Answer: X``, ``**Final Answer:** X``, ``answer = X``, a ``Final Answer`` heading, or ``答案：X``."""
+    if m.group(2) is not None:
+        label = _CJK_LABEL.match(text, m.end())
+        return _candidate(text, label.end(), "label") if label is not None else None
     if m.group(1).lower() != "answer":
         return None
     line_start = text.rfind("\n", max(0, m.start() - _WINDOW), m.start()) + 1
     prefix = text[max(line_start, m.start() - _WINDOW) : m.start()]
     at_line_start = _LABEL_LINE_START.fullmatch(prefix) is not None
-    if not (at_line_start or _LABEL_AFTER_SENTENCE.search(prefix)):
+    if not (at_line_start or _LABEL_AFTER_SENTENCE.search(prefix) or _FINAL.search(prefix)):
         return None  # "we may check our answer: ..." is no label
     line_end = text.find("\n", m.end())
     line_end = len(text) if line_end < 0 else line_end
@@ -213,6 +221,8 @@ def _value_at(text: str, pos: int) -> Candidate | None:
 
 def _statement(text: str, m: re.Match[str]) -> Candidate | None:
     """"the (final) answer is X", "the correct choice is (C)"; or "X is the answer"."""
+    if m.group(2) is not None:
+        return None
     before = text[max(0, m.start() - 40) : m.start()]
     verb = _STATEMENT_VERB.match(text, m.end())
     qualified = _STATEMENT_BEFORE.search(before)
