@@ -42,6 +42,7 @@ _MAX_SYMBOLIC_CHARS = 300  # the longest MATH-500 answer has 159 characters
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_EQUATION = re.compile(r"(?<![<>!])=(?!=)")
 _APPROX = re.compile(r"\d\.\d{3,}")
 _BASE_SUBSCRIPT = re.compile(r"[0-9A-Za-z]+_\{?\d+\}?")
 
@@ -216,6 +217,8 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     p, g = _expand_pm(p), _expand_pm(g)
     if p == g:
         return True, "equal:string"
+    if "=" not in p and "," not in g and _EQUATION.search(g):
+        return False, "not_equal"  # an equation gold (x + 2y = 0) is never a bare value
     if _BASE_SUBSCRIPT.fullmatch(g) or _BASE_SUBSCRIPT.fullmatch(p):  # 52_8: digits must match exactly
         ok = _base_key(p) == _base_key(g)
         return ok, "equal:string" if ok else "not_equal"

@@ -142,13 +142,15 @@ def bare_answer(text: str) -> Candidate | None:
         return None
     if clean(body) is None:
         return None
-    plain = re.sub(r"\\[A-Za-z]+", " ", _SIGN_WORD.sub("", body))
+    plain = re.sub(r"\\[A-Za-z]+(?:\{[A-Za-z*]*\})?", " ", _SIGN_WORD.sub("", body))  # \sqrt, \begin{pmatrix}
     words = re.findall(r"[A-Za-z]{2,}", plain)
     if words and not re.search(r"[\d\\]", body):
         if len(words) > 1 and words_to_number(body) is None:
             return None  # one word ("No", "even", "Monday") or a number in words
     elif re.search(r"[A-Za-z]{2,}[^\d]*\d", plain):
         return None  # words before the maths: a sentence ("we compute 3 + 4 = 7"), not an answer
+    elif len(words) > 1 and not (len(words) == 2 and words[0].lower() in ("square", "cubic", "sq")):
+        return None  # more than a unit after the maths ("$\\frac{3}{4}$ seems right")
     return Candidate(body, start, start + len(body), "bare")
 
 
@@ -242,7 +244,7 @@ def extract_answer(response: str, *, answer_format: str = "auto", extraction: st
         return matches[-1] if matches else None
     found, unclosed = _scan(response, answer_format)
     chosen = select(response, found)
-    if unclosed >= 0 and unclosed >= (chosen.end if chosen is not None else 0):
+    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
         return None  # the final box was cut off mid-way: the last commitment is incomplete
     if chosen is None and extraction == "lenient":
         chosen = lenient_answer(response)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MAX_VALUE_CHARS = 1000  # an answer written in words is clipped here
-MAX_ANCHORS = 400  # per kind of keyword, only the last ones are examined
+MAX_ANCHORS = 20_000  # per kind of keyword, at most this many (the last ones) are examined
 MAX_CONCLUSIONS = 8
 _WINDOW = 200  # characters looked at before an anchor
 
@@ -169,7 +169,7 @@ _CJK_LABEL = re.compile(r"\s*(?:是|为|[:：])\s*")
 _LABEL_LINE_START = re.compile(
     r"(?i)[^\w\n]*(?:\\text(?:bf)?\{\s*)?(?:\*\*|__)?\s*(?:(?:my|the|our)\s+)?(?:final|correct)?\s*"
 )
-_LABEL_AFTER_SENTENCE = re.compile(r"(?i)(?:[.!?;)$]|\\\])[ \t]+[*_#]*(?:(?:my|the|our)\s+)?(?:final\s+)?$")
+_LABEL_AFTER_SENTENCE = re.compile(r"(?i)(?:[.!?;:)$]|\\\])[ \t]+[*_#]*(?:(?:my|the|our)\s+)?(?:final\s+)?$")
 _FINAL = re.compile(r"(?i)\bfinal\s+$")
 _LABEL_COLON = re.compile(r"(?:\*\*|__)?[ \t]*\}?[ \t]*[:：=][ \t]*(?:\*\*|__|\})?[ \t]*")
 _HEADING_REST = re.compile(r"(?:\*\*|__)?\s*\}?\s*[:：]?\s*(?:\*\*|__|\})?\s*")
@@ -270,18 +270,23 @@ _GSM8K = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)")
 
 
 def statement_candidates(text: str) -> list[Candidate]:
-    """Every answer committed in words, in order of position (see the module docstring)."""
+    """The last answer committed in words of each kind, in order of position (see the module docstring).
+
+    Keywords are examined from the end backwards and the first commitment found ends the search, so
+    an answer followed by thousands of non-committing mentions of "answer" (a verification loop) is
+    still found; at most :data:`MAX_ANCHORS` keywords are examined.
+    """
     found: list[Candidate] = []
-    for m in last_matches(_ANCHOR, text):
-        for finder in (_label, _statement):
-            candidate = finder(text, m)
-            if candidate is not None:
-                found.append(candidate)
-                break
-    for m in last_matches(_GSM8K, text, 20):
+    for m in reversed(last_matches(_ANCHOR, text)):
+        candidate = _label(text, m) or _statement(text, m)
+        if candidate is not None:
+            found.append(candidate)
+            break
+    for m in reversed(last_matches(_GSM8K, text)):
         value = clean(m.group(1))
         if value:
             found.append(Candidate(value, m.start(1), m.end(1), "gsm8k"))
+            break
     found.extend(conclusion_candidates(text))
     return sorted(found, key=lambda c: (c.end, c.start))
 
@@ -304,6 +309,7 @@ _COPULA = re.compile(
     r"totals|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see|reach(?:es)?)"
     r"\s+(?:that\s+|exactly\s+|a\s+total\s+of\s+|in\s+total\s+|of\s+)?"
 )
+_SPAN_LIST = re.compile(r"(?:\$[^$]{1,500}\$)(?:\s*(?:,|;|and|or|,\s*and|,\s*or)\s*\$[^$]{1,500}\$)*")
 _MATH_SPAN = re.compile(r"\$\$?([^$]{1,500})\$\$?|\\\((.{1,500}?)\\\)")
 _NUMBER_TOKEN = re.compile(r"(?<![\w.])(?:\(?[A-E]\)\s*)?[-+−]?(?:\\\$|\$)?\d[\d,]*(?:\\,\d+)*(?:\.\d+)?(?:/\d+)?%?(?![\w])")
 _CHECK = re.compile(
@@ -325,6 +331,9 @@ def _conclusion_value(clause: str) -> tuple[int, int] | None:
     copula = _COPULA.match(clause)
     if copula is not None and not re.search(r"[\d$\\=]", copula.group("subject")):
         rest = clause[copula.end() :].rstrip()
+        spans = _SPAN_LIST.match(rest)
+        if spans is not None and spans.end() > _MATH_SPAN.match(rest).end():  # "$x = 1$ or $x = 2$"
+            return copula.end(), copula.end() + spans.end()
         span = _MATH_SPAN.match(rest)
         if span is None:
             span = _NUMBER_TOKEN.match(rest)
@@ -339,6 +348,8 @@ def _conclusion_value(clause: str) -> tuple[int, int] | None:
     spans = list(_MATH_SPAN.finditer(clause))
     if len(spans) == 1:
         return spans[0].start(), spans[0].end()
+    if spans and _SPAN_LIST.fullmatch(clause, spans[0].start(), spans[-1].end()):
+        return spans[0].start(), spans[-1].end()  # "So $x = 1$ or $x = 2$."
     if spans:
         return None
     numbers = list(_NUMBER_TOKEN.finditer(clause))
