@@ -49,7 +49,7 @@ _BOX_JOIN = re.compile(
     r"|(?:[A-Za-z](?:_\{?\w{1,3}\}?)?|\\[a-z]+)\s*="
     r"|\(?(?:[a-h]|i{1,3}|iv|vi{0,3})\)\s*:?|(?i:part)\s*\(?[a-h]\)?\s*:?)*"
 )
-_YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually)\b)")
+_YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually|that|this|i|we|not|no|sorry|oops)\b)")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
 

@@ -148,12 +148,23 @@ def clean(value: str) -> str | None:
     return value
 
 
-def _candidate(text: str, start: int, kind: str, *, questions_ok: bool = False) -> Candidate | None:
-    """The clipped, cleaned value starting at ``start`` as a candidate (``None`` if it is no answer)."""
+def _candidate(text: str, start: int, kind: str) -> Candidate | None:
+    """The clipped, cleaned value starting at ``start`` as a candidate (``None`` if it is no answer).
+
+    A value that starts on the next line (``the answer is`` and then a display block) is read there.
+    """
     while start < len(text) and text[start] in " \t":
         start += 1
+    if text.startswith("\n", start):
+        block = _NEXT_BLOCK.match(text, start)
+        display = _DISPLAY.match(text, block.end()) if block is not None else None
+        if display is None:
+            return None
+        inner = display.group(1) if display.group(1) is not None else display.group(2)
+        value = clean(inner.strip())
+        return Candidate(value, block.end(), display.end(), kind) if value else None
     end, why = clip(text, start)
-    if why == "?" and not questions_ok:
+    if why == "?":
         return None  # "so the answer is 5?" is a question
     raw = text[start:end].rstrip()
     value = clean(raw)
@@ -190,6 +201,10 @@ def _label(text: str, m: re.Match[str]) -> Candidate | None:
         return _candidate(text, label.end(), "label") if label is not None else None
     if m.group(1).lower() != "answer":
         return None
+    if text[m.start() - 1 : m.start()] == "<" and text[m.end() : m.end() + 1] == ">":  # <answer>12</answer>
+        close = text.find("</answer>", m.end(), m.end() + MAX_VALUE_CHARS)
+        value = clean(text[m.end() + 1 : close].strip()) if close > 0 else None
+        return Candidate(value, m.end() + 1, close, "label") if value else None
     line_start = text.rfind("\n", max(0, m.start() - _WINDOW), m.start()) + 1
     prefix = text[max(line_start, m.start() - _WINDOW) : m.start()]
     at_line_start = _LABEL_LINE_START.fullmatch(prefix) is not None
@@ -392,6 +407,10 @@ def conclusion_candidates(text: str) -> list[Candidate]:
 
 
 def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
+    if marked and re.match(r"[ \t]*\n", text[start : start + 200]):  # "Therefore,\n$$x = 5$$"
+        found = _candidate(text, start, "conclusion")
+        tail_ok = found is not None and _tail_is_closing(text[found.end :].lstrip(".").lstrip())
+        return found if tail_ok else None
     if not marked:  # "Since f(-x) = f(x), the function is even.": the main clause states the value
         sentence_end, _ = clip(text, start, clauses=False)
         lead = _SUBORDINATE.match(text, start, sentence_end)
@@ -419,7 +438,7 @@ def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
 
 
 _SENTENCE_START = re.compile(r"(?:^|(?<=[.!])\s+|\n\s*)(?=[A-Z])")
-_SUBORDINATE = re.compile(r"(?i)(?:since|because|as|given|for|with|from|using|by|after|when|if)\b[^.]{0,200}?,\s+"
+_SUBORDINATE = re.compile(r"(?i)(?:since|because|as|given|for|with|from|using|by|after)\b[^.]{0,200}?,\s+"
                           r"(?=(?:the|its|their|our|this|it|[a-z])\b)")
 _DEFINITE_COPULA = re.compile(r"(?i)(?:the|its|their|our|this|it|[a-z])\b[A-Za-z ,'’-]{0,80}?\s(?:is|are|equals)\s")
 
