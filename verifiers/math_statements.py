@@ -281,6 +281,8 @@ def _answer_before(text: str, end: int) -> Candidate | None:
     return Candidate(value, start, start + len(clause), "statement") if value else None
 
 
+_CHOICE_CORRECT = re.compile(r"(?:\b(?i:option|choice)\s+)?(?<![\w(])(\(?[A-E]\)?)(?![\w)])(?:\*\*)?\s+is\s+"
+                             r"(?:the\s+)?(?i:correct|right)\b(?!\s+(?:because|if|only))")
 _GSM8K = re.compile(r"(?m)^[ \t]*####[ \t]*(\S[^\n]*)")
 
 
@@ -297,6 +299,9 @@ def statement_candidates(text: str) -> list[Candidate]:
         if candidate is not None:
             found.append(candidate)
             break
+    for m in reversed(last_matches(_CHOICE_CORRECT, text)):  # "Option B is correct."
+        found.append(Candidate(m.group(1), m.start(1), m.end(1), "statement"))
+        break
     for m in reversed(last_matches(_GSM8K, text)):
         value = clean(m.group(1))
         if value:
@@ -320,13 +325,16 @@ _NOT_CONCLUDING = re.compile(
 _WEAK_HEDGE = re.compile(r"(?i)\b(?:probably|maybe|perhaps|might|may|could|would|likely|possibly|seems?|"
                          r"not|guess|think|suppose|assume)\b|n't\b")
 _COPULA = re.compile(
-    r"(?i)^(?P<subject>[A-Za-z][A-Za-z ,'’-]{0,80}?)\s+(?:is|are|was|were|equals|will\s+be|must\s+be|comes\s+to|"
-    r"totals|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see|reach(?:es)?)"
+    r"(?i)^(?P<subject>[A-Za-z0-9][A-Za-z0-9 ,'’()+*/^-]{0,80}?)\s+(?:is|are|was|were|equals|will\s+be|must\s+be|"
+    r"comes\s+to|totals|becomes|gives|yields|makes|earned|earns|has|have|had|gets|got|get|obtain|find|see)"
     r"\s+(?:that\s+|exactly\s+|a\s+total\s+of\s+|in\s+total\s+|of\s+)?"
 )
 _SPAN_LIST = re.compile(r"(?:\$[^$]{1,500}\$)(?:\s*(?:,|;|and|or|,\s*and|,\s*or)\s*\$[^$]{1,500}\$)*")
+_CONTINUES = re.compile(r"\s*(?:[-+*/^=×÷·(\[\\]|(?:,|and|or)\s*[-+−]?\$?\d)")
 _MATH_SPAN = re.compile(r"\$\$?([^$]{1,500})\$\$?|\\\((.{1,500}?)\\\)")
-_NUMBER_TOKEN = re.compile(r"(?<![\w.])(?:\(?[A-E]\)\s*)?[-+−]?(?:\\\$|\$)?\d[\d,]*(?:\\,\d+)*(?:\.\d+)?(?:/\d+)?%?(?![\w])")
+_NUMBER_TOKEN = re.compile(
+    r"(?<![\w.])(?:\*\*)?(?:\(?[A-E]\)\s*)?[-+−]?(?:\\\$|\$)?\d[\d,]*(?:\\,\d+)*(?:\.\d+)?(?:/\d+)?%?(?:\*\*)?(?![\w])"
+)
 _CHECK = re.compile(
     r"(?i)^[\s(\[*_]*(?:check|checking|verification|verify|verifying|double[- ]check|sanity\s+check|proof|"
     r"let\s+me\s+(?:verify|double[- ]check|check\s+(?:this|that|the|my|our|it))|let's\s+(?:verify|double[- ]check|"
@@ -344,7 +352,7 @@ def _conclusion_value(clause: str) -> tuple[int, int] | None:
     few words); otherwise the clause's only math span or only number, or what follows its last ``=``.
     """
     copula = _COPULA.match(clause)
-    if copula is not None and not re.search(r"[\d$\\=]", copula.group("subject")):
+    if copula is not None and not re.search(r"[$\\=]", copula.group("subject")):
         rest = clause[copula.end() :].rstrip()
         spans = _SPAN_LIST.match(rest)
         if spans is not None and spans.end() > _MATH_SPAN.match(rest).end():  # "$x = 1$ or $x = 2$"
@@ -352,8 +360,8 @@ def _conclusion_value(clause: str) -> tuple[int, int] | None:
         span = _MATH_SPAN.match(rest)
         if span is None:
             span = _NUMBER_TOKEN.match(rest)
-            if span is not None and re.match(r"\s*[-+*/^=×÷·]", rest[span.end() :]):
-                span = None  # "2 + 3i": the whole expression, not its first number
+            if span is not None and _CONTINUES.match(rest, span.end()):
+                span = None  # "2 + 3i", "2(5 + 3) = 16", "2 and -3": the whole expression or list
         if span is not None:
             return copula.end(), copula.end() + span.end()
         prose = re.findall(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", " ", rest))
@@ -415,13 +423,16 @@ def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
         sentence_end, _ = clip(text, start, clauses=False)
         lead = _SUBORDINATE.match(text, start, sentence_end)
         start = lead.end() if lead is not None else start
+        clauses = list(_LAST_CLAUSE.finditer(text, start, sentence_end))  # "It converges, and its limit is 1."
+        start = clauses[-1].end() if clauses else start
         if not _DEFINITE_COPULA.match(text, start, sentence_end):
             return None
     clause_end, why = clip(text, start)
     sentence_end, why_sentence = clause_end, why
     if why in (",", "word"):  # "..., which matches the constraint."
         sentence_end, why_sentence = clip(text, clause_end, clauses=False)
-        if re.search(r"[\d$\\=]", text[clause_end:sentence_end]):
+        rest = text[clause_end:sentence_end]
+        if re.search(r"[\d$\\=]", rest) and not _SAME_VALUE.match(rest):
             return None  # the sentence goes on to other values
     clause = text[start:clause_end]
     if why_sentence not in (".", "!", "\n", "end"):
@@ -437,10 +448,13 @@ def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
     return Candidate(value, start + span[0], start + span[1], "conclusion") if value else None
 
 
+_SAME_VALUE = re.compile(r"(?i),?\s*(?:which|that)\s+is\s+(?:about|approximately|roughly|around|close\s+to|≈)")
+_LAST_CLAUSE = re.compile(r",\s+(?:and|but)\s+(?=(?:the|its|their|our|this|it)\b)")
 _SENTENCE_START = re.compile(r"(?:^|(?<=[.!])\s+|\n\s*)(?=[A-Z])")
 _SUBORDINATE = re.compile(r"(?i)(?:since|because|as|given|for|with|from|using|by|after)\b[^.]{0,200}?,\s+"
                           r"(?=(?:the|its|their|our|this|it|[a-z])\b)")
-_DEFINITE_COPULA = re.compile(r"(?i)(?:the|its|their|our|this|it|[a-z])\b[A-Za-z ,'’-]{0,80}?\s(?:is|are|equals)\s")
+_DEFINITE_COPULA = re.compile(r"(?i)(?:the|its|their|our|this|it|[a-z])\b[A-Za-z0-9 ,'’-]{0,80}?\s"
+                              r"(?:is|are|equals|has|have|contains)\s")
 
 
 def _last_sentence_starts(text: str, lookback: int = 600) -> list[int]:
