@@ -31,9 +31,10 @@ linear passes; only the last few hundred keywords and boxes are examined, each i
 
 from __future__ import annotations
 
+import itertools
 import re
 
-from .math_statements import CORRECTION, Candidate, clean, last_matches, statement_candidates
+from .math_statements import CORRECTION, Candidate, clean, keyword_matches, last_matches, statement_candidates
 from .math_words import words_to_number
 
 BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
@@ -80,7 +81,8 @@ def boxes(text: str) -> tuple[list[Candidate], int]:
     """
     found: list[Candidate] = []
     unclosed = -1
-    for m in last_matches(_BOX, text, MAX_BOXES):
+    matches = list(itertools.islice(keyword_matches(text, text, BOX_COMMANDS, _BOX), MAX_BOXES))
+    for m in reversed(matches):
         j = m.end()
         while j < len(text) and text[j] in " \t":
             j += 1
