@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from .math_statements import CORRECTION, Candidate, clean, keyword_matches, last_matches, statement_candidates
+from .math_statements import CORRECTION, Candidate, clean, hedged, keyword_matches, last_matches, statement_candidates
 from .math_words import words_to_number
 
 BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
@@ -102,7 +102,7 @@ def boxes(text: str) -> tuple[list[Candidate], int]:
 
 def _last_box(text: str, found: list[Candidate]) -> Candidate | None:
     """The final box, joined with the boxes right before it that form one multi-part answer."""
-    found = [b for b in found if b.value.strip()]
+    found = [b for b in found if b.value.strip() and not hedged(text, b.start, b.end)]
     if not found:
         return None
     last = found[-1]

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 MAX_VALUE_CHARS = 1000  # an answer written in words is clipped here
-MAX_ANCHORS = 5_000  # per kind of keyword, at most this many (the last ones) are examined
+MAX_ANCHORS = 10_000  # per kind of keyword, at most this many (the last ones) are examined
 MAX_CONCLUSIONS = 8
 _WINDOW = 200  # characters looked at before an anchor
 
@@ -181,6 +181,23 @@ def clean(value: str) -> str | None:
     return value
 
 
+_HEDGE_BEFORE = re.compile(
+    r"(?i)(?:\b(?:answer|it|result|value|this|that)\s+(?:might|may|could|would)\s+(?:be|equal)\b|"
+    r"\b(?:probably|perhaps|maybe|possibly)\b|\bif\s+(?:the\s+)?(?:final\s+)?answer|\bwhether\b|\bnot\s+(?:be\s+)?$)"
+    r"[^.!?\n]{0,40}$"
+)
+_HEDGE_AFTER = re.compile(r"(?i)[^.!?\n]{0,40}\b(?:not\s+(?:sure|certain|confident)|unsure|uncertain|or\s+not)\b|[\s$*)\]\\]*\?")
+_COUNTERFACTUAL = re.compile(r"(?i)(?:^|[.!?\n]\s*)(?:if|suppose|supposing|assuming|had|were|unless)\b[^.!?\n]*"
+                             r"\b(?:would|could|might)\s+(?:be|have\s+been|equal|give|yield|get)\b[^.!?\n]{0,40}$")
+
+
+def hedged(text: str, start: int, end: int) -> bool:
+    """Whether the value at ``text[start:end]`` is hedged, counterfactual or questioned ("the answer
+    might be \\boxed{7}", "if the answer were \\boxed{12}", "\\boxed{7}, but I am not sure")."""
+    before = text[max(0, start - 120) : start]
+    return bool(_HEDGE_BEFORE.search(before) or _COUNTERFACTUAL.search(before) or _HEDGE_AFTER.match(text, end, end + 60))
+
+
 def _candidate(text: str, start: int, kind: str) -> Candidate | None:
     """The clipped, cleaned value starting at ``start`` as a candidate (``None`` if it is no answer).
 
@@ -278,8 +295,8 @@ def _statement(text: str, m: re.Match[str]) -> Candidate | None:
         if not before.lower().rstrip().endswith("answer"):
             return None  # "one option is 5" is no commitment; "the answer choice is (C)" is
     if verb is not None and qualified is not None:
-        if _TENTATIVE.search(before):
-            return None  # "if the answer is 12", "I think the answer is 12"
+        if _TENTATIVE.search(before) or _COUNTERFACTUAL.search(text[max(0, m.start() - 200) : verb.end()]):
+            return None  # "if the answer is 12", "I think the answer is 12", "If order mattered, the answer would be"
         return _candidate(text, verb.end(), "statement")
     if _IS_THE_ANSWER.search(before) and re.match(r"\s*(?:[.!,;\n]|$)", text[m.end() : m.end() + 3]):
         return _answer_before(text, m.start() - len(_IS_THE_ANSWER.search(before).group(0)))
@@ -510,5 +527,5 @@ def _last_sentence_starts(text: str, lookback: int = 600) -> list[int]:
     return starts[::-1][:3]
 
 
-__all__ = ["CORRECTION", "Candidate", "clean", "clip", "conclusion_candidates", "keyword_matches", "last_matches", "lowered",
+__all__ = ["CORRECTION", "Candidate", "clean", "clip", "conclusion_candidates", "hedged", "keyword_matches", "last_matches", "lowered",
            "statement_candidates"]

@@ -672,4 +672,32 @@ _SPACED = [
 for i, (ending, gold, expected) in enumerate(_SPACED):
     _add("spaced", _w(i + 2) + ending, gold, expected)
 
+# --- Hedged, counterfactual and intermediate statements are no commitment (boxes included) -------------------------
+_W3 = "We need the number of ways. First choose the captain: 12 options. Then the vice-captain: 11 options.\n\n"
+_HEDGED = [
+    ("Therefore the answer is 12 times 11, which I will compute next.", "12", False),
+    ("The answer is not 12, since order matters.", "12", False),
+    ("Thus the count is either 12 or 132.", "12", False),
+    ("If order did not matter, the answer would be 66. But order matters.", "66", False),
+    ("A common mistake is to answer 66.", "66", False),
+    ("Is it 132? Let me verify.", "132", False),
+    ("I think it's 132, but I'm not sure.", "132", False),
+    ("So the total is 12 \\times 11 =", "132", False),
+    ("Hence we multiply: 12 \\times 11.", "12", False),
+    ("Therefore, 12 \\times 11 = 132 would be the count if roles were distinct, but they are not, so we divide by 2",
+     "132", False),
+    ("Hmm, the answer might be $\\boxed{7}$, but I am not sure.", "7", False),
+    ("If the answer were $\\boxed{132}$, the roles would be distinct.", "132", False),
+    ("$\\boxed{132}$? Let me double-check the roles first.", "132", False),
+    ("\\boxed{12} is what you get if you ignore order; with order it is \\boxed{132}", "12", False),
+    ("So the area is 40 and the perimeter is 26.", "40", False),
+    ("The answer is the number of subsets, which is 2^n.", "1024", False),
+    ("If $10^x = 10000$, then $x = \\boxed{4}$.", "4", True),
+    ("We may set the exponents equal, so $x = \\boxed{\\frac{3}{2}}$.", "\\frac32", True),
+    ("If you're lucky, you could guess $24\\cdot 20$, as this yields $\\boxed{480}$.", "480", True),
+    ("Ordered pairs: $12 \\times 11 = \\boxed{132}$.", "132", True),
+]
+for i, (ending, gold, expected) in enumerate(_HEDGED):
+    _add("hedged", _W3 + ending, gold, expected)
+
 assert len(CASES) >= 300, len(CASES)

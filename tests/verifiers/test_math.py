@@ -44,9 +44,15 @@ def test_labelled_table(case) -> None:
 
 def test_table_is_large_and_covers_every_category() -> None:
     categories = {c.category for c in CASES}
-    assert len(CASES) >= 300
+    assert len(CASES) >= 700
     assert {"dapo_int", "math500", "numeric", "choice", "text", "symbolic", "distractor", "self_correction",
             "truncated", "near_miss", "gsm8k", "aime", "pathological"} <= categories
+    # round 2: every kind of miss an independent review found, each with near misses
+    assert {"bare", "conclusion", "statement", "unicode", "words", "box_forms", "deep", "long_tail", "position",
+            "checks", "spaced", "hedged"} <= categories
+    for category in categories - {"pathological", "truncated", "near_miss", "long_tail"}:
+        kinds = {c.expected for c in CASES if c.category == category}
+        assert kinds == {True, False} or category in ("dapo_int", "distractor", "gsm8k", "aime"), category
     assert sum(c.expected for c in CASES) > 100 and sum(not c.expected for c in CASES) > 100
 
 
