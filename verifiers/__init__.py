@@ -13,6 +13,10 @@ from dapo_env.types import VerifyResult
 _LAZY = {
     "MathVerifier": "dapo_env.verifiers.math",
     "CodeVerifier": "dapo_env.verifiers.code",
+    "SandboxLimits": "dapo_env.verifiers.sandbox",
+    "SandboxUnavailable": "dapo_env.verifiers.sandbox",
+    "isolation": "dapo_env.verifiers.sandbox",
+    "run_python": "dapo_env.verifiers.sandbox",
     "VerifierPool": "dapo_env.verifiers.pool",
     "verify_batch": "dapo_env.verifiers.pool",
 }
@@ -29,4 +33,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
 
 
-__all__ = ["CodeVerifier", "MathVerifier", "VerifierPool", "VerifyResult", "verify_batch"]
+__all__ = ["CodeVerifier", "MathVerifier", "SandboxLimits", "SandboxUnavailable", "VerifierPool", "VerifyResult",
+           "isolation", "run_python", "verify_batch"]
