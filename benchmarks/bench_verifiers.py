@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "verifiers")]  # measure this ch
 from dapo_env.types import VerifyResult  # noqa: E402
 from dapo_env.verifiers import MathVerifier  # noqa: E402
 from dapo_env.verifiers.math_normalize import dapo_normalize  # noqa: E402
-from dapo_env.verifiers.math_symbolic import warm_up  # noqa: E402
+from dapo_env.verifiers.math_symbolic import get_helper, warm_up  # noqa: E402
 from math_cases import CASES  # noqa: E402
 from math_lenient_cases import LENIENT_CASES  # noqa: E402
 
@@ -142,11 +142,13 @@ def main() -> None:
         "DAPO string rule": DapoStringRule(),
     }
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its per-case timeout warnings
-    warm_up()  # start the symbolic helper before timing (otherwise the first case pays its start-up)
     results: dict[str, dict[str, dict[str, float]]] = {}
     for table, cases in tables.items():
         rows: dict[str, dict[str, float]] = {}
         for name, verifier in systems.items():
+            if isinstance(verifier, MathVerifier):  # a fresh symbolic helper: no sympy cache from a previous system
+                get_helper().close()
+                warm_up()
             rows[name] = run_single(verifier, cases, args.limit_s)
             if args.workers > 0:
                 rows[name]["pooled_cases_per_s"] = run_pooled(verifier, cases, args.workers, args.limit_s)

@@ -42,6 +42,7 @@ _MAX_SYMBOLIC_CHARS = 300  # the longest MATH-500 answer has 159 characters
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
 _EQUATION = re.compile(r"(?<![<>!])=(?!=)")
 _APPROX = re.compile(r"\d\.\d{3,}")
 _BASE_SUBSCRIPT = re.compile(r"[0-9A-Za-z]+_\{?\d+\}?")
@@ -234,8 +235,8 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         towers = tower_equal(p, g)  # 10^{10^{10}}, 1^{10^{10}}: exact, never expanded
         if towers is not None:
             return towers, "equal:numeric" if towers else "not_equal"
-    if gn is not None and _TEXT.fullmatch(p) and len(p) >= 3 and p.lower() not in ("pi", "inf", "infty"):
-        return False, "not_equal"  # a word ("Yes", "even") is never a number
+    if gn is not None and (_PROSE_WORD.search(p) or _TEXT.fullmatch(p) and p.lower() not in ("pi", "inf", "infty")):
+        return False, "not_equal"  # a word ("Yes", "even", "toanswer66") is never a number
     if p.count("{") != p.count("}") or p.count("(") + p.count("[") != p.count(")") + p.count("]") or (
         "{}" in p and "{}" not in g
     ):

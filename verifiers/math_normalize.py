@@ -94,6 +94,7 @@ _UNITS = (
 _UNIT_WORDS = re.compile(rf"(?i)(?<=[\d}}.)])\s*{_UNITS}\.?\s*$")
 _UNIT_NAME = re.compile(rf"(?i)\s*{_UNITS}\s*")
 _NEGATIVE_WORD = re.compile(r"(?i)^(?:negative|minus)\s+(?=[\d\\(.])")
+_PLAIN_FUNCTION = re.compile(r"(?<![\\A-Za-z])(sqrt|ln|log|exp|sin|cos|tan)(?=\s*\()|(?<![\\A-Za-z])(pi)(?![A-Za-z])")
 _PLUS_INFINITY = re.compile(r"(?:^|(?<=[(\[,]))\+(?=\\infty)")
 
 # "5\\,\\text{m/s}", "3 \\mathrm{cm}^2", "9\\pi \\text{ m}^2": a unit in a text wrapper at the end.
@@ -222,6 +223,9 @@ def canonical(answer: str) -> str:
     s = re.sub(r"\s+(?:or|and)\s+", ",", s)  # "x = 2 or x = 3" lists both answers
     s = _UNIT_WORDS.sub("", s)
     s = _TRAILING_WORDS.sub("", s)
+    s = _PLAIN_FUNCTION.sub(lambda m: "\\" + m.group(0), s)  # plain-text maths: sqrt(2), ln(3), pi, 12 times 11
+    s = re.sub(r"(?<=\d)\s*times\s*(?=\d)", r"\\times ", s)
+    s = re.sub(r"_(\d)\s+(?=[\d\\(])", r"_{\1}", s)  # \log_2 8 is \log_{2}8, not \log_28
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
     s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")

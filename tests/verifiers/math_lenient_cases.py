@@ -35,6 +35,7 @@ _SHORT = [
     ("\\infty", "\\infty", True), ("(-\\infty, 0) \\cup (0, \\infty)", "\\mathbb{R}\\setminus\\{0\\}", True),
     ("\\frac{3}{4}", "75\\%", True), ("x = 3", "3", True), ("3", "x=3", True), ("\\$12.50", "12.5", True),
     ("\\frac{1}{\\sqrt{3}}", "\\frac{\\sqrt{3}}{3}", True), ("\\left( 1, \\frac{1}{2} \\right)", "(1, 0.5)", True),
+    ("sqrt(2)/2", "\\frac{1}{\\sqrt2}", True), ("2pi", "2\\pi", True), ("\\log_2 8", "3", True), ("12 times 11", "132", True),
 ]
 _PROSE = [
     ("I believe it's $5$.", "5", True), ("So we get $x = \\frac{1}{2}$", "\\frac12", True),
@@ -66,7 +67,8 @@ _NEAR_MISS = [
     ("12 + 3", "14", False), ("x > 2", "[2,\\infty)", False), ("\\frac{3}{8}", "\\frac{8}{3}", False),
     ("I think it's 5, wait no, it's 6", "5", False), ("10 \\text{ cm}", "100", False), ("60", "\\frac{\\pi}{3}", False),
     ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&3\\\\2&4\\end{pmatrix}", False),
-    ("", "0", False), ("   ", "0", False),
+    ("", "0", False), ("   ", "0", False), ("sqrt(3)/2", "\\frac{1}{\\sqrt2}", False), ("3pi", "2\\pi", False),
+    ("12 times 11", "121", False),
 ]
 
 LENIENT_CASES: list[LenientCase] = [

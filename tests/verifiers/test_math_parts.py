@@ -90,7 +90,8 @@ def test_fold_unicode(text: str, folded: str) -> None:
     ("text", "form"),
     [("\\left. \\frac{1}{2} \\right.", "\\frac{1}{2}"), ("9\\pi \\text{ m}^2", "9\\pi"), ("(-\\infty,+\\infty)", "(-\\infty,\\infty)"),
      ("negative 7", "-7"), ("thirty-one", "31"), ("\\boxed{\\boxed{5}}", "5"), ("{{{5}}}", "5"), ("\\approx 3.14", "3.14"),
-     ("x \\text{ is even}", "xiseven"), ("\\text{Evelyn}", "Evelyn")],
+     ("x \\text{ is even}", "xiseven"), ("\\text{Evelyn}", "Evelyn"), ("sqrt(2)", "\\sqrt(2)"), ("2pi", "2\\pi"),
+     ("pie", "pie"), ("12 times 11", "12\\times11"), ("5 times", "5"), ("\\log_2 8", "\\log_{2}8")],
 )
 def test_canonical_forms(text: str, form: str) -> None:
     assert canonical(text) == form
