@@ -145,6 +145,7 @@ def bare_answer(text: str) -> Candidate | None:
     if clean(body) is None:
         return None
     plain = re.sub(r"\\[A-Za-z]+(?:\{[A-Za-z*]*\})?", " ", _SIGN_WORD.sub("", body))  # \sqrt, \begin{pmatrix}
+    plain = _MATH_WORDS.sub(" ", plain)  # sqrt(2)/2, 12 times 11
     words = re.findall(r"[A-Za-z]{2,}", plain)
     if words and not re.search(r"[\d\\]", body):
         if len(words) > 1 and words_to_number(body) is None:
@@ -156,6 +157,7 @@ def bare_answer(text: str) -> Candidate | None:
     return Candidate(body, start, start + len(body), "bare")
 
 
+_MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose)\b")
 _SIGN_WORD = re.compile(r"(?i)^(?:negative|minus)\s+")
 
 
