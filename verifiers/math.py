@@ -166,7 +166,7 @@ def grade(pred: str, gold: str) -> tuple[bool | None, str]:
     p, g = canonical(pred), canonical(gold)
     letter = _mc_gold(g)
     if letter is not None:
-        found = _MC_PRED.match(p)
+        found = _MC_PRED.match(re.sub(r"(?i)^(?:option|choice|answer|letter)[:.]?", "", p))  # "Option C"
         ok = found is not None and found.group(1) == letter
         return ok, "equal:choice" if ok else "not_equal"
     labelled = _CHOICE_LABEL.fullmatch(p)

@@ -25,8 +25,10 @@ wrong). Checks written after a commitment do not override it.
 the strict answer if there is one, else the last math span or number anywhere in the response, like
 Math-Verify's extraction.
 
-Cost: the whole response is scanned (an answer committed early in a long response is never lost), in
-linear passes; only the last few hundred keywords and boxes are examined, each in a bounded window.
+Cost: the whole response is scanned (an answer committed early in a long response is never lost).
+Keywords are found with ``str.rfind`` from the end backwards and examined until one commits (at most
+:data:`~dapo_env.verifiers.math_statements.MAX_ANCHORS` per kind, each in a bounded window); only the
+last :data:`MAX_BOXES` box commands are read.
 """
 
 from __future__ import annotations
@@ -204,6 +206,7 @@ def select(response: str, found: list[Candidate]) -> Candidate | None:
     return best
 
 
+_NEGATED = re.compile(r"(?i)(?:\bnot\s+(?:equal\s+to\s+)?|n't\s+|\\neq?\s*|≠\s*)\$?$")
 _LAST_SPAN = re.compile(r"\$\$([^$]{1,1000})\$\$|\$([^$]{1,1000})\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
 _LAST_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
 
@@ -227,7 +230,10 @@ def lenient_answer(text: str) -> Candidate | None:
     for m in last_matches(_LAST_NUMBER, outside, 1):
         number = Candidate(m.group(0).rstrip(",").strip(), offset + m.start(), offset + m.end(), "span")
     options = [c for c in (span, number) if c is not None]
-    return max(options, key=lambda c: c.end) if options else None
+    chosen = max(options, key=lambda c: c.end) if options else None
+    if chosen is not None and _NEGATED.search(text, max(0, chosen.start - 16), chosen.start):
+        return None  # "the answer is not 5": a value ruled out is no answer
+    return chosen
 
 
 def extract_answer(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> str | None:

@@ -3,10 +3,11 @@ concluding sentences ("So the final count is $2\\,500$.").
 
 Each finder returns :class:`Candidate` objects that carry their *own* position in the response (where
 the value starts and ends, never the end of its line), so that the extraction policy in
-:mod:`dapo_env.verifiers.math_extract` can order them. Every finder anchors on a short keyword found
-by one linear scan of the whole response and then looks only at a bounded window around each of the
-last :data:`MAX_ANCHORS` anchors, so the work is bounded however long the response is, and an answer
-committed early in a long response is still found.
+:mod:`dapo_env.verifiers.math_extract` can order them. Every finder anchors on a short keyword, found
+with ``str.rfind`` from the end of the response backwards (:func:`keyword_matches`), stops at the first
+anchor that commits (at most :data:`MAX_ANCHORS`), and looks only at a bounded window around each
+anchor, so the work is bounded however long the response is, and an answer committed early in a long
+response is still found.
 
 Example:
     >>> [(c.kind, c.value) for c in statement_candidates("So 3 + 4 = 7.\\nAnswer: 7 (three plus four)")]

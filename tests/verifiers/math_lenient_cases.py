@@ -57,7 +57,7 @@ _COMMIT = [
 ]
 _GOLD_FORMS = [
     ("\\pi", "3.14", True), ("0.5", "$\\frac{1}{2}$", True), ("0.5", "\\boxed{\\frac{1}{2}}", True), ("0.5", "\\(\\frac12\\)", True),
-    ("7", "$7$", True), ("(1,2)", "$\\left(1, 2\\right)$", True), ("\\text{(B)}", "$B$", True), ("B", "\\boxed{B}", True),
+    ("7", "$7$", True), ("Option C", "\\text{(C)}", True), ("(1,2)", "$\\left(1, 2\\right)$", True), ("\\text{(B)}", "$B$", True), ("B", "\\boxed{B}", True),
     ("8", "$\\boxed{7}$", False), ("0.25", "$\\frac{1}{2}$", False),
 ]
 _NEAR_MISS = [
@@ -68,7 +68,7 @@ _NEAR_MISS = [
     ("I think it's 5, wait no, it's 6", "5", False), ("10 \\text{ cm}", "100", False), ("60", "\\frac{\\pi}{3}", False),
     ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&3\\\\2&4\\end{pmatrix}", False),
     ("", "0", False), ("   ", "0", False), ("sqrt(3)/2", "\\frac{1}{\\sqrt2}", False), ("3pi", "2\\pi", False),
-    ("12 times 11", "121", False),
+    ("12 times 11", "121", False), ("The answer is not 5", "5", False), ("x \\neq 5", "5", False),
 ]
 
 LENIENT_CASES: list[LenientCase] = [
