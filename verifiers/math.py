@@ -34,7 +34,6 @@ _MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z]|,[A-E]|,\([A-E])")
 _TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
 _VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\^\{?-?\d\}?)?(?:\([A-Za-z]\))?"
 _LHS_VAR = re.compile(rf"{_VAR}|\({_VAR}(?:,{_VAR})+\)")  # x, f(x), a_1, \theta, (x,y)
-_OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
 _MAX_PAREN_STRIP = 256
 _MAX_MATCHED_ITEMS = 16

@@ -36,7 +36,8 @@ from __future__ import annotations
 import itertools
 import re
 
-from .math_statements import CORRECTION, Candidate, clean, hedged, keyword_matches, last_matches, statement_candidates
+from .math_conclusions import CORRECTION, conclusion_candidates
+from .math_statements import Candidate, clean, hedged, keyword_matches, last_matches, lowered, statement_candidates
 from .math_words import words_to_number
 
 BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
@@ -179,7 +180,9 @@ def _scan(response: str, answer_format: str) -> tuple[list[Candidate], int]:
     box = _last_box(text, found)
     result = [box] if box is not None else []
     if answer_format == "auto":
-        result.extend(statement_candidates(text))
+        lower = lowered(text)
+        result.extend(statement_candidates(text, lower))
+        result.extend(conclusion_candidates(text, lower))
         yes_no = _YES_NO.match(text)  # "No, because 7 is odd.": a later commitment still wins
         if yes_no is not None:
             result.append(Candidate(yes_no.group(1), yes_no.start(1), yes_no.end(1), "bare"))
