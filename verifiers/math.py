@@ -176,7 +176,7 @@ def grade(pred: str, gold: str) -> tuple[bool | None, str]:
     return _grade_canonical(p, g, depth=0)
 
 
-_CHOICE_LABEL = re.compile(r"\([A-E]\)(.+)")
+_CHOICE_LABEL = re.compile(r"\(?[A-E][).:](.+)")
 _ARTICLES = re.compile(r"^(?:(?:a|an|the)\s+)+|\s+(?:function|number|integer)$")
 
 

@@ -165,11 +165,11 @@ def _conclusion_at(text: str, start: int, *, marked: bool) -> Candidate | None:
 
 _SAME_VALUE = re.compile(r"(?i),?\s*(?:which|that)\s+is\s+(?:about|approximately|roughly|around|close\s+to|≈)")
 _LAST_CLAUSE = re.compile(r",\s+(?:and|but)\s+(?=(?:the|its|their|our|this|it)\b)")
-_SENTENCE_START = re.compile(r"(?:^|(?<=[.!])\s+|\n\s*)(?=[A-Z])")
+_SENTENCE_START = re.compile(r"^\s*|(?:(?<=[.!])\s+|\n\s*)(?=[A-Z])")
 _SUBORDINATE = re.compile(r"(?i)(?:since|because|as|given|for|with|from|using|by|after)\b[^.]{0,200}?,\s+"
                           r"(?=(?:the|its|their|our|this|it|[a-z])\b)")
 _DEFINITE_COPULA = re.compile(r"(?i)(?:the|its|their|our|this|it|[a-z])\b[A-Za-z0-9 ,'’-]{0,80}?\s"
-                              r"(?:is|are|equals|has|have|contains)\s")
+                              r"(?:is|are|equals|has|have|contains|gives|yields)\s")
 
 
 def _last_sentence_starts(text: str, lookback: int = 600) -> list[int]:

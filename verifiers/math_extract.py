@@ -160,7 +160,7 @@ def bare_answer(text: str) -> Candidate | None:
     return Candidate(body, start, start + len(body), "bare")
 
 
-_MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose)\b")
+_MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose|and|or)\b")
 _SIGN_WORD = re.compile(r"(?i)^(?:negative|minus)\s+")
 
 

@@ -80,9 +80,10 @@ _VULGAR = {"\u00bd": (1, 2), "\u2153": (1, 3), "\u2154": (2, 3), "\u00bc": (1, 4
            "\u2155": (1, 5), "\u2156": (2, 5), "\u2157": (3, 5), "\u2158": (4, 5), "\u2159": (1, 6),
            "\u215a": (5, 6), "\u215b": (1, 8), "\u215c": (3, 8), "\u215d": (5, 8), "\u215e": (7, 8)}
 _WRAPPERS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
-             "\\textnormal", "\\boldsymbol", "\\mathbb", "\\hbox", "\\boxed", "\\fbox", "\\framebox")
+             "\\textnormal", "\\boldsymbol", "\\mathbb", "\\hbox", "\\boxed", "\\fbox", "\\framebox", "\\num")
 _DROP = ("\\displaystyle", "\\left.", "\\right.", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr",
-         "\\big", "\\Big", "\\!", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ ", "~", "\\limits")
+         "\\big", "\\Big", "\\!", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ ", "~", "\\limits", "\\thinspace",
+         "\\medspace", "\\thickspace", "\\enspace")
 _UNITS = (
     r"(?:(?:square|sq\.?|cubic)\s+)?(?:units?|dollars?|cents?|degrees?|deg|radians?|rad|"
     r"cm|mm|km|m|meters?|metres?|inches?|inch|in|feet|foot|ft|yards?|yd|miles?|mi|mph|km/h|m/s|hours?|hrs?|h|"
@@ -206,7 +207,7 @@ def canonical(answer: str) -> str:
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
     s = _strip_text_unit(s)
-    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", lambda _: "(-\\infty,\\infty)", s)  # all reals as an interval
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?|(?i:^\s*all\s+real(?:\s+numbers)?\s*$)", lambda _: "(-\\infty,\\infty)", s)
     s = re.sub(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", "\\1\\\\frac{\\2}{\\3}", s)  # 1 1/2
     for cmd in _WRAPPERS:
         if cmd in s:

@@ -156,7 +156,7 @@ _HEDGE = re.compile(
 )
 _INDEED = re.compile(r"(?i)^\s*(?:(?:indeed|definitely|clearly|simply|just|exactly|precisely|therefore|thus|then|"
                      r"approximately|approx\.?|about|around|roughly|equal\s+to)\s+)+")
-_EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
+_EXPLANATION = re.compile(r"\s+\((?![^()]*\\)(?=[^()]*[A-Za-z]{3,})[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
 _SUBJECT = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
 _TENTATIVE = re.compile(
     r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|might|seems?|likely|"

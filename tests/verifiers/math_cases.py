@@ -700,4 +700,21 @@ _HEDGED = [
 for i, (ending, gold, expected) in enumerate(_HEDGED):
     _add("hedged", _W3 + ending, gold, expected)
 
+# --- More ways of writing the same committed answer (and near misses) ---------------------------------------------
+_FORMS = [
+    ("bare", "$x=2$ and $y=3$", "(2,3)", True), ("bare", "$x=2$ and $y=3$", "(3,2)", False),
+    ("bare", "f is even.", "\\text{even}", True), ("bare", "f is odd.", "\\text{even}", False),
+    ("choice", "Answer: C) 40", "40", True), ("choice", "Answer: C) 40", "C", True), ("choice", "Answer: C) 40", "D", False),
+    ("choice", "Option C", "\\text{(C)}", True), ("choice", "Option C", "\\text{(B)}", False),
+    ("conclusion", _R2 + "This gives 2,500.", "2500", True), ("conclusion", _R2 + "This gives 2,500.", "25", False),
+    ("words", "Answer: 31 (thirty-one)", "31", True), ("words", "Answer: 3 (mod 7)", "3", True),
+    ("box_forms", "Answer: x = (3, \\frac{\\pi}{2})", "(3,\\frac{\\pi}{2})", True),
+    ("box_forms", "Answer: all real numbers", "(-\\infty,\\infty)", True), ("box_forms", "\\boxed{\\num{2500}}", "2500", True),
+    ("spaced", "Answer: 2\\thinspace 500", "2500", True), ("box_forms", "\\boxed{9\\pi\\,\\mathrm{m^2}}", "9\\pi", True),
+    ("unicode", "Answer: π²/6", "\\frac{\\pi^2}{6}", True), ("unicode", "Answer: x⁻¹", "\\frac{1}{x}", True),
+    ("unicode", "Answer: π²/6", "\\frac{\\pi}{6}", False),
+]
+for category, response, gold, expected in _FORMS:
+    _add(category, response, gold, expected)
+
 assert len(CASES) >= 300, len(CASES)
