@@ -234,7 +234,8 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         towers = tower_equal(p, g)  # 10^{10^{10}}, 1^{10^{10}}: exact, never expanded
         if towers is not None:
             return towers, "equal:numeric" if towers else "not_equal"
-    if gn is not None and (_PROSE_WORD.search(p) or _TEXT.fullmatch(p) and p.lower() not in ("pi", "inf", "infty")):
+    if gn is not None and (_PROSE_WORD.search(p) or _TEXT.fullmatch(p) and p.lower() not in ("pi", "inf", "infty")
+                           or _INEQ.search(p) or "\\ne" in p):
         return False, "not_equal"  # a word ("Yes", "even", "toanswer66") is never a number
     if p.count("{") != p.count("}") or p.count("(") + p.count("[") != p.count(")") + p.count("]") or (
         "{}" in p and "{}" not in g
@@ -435,6 +436,31 @@ def _interval_union(parts: list[str]) -> list[tuple[Fraction, bool, Fraction, bo
     return merged
 
 
+def _union_of(s: str) -> list[tuple[Fraction, bool, Fraction, bool]] | None:
+    """A union of intervals, minus finitely many points (``\\mathbb{R}\\setminus\\{0\\}``), as merged spans."""
+    base, _, removed = s.partition("\\setminus")
+    spans = _interval_union(_split_top(base, "\\cup"))
+    if spans is None or not removed:
+        return spans
+    if not (removed.startswith("\\{") and removed.endswith("\\}")):
+        return None
+    points = [_endpoint(x) for x in removed[2:-2].split(",")]
+    if any(x is None for x in points):
+        return None
+    for x in sorted(points):
+        split = []
+        for lo, lc, hi, hc in spans:
+            if lo < x < hi or (x == lo and lc) or (x == hi and hc):
+                if lo < x or (lo == x and not lc):
+                    split.append((lo, lc, x, False))
+                if x < hi:
+                    split.append((x, False, hi, hc))
+            else:
+                split.append((lo, lc, hi, hc))
+        spans = [span for span in split if span[0] < span[2] or (span[1] and span[3])]
+    return spans
+
+
 def _split_top(s: str, sep: str) -> list[str]:
     """Split ``s`` on ``sep`` outside brackets."""
     parts, depth, last, i = [], 0, 0, 0
@@ -488,9 +514,9 @@ def _split_items(inner: str) -> list[str] | None:
 
 
 def _grade_structure(p: str, g: str, depth: int) -> bool | None:
-    if "\\cup" in g or "\\cup" in p:
+    if "\\cup" in g + p or "\\setminus" in g + p:
         pparts, gparts = _split_top(p, "\\cup"), _split_top(g, "\\cup")
-        pu, gu = _interval_union(pparts), _interval_union(gparts)
+        pu, gu = _union_of(p), _union_of(g)
         if pu is not None and gu is not None:
             return pu == gu
         if len(pparts) != len(gparts):

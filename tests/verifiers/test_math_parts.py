@@ -105,7 +105,10 @@ def test_canonical_forms(text: str, form: str) -> None:
      ("2, 3", "(2,3)", True), ("3, 2", "(2,3)", False), ("2, 3", "\\{3,2\\}", True),
      ("15\\frac{39}{40}, \\frac{639}{40}", "\\frac{639}{40}", True), ("5, 6", "5", False),
      ("an even function", "\\text{even}", True), ("odd", "\\text{even}", False), ("Yes", "7", False),
-     ("2^10", "1024", True), ("4!", "24", True), ("4!", "4", False)],
+     ("2^10", "1024", True), ("4!", "24", True), ("4!", "4", False),
+     ("(-\\infty, 0) \\cup (0, \\infty)", "\\mathbb{R}\\setminus\\{0\\}", True),
+     ("(-\\infty, 0] \\cup (0, \\infty)", "\\mathbb{R}\\setminus\\{0\\}", False), ("[0,2]\\setminus\\{1\\}", "[0,1)\\cup(1,2]", True),
+     ("(-\\infty,1)\\cup(1,2)\\cup(2,\\infty)", "\\mathbb{R}\\setminus\\{1,2\\}", True), ("x \\neq 5", "5", False)],
 )
 def test_grading_rules(pred: str, gold: str, verdict: bool) -> None:
     result, _ = grade(pred, gold)
