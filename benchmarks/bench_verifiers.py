@@ -9,7 +9,7 @@ case over the time limit), median and worst per-case time, cases per second in o
 ratio of cases per second to Math-Verify's. ``--workers N`` adds cases per second pooled through
 ``dapo_env.verifiers.verify_batch``.
 
-Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--out runs/bench/bench_verifiers.json]
+Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--out PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from dapo_env.verifiers.math_normalize import dapo_normalize  # noqa: E402
 from dapo_env.verifiers.math_symbolic import get_helper, warm_up  # noqa: E402
 from math_cases import CASES  # noqa: E402
 from math_lenient_cases import LENIENT_CASES  # noqa: E402
+from _paths import add_out_argument, out_path, write_json  # noqa: E402
 
 _DAPO_ANSWER = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
 BASELINE = "math_verify.verify(parse)"
@@ -126,8 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit-s", type=float, default=5.0, help="per-case time limit counted as a timeout")
     parser.add_argument("--workers", type=int, default=0, help="also time verify_batch with this many workers")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "bench_verifiers.json",
-                        help="JSON path (default: runs/bench/bench_verifiers.json, untracked)")
+    add_out_argument(parser, "bench_verifiers")
     args = parser.parse_args()
 
     tables = {
@@ -157,12 +157,10 @@ def main() -> None:
             row["x_math_verify"] = row["cases_per_s"] / rows[BASELINE]["cases_per_s"]
         results[table] = rows
         print_table(f"{table} table: {len(cases)} cases, time limit {args.limit_s}s", rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
+    write_json(out_path(args.out, "bench_verifiers"), {
         "cases": {t: len(c) for t, c in tables.items()}, "limit_s": args.limit_s, "workers": args.workers,
         "command": "python benchmarks/bench_verifiers.py " + " ".join(sys.argv[1:]), "tables": results,
-    }, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    })
 
 
 if __name__ == "__main__":
