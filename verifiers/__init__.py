@@ -15,12 +15,17 @@ _LAZY = {
     "CodeVerifier": "dapo_env.verifiers.code",
     "VerifierPool": "dapo_env.verifiers.pool",
     "verify_batch": "dapo_env.verifiers.pool",
+    "ProgramRun": "dapo_env.verifiers.sandbox",
+    "SandboxLimits": "dapo_env.verifiers.sandbox",
+    "SandboxUnavailable": "dapo_env.verifiers.sandbox",
+    "run_python": "dapo_env.verifiers.sandbox",
 }
 
 if TYPE_CHECKING:
     from .code import CodeVerifier
     from .math import MathVerifier
     from .pool import VerifierPool, verify_batch
+    from .sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, run_python
 
 
 def __getattr__(name: str) -> Any:
@@ -29,4 +34,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
 
 
-__all__ = ["CodeVerifier", "MathVerifier", "VerifierPool", "VerifyResult", "verify_batch"]
+__all__ = ["CodeVerifier", "MathVerifier", "ProgramRun", "SandboxLimits", "SandboxUnavailable", "VerifierPool",
+           "VerifyResult", "run_python", "verify_batch"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import platform
 import resource
@@ -228,9 +229,15 @@ def isolation(mode: str = "full") -> Isolation:
 
 
 @functools.lru_cache(maxsize=1)
+def _bwrap() -> str | None:
+    """bubblewrap's absolute path, found on the caller's ``PATH`` once per process."""
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
 def _probe_bwrap() -> str | None:
     """None when a full sandbox works here, else why not (one line, with the fix)."""
-    if shutil.which("bwrap") is None:
+    if _bwrap() is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
     probe = ("import os\n"
              "assert os.getuid() != 0 and os.getpid() <= 3, 'no pid namespace or uid 0'\n"
@@ -322,12 +329,13 @@ def _weak_preexec(limits: SandboxLimits) -> None:
     _set_rlimits(limits, nproc=os.geteuid() != 0)
 
 
-def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool, seccomp_fd: int | None) -> list[str]:
+def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool, seccomp_fd: int | None,
+                   info_fd: int) -> list[str]:
     """bubblewrap's arguments: every namespace, no capabilities, a read-only root holding ``/usr``, the
     system links and the interpreter's prefix, a fresh ``/proc`` and ``/dev``, a size-capped tmpfs at
     ``/tmp`` (mounted before the prefix, so a prefix under ``/tmp`` stays visible) and a clean environment."""
-    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-           "--cap-drop", "ALL", "--hostname", "sandbox"]
+    cmd = [_bwrap() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+           "--cap-drop", "ALL", "--hostname", "sandbox", "--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp",
@@ -371,11 +379,12 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
         passed = [fds["payload_r"], fds["result_w"]]
         argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), *map(str, passed)]
         if full:
-            program = _SECCOMP
-            if program is not None:
-                fds["seccomp"] = _pipe_with(program)
+            fds["info_r"], fds["info_w"] = os.pipe()
+            passed.append(fds["info_w"])
+            if _SECCOMP is not None:
+                fds["seccomp"] = _pipe_with(_SECCOMP)
                 passed.append(fds["seccomp"])
-            argv = _bwrap_command(argv, limits, staged=stage, seccomp_fd=fds.get("seccomp"))
+            argv = _bwrap_command(argv, limits, staged=stage, seccomp_fd=fds.get("seccomp"), info_fd=fds["info_w"])
             env = {"PATH": _SCRUBBED_PATH, "LANG": "C.UTF-8"}
             preexec = functools.partial(_launcher_preexec, limits, uid, stage)
         else:
@@ -385,7 +394,7 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
             argv, stdin=fds["stdin_r"], stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, cwd=workdir, env=env,
             pass_fds=passed, start_new_session=True, preexec_fn=preexec)
-        for name in ("payload_r", "stdin_r", "result_w", "seccomp"):
+        for name in ("payload_r", "stdin_r", "result_w", "seccomp", "info_w"):
             if name in fds:
                 os.close(fds.pop(name))
         # the harness drains the payload before any candidate code runs; stdin follows it
@@ -396,8 +405,10 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
     finally:
         if proc is not None:
             _killpg(proc)
-        if uid is not None:
-            _kill_uid(uid)
+        if "info_r" in fds:
+            init = _namespace_init(fds["info_r"])
+            if init is not None:
+                _wait_namespace_gone(init)
         for fd in fds.values():
             os.close(fd)
         if workdir is not None:
@@ -427,40 +438,30 @@ def _write_all(*targets: tuple[int, bytes]) -> None:
             os.close(fd)
 
 
-def _pids_of_uid(uid: int) -> list[int]:
-    """Live processes of ``uid`` (zombies are dead already: they wait for the host's init to reap them)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    with open(f"/proc/{entry}/stat", "rb") as stat:
-                        if stat.read().rpartition(b")")[2].split()[0] != b"Z":
-                            pids.append(int(entry))
-            except (OSError, IndexError):
-                continue
-    return pids
+def _namespace_init(info_r: int) -> int | None:
+    """The host pid of the run's pid-namespace init, from bubblewrap's ``--info-fd`` (read once it closed)."""
+    raw = b""
+    while chunk := os.read(info_r, 4096):
+        raw += chunk
+    try:
+        pid = json.loads(raw or b"{}").get("child-pid")
+    except ValueError:
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
 
 
-def _kill_uid(uid: int, settle_s: float = 3.0) -> None:
-    """SIGKILL every process of ``uid`` (a helper that becomes ``uid`` calls ``kill(-1)``) until none is left.
-
-    The run's pid namespace already ends with it; this is the safety net for anything of the per-run uid
-    outside it (there should be none)."""
-    deadline = time.monotonic() + settle_s
-    while _pids_of_uid(uid) and time.monotonic() < deadline:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            except OSError:
-                pass
-            os._exit(0)
-        os.waitpid(pid, 0)
-        time.sleep(0.005)
+def _wait_namespace_gone(pid: int, timeout_s: float = 5.0) -> None:
+    """Return once the namespace init ``pid`` is dead. The kernel kills every process of a pid namespace
+    and waits for them before its init becomes a zombie, so then nothing of the run is left."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                if stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.001)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:
