@@ -19,7 +19,8 @@ import secrets
 from dataclasses import dataclass, field, replace
 
 from dapo_env.types import CodeTests, VerifyResult
-from .code_plan import Check, DecodeError, TestPlan, decode, plan_tests
+from .code_plan import TEST_FUNCTION, Check, TestPlan, plan_tests
+from .code_values import DecodeError, Expectation, decode
 from .references import code_tests
 from .sandbox import (
     ISOLATION_MODES,
@@ -36,7 +37,8 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 _MESSAGE_CHARS = 300
 _RESULT_KINDS = frozenset("VPX")  # a test's value, its pass (decided inside), or the exception it raised
-_RECORD_KINDS = _RESULT_KINDS | {"C", "S", "E"}  # the program's own exception, a stdio run's status, the end
+_RECORD_KINDS = _RESULT_KINDS | {"Y", "C", "S", "E"}  # a value a test run inside yielded, the program's own
+# exception, a stdio run's finish status, the end marker
 
 # The harness runs as ``python -I -c HARNESS <payload_fd> <result_fd>`` inside the sandbox. Two audit hooks
 # are installed before the candidate runs. The reporter holds the nonce and the result fd in its closure and
@@ -177,9 +179,10 @@ def main():
     mode, code, setup = str(job["mode"]), str(job["code"]), str(job["setup"])
     steps = tuple((str(k), int(i), str(s), bool(c)) for k, i, s, c in job["steps"])
     scope_param, scope_target = tuple(job["scope"] or ("", ""))
+    test_function = str(job["test_function"])
     job = None
     audit, run, evaluate, compile_, exc_type, dumps = sys.audit, exec, eval, compile, BaseException, json.dumps
-    stdout, is_int, dict_, encode_, describe_ = sys.stdout, int, dict, encode, describe
+    stdout, is_int, dict_, pop, encode_, describe_ = sys.stdout, int, dict, dict.pop, encode, describe
     namespace = {"__name__": "__main__" if mode == "stdio" else "candidate", "__builtins__": builtins}
     saved_builtins = tuple(builtins.__dict__.items())
     audit("dapo.start")
@@ -227,8 +230,10 @@ def main():
             if kind == "value":
                 line = dumps(encode_(evaluate(compile_(source, "<test>", "eval"), where)))
                 audit("dapo.record", "V", index, line)
-            else:
+            else:  # source defines a generator; each rewritten assert yields (k, value, ...) for the parent
                 run(compile_(source, "<test>", "exec"), where)
+                for item in pop(where, test_function)():
+                    audit("dapo.record", "Y", index, dumps([item[0], *[encode_(v) for v in item[1:]]]))
                 audit("dapo.record", "P", index, "0")
         except exc_type as exc:
             audit("dapo.record", "X", index, dumps(describe_(exc)))
@@ -430,12 +435,13 @@ class CodeVerifier:
             plan = plan_tests(tests)
             outcome, nonce = self._run(program, mode="tests", setup=tests.setup, plan=plan)
             records = _records(outcome.records, nonce)
-            crash = f" (the program itself raised {_text(records[('C', 0)])})" if ("C", 0) in records else ""
+            crash = records.first.get(("C", 0))
+            crash = f" (the program itself raised {_text(crash)})" if crash else ""
             reports.extend(_with_note(r, crash) for r in _judge_plan(plan, records, outcome))
             cut = _cut(outcome)
         for stdin, expected in tests.stdio:
             outcome, nonce = self._run(program, mode="stdio", setup="", plan=None, stdin=stdin)
-            finished = _records(outcome.records, nonce).get(("S", 0)) == "ok"
+            finished = _records(outcome.records, nonce).first.get(("S", 0)) == "ok"
             stdout = outcome.stdout.decode("utf-8", "replace")
             ok = finished and not outcome.output_limited and _normalise(stdout) == _normalise(expected)
             message = "passed" if ok else _stdio_message(stdin, stdout, outcome, finished)
@@ -446,7 +452,7 @@ class CodeVerifier:
     def _run(self, program: str, *, mode: str, setup: str, plan: TestPlan | None,
              stdin: str = "") -> tuple[RunOutcome, str]:
         nonce = secrets.token_hex(16)
-        job = {"nonce": nonce, "mode": mode, "code": program, "setup": setup,
+        job = {"nonce": nonce, "mode": mode, "code": program, "setup": setup, "test_function": TEST_FUNCTION,
                "steps": [[s.kind, s.index, s.source, s.scoped] for s in plan.steps] if plan else [],
                "scope": list(plan.scope) if plan and plan.scope else None}
         outcome = run_sandboxed(HARNESS, json.dumps(job).encode(), stdin=stdin.encode(),
@@ -455,15 +461,28 @@ class CodeVerifier:
         return outcome, nonce
 
 
-def _records(raw: bytes, nonce: str) -> dict[tuple[str, int], str]:
-    """``(kind, index) -> payload`` of the records tagged with this run's nonce (the first of each wins)."""
-    found: dict[tuple[str, int], str] = {}
+@dataclass
+class _Records:
+    """The records of one run tagged with its nonce: the first of each ``(kind, index)`` (a test's result
+    as ``"R"``: its kind letter then payload), and every value a test run inside yielded, by test."""
+
+    first: dict[tuple[str, int], str] = field(default_factory=dict)
+    yields: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _records(raw: bytes, nonce: str) -> _Records:
+    found = _Records()
     for line in raw.decode("utf-8", "replace").splitlines():
         parts = line.split(" ", 3)
         if len(parts) != 4 or parts[0] != nonce or parts[1] not in _RECORD_KINDS or not parts[2].isdigit():
             continue
-        key = ("R" if parts[1] in _RESULT_KINDS else parts[1], int(parts[2]))
-        found.setdefault(key, parts[1] + parts[3] if key[0] == "R" else parts[3])
+        kind, index, payload = parts[1], int(parts[2]), parts[3]
+        if kind == "Y":
+            found.yields.setdefault(index, []).append(payload)
+        elif kind in _RESULT_KINDS:
+            found.first.setdefault(("R", index), kind + payload)
+        else:
+            found.first.setdefault((kind, index), payload)
     return found
 
 
@@ -471,40 +490,59 @@ def _with_note(report: TestReport, note: str) -> TestReport:
     return report if report.passed or not note else replace(report, message=_short(report.message) + note)
 
 
-def _judge_plan(plan: TestPlan, records: dict[tuple[str, int], str], outcome: RunOutcome) -> list[TestReport]:
+def _judge_plan(plan: TestPlan, records: _Records, outcome: RunOutcome) -> list[TestReport]:
     sources = {s.index: s.source for s in plan.steps if s.kind == "value"}
     reports = []
     for check in plan.checks:
-        decided = "outside" if check.outside else "inside"
-        record = records.get(("R", check.index))
+        record = records.first.get(("R", check.index))
         if record is None:
-            reports.append(TestReport(check.index, check.source, False, decided, _missing_message(outcome)))
-            continue
-        kind, payload = record[0], record[1:]
-        if kind == "X":
-            reports.append(TestReport(check.index, check.source, False, decided, f"raised {_text(payload)}"))
-        elif kind == "P" and not check.outside:
-            reports.append(TestReport(check.index, check.source, True, decided, "passed"))
-        elif kind == "V" and check.outside:
-            passed, message = _judge_value(check, sources[check.index], payload)
-            reports.append(TestReport(check.index, check.source, passed, decided, message))
+            passed, message = False, _missing_message(outcome)
+        elif record[0] == "X":
+            passed, message = False, f"raised {_text(record[1:])}"
+        elif record[0] == "V" and check.outside:
+            passed, message = _judge_value(check.expect, sources[check.index], record[1:])
+        elif record[0] == "P" and not check.outside:
+            passed, message = _judge_parts(check, records.yields.get(check.index, []))
         else:  # a record of the wrong kind for this test: only a forged one could be
-            reports.append(TestReport(check.index, check.source, False, decided, "no valid result"))
+            passed, message = False, "no valid result"
+        reports.append(TestReport(check.index, check.source, passed, "outside" if check.outside else "inside",
+                                  message))
     return reports
 
 
-def _judge_value(check: Check, expression: str, payload: str) -> tuple[bool, str]:
+def _judge_value(expect: Expectation, expression: str, payload: str) -> tuple[bool, str]:
+    """A value test: the reported value decoded into plain data and judged against the test's literal."""
     try:
         value = decode(json.loads(payload))
     except (DecodeError, ValueError, TypeError, OverflowError, RecursionError):
         return False, f"{_short(expression)} returned a value that could not be read back"
-    if check.expect.judge(value):
+    if expect.judge(value):
         return True, "passed"
+    return False, f"{_short(expression)} returned {_shown(value)}"
+
+
+def _judge_parts(check: Check, payloads: list[str]) -> tuple[bool, str]:
+    """A test run inside that finished: every value its rewritten asserts yielded must pass."""
+    for payload in payloads:
+        try:
+            sub, *encoded = json.loads(payload)
+            part = check.parts[sub] if type(sub) is int and 0 <= sub < len(check.parts) else None
+            values = [decode(item) for item in encoded]
+        except (DecodeError, ValueError, TypeError, OverflowError, RecursionError):
+            return False, "a value could not be read back"
+        if part is None or len(values) != (2 if part.other else 1):
+            return False, "no valid result"
+        if not part.expect.judge(values[0] if len(values) == 1 else tuple(values)):
+            against = f" (compared with {_short(part.other)})" if part.other else ""
+            return False, f"{_short(part.expression)} returned {_shown(values[0])}{against}"
+    return True, "passed"
+
+
+def _shown(value: object) -> str:
     try:
-        shown = repr(value)
+        return _short(repr(value))
     except Exception:  # noqa: BLE001 - a huge int or the like
-        shown = f"a {type(value).__name__}"
-    return False, f"{_short(expression)} returned {_short(shown)}"
+        return f"a {type(value).__name__}"
 
 
 def _missing_message(outcome: RunOutcome) -> str:
