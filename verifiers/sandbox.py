@@ -526,8 +526,10 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
     returncode = proc.poll()
     if returncode is not None and signal_base and signal_base < returncode <= signal_base + 64:
         returncode = signal_base - returncode  # bwrap reports death by signal N as 128 + N, like a shell
-    # The CPU-seconds rlimit (SIGXCPU) is the same budget as the wall clock: count both as a timeout.
-    timed_out = timed_out or returncode == -signal.SIGXCPU
+    # The CPU-seconds rlimit is the same budget as the wall clock: count its SIGXCPU, and a SIGKILL (its hard
+    # limit, for a program that ignores SIGXCPU) after at least that long, as a timeout too.
+    used = time.monotonic() - (deadline - limits.wall_s)
+    timed_out = timed_out or returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and used >= limits.cpu_s)
     joined = {streams[fd]: b"".join(parts) for fd, parts in chunks.items()}
     return RunOutcome(joined["records"], joined.get("stdout", b""), joined.get("stderr", b""), returncode,
                       timed_out, output_limited)
