@@ -374,11 +374,26 @@ def literal(node: ast.expr) -> Any:
                 return _ARITHMETIC[type(node.op)](left, right)
             except (ArithmeticError, ValueError):
                 return _NO
-    if isinstance(node, (ast.Tuple, ast.List)):  # containers of arithmetic: ``(3 + 5, 3 * 5)``
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):  # containers of the above: ``(3 + 5, frozenset())``
         items = [literal(item) for item in node.elts]
         if all(item is not _NO for item in items):
-            return tuple(items) if isinstance(node, ast.Tuple) else items
+            return _container(type(node), items)
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        keys, values = [literal(k) for k in node.keys], [literal(v) for v in node.values]  # type: ignore[arg-type]
+        if all(item is not _NO for item in keys + values):
+            return _container(ast.Dict, list(zip(keys, values)))
     return _NO
+
+
+def _container(kind: type, items: list[Any]) -> Any:
+    try:
+        if kind is ast.Set:
+            return set(items)
+        if kind is ast.Dict:
+            return dict(items)
+    except TypeError:  # an unhashable element or key
+        return _NO
+    return tuple(items) if kind is ast.Tuple else items
 
 
 __all__ = ["TEST_FUNCTION", "Check", "Part", "Step", "TestPlan", "literal", "plan_tests"]

@@ -497,3 +497,9 @@ def test_the_checks_see_a_breach_under_weak_isolation() -> None:
         (here / marker).unlink(missing_ok=True)
         for pid in processes_with(marker):
             os.kill(pid, 9)
+
+
+def test_the_docs_example_runs() -> None:
+    doc = (REPO / "docs" / "code_sandbox.md").read_text(encoding="utf-8")
+    block = doc.split("```python\n", 1)[1].split("```\n", 1)[0]
+    exec(compile(block, "docs/code_sandbox.md", "exec", dont_inherit=True), {"__name__": "docs_example"})
