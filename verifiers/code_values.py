@@ -27,6 +27,7 @@ from typing import Any
 MAX_DEPTH = 64  # nesting of a reported value
 MAX_NODES = 200_000  # elements of a reported value
 MAX_INT_CHARS = 4000  # digits of a reported int
+MAX_HASHED = 5000  # set elements and dict keys of a reported value (hash collisions cost quadratic time)
 
 
 class Opaque:
@@ -60,61 +61,85 @@ class DecodeError(ValueError):
 def decode(data: Any) -> Any:
     """Plain Python data from the sandbox's tagged JSON encoding (module docstring); raises
     :class:`DecodeError` for anything malformed, too deep or too large."""
-    budget = [MAX_NODES]
-    return _decode(data, 0, budget)
+    budget = {"nodes": MAX_NODES, "hashed": MAX_HASHED}
+    try:
+        return _decode(data, 0, budget)
+    except (TypeError, ValueError, OverflowError, IndexError) as exc:
+        if isinstance(exc, DecodeError):
+            raise
+        raise DecodeError(f"malformed reported value ({type(exc).__name__})") from None
 
 
-def _decode(data: Any, depth: int, budget: list[int]) -> Any:
-    budget[0] -= 1
-    if depth > MAX_DEPTH or budget[0] < 0:
+_CONTAINERS = frozenset("ltSFd")
+
+
+def _decode(data: Any, depth: int, budget: dict[str, int]) -> Any:
+    budget["nodes"] -= 1
+    if depth > MAX_DEPTH or budget["nodes"] < 0:
         raise DecodeError("reported value is too deep or too large")
     if data is None or isinstance(data, bool):
         return data
     if not isinstance(data, dict) or len(data) != 1:
         raise DecodeError(f"malformed reported value {str(data)[:60]!r}")
     (tag, body), = data.items()
-    items = _decode_items if tag in "ltSFd" else None
-    if tag == "i":
-        if not isinstance(body, str) or len(body) > MAX_INT_CHARS:
-            raise DecodeError("reported integer is malformed or too long")
-        return int(body)
-    if tag == "f":
-        return float.fromhex(body)
-    if tag == "c":
-        return complex(float.fromhex(body[0]), float.fromhex(body[1]))
-    if tag == "s":
-        if not isinstance(body, str):
-            raise DecodeError("reported string is malformed")
-        return body
-    if tag in ("y", "Y"):
-        raw = bytes.fromhex(body)
-        return raw if tag == "y" else bytearray(raw)
-    if tag == "r":
-        return range(*(int(x) for x in body))
-    if tag == "o":
-        return Opaque(str(body))
-    if items is None or not isinstance(body, list):
+    if tag in _CONTAINERS:
+        if not isinstance(body, list):
+            raise DecodeError(f"malformed {tag!r} container in a reported value")
+        if tag == "d":
+            return dict(_hashed([(_decode(k, depth + 1, budget), _decode(v, depth + 1, budget)) for k, v in body],
+                                budget, key=True))
+        values = [_decode(x, depth + 1, budget) for x in body]
+        if tag == "l":
+            return values
+        if tag == "t":
+            return tuple(values)
+        return (set if tag == "S" else frozenset)(_hashed(values, budget))
+    if tag not in _SCALARS:
         raise DecodeError(f"unknown tag {tag!r} in a reported value")
-    if tag == "d":
-        return {_hashable(_decode(k, depth + 1, budget)): _decode(v, depth + 1, budget) for k, v in body}
-    values = items(body, depth, budget)
-    if tag == "l":
-        return values
-    if tag == "t":
-        return tuple(values)
-    return set(map(_hashable, values)) if tag == "S" else frozenset(map(_hashable, values))
+    if not isinstance(body, (str, list)):
+        raise DecodeError(f"malformed {tag!r} value in a reported value")
+    return _SCALARS[tag](body)
 
 
-def _decode_items(body: list[Any], depth: int, budget: list[int]) -> list[Any]:
-    return [_decode(x, depth + 1, budget) for x in body]
+def _int(body: str) -> int:
+    if not isinstance(body, str) or len(body) > MAX_INT_CHARS:
+        raise DecodeError("reported integer is malformed or too long")
+    return int(body)
 
 
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        raise DecodeError("reported set element or dict key is unhashable") from None
-    return value
+def _text(body: str) -> str:
+    if not isinstance(body, str):
+        raise DecodeError("reported string is malformed")
+    return body
+
+
+def _complex(body: list[str]) -> complex:
+    real, imag = body
+    return complex(float.fromhex(real), float.fromhex(imag))
+
+
+def _range(body: list[int]) -> range:
+    if len(body) != 3 or not all(type(x) is int for x in body):
+        raise DecodeError("reported range is malformed")
+    return range(*body)
+
+
+_SCALARS = {"i": _int, "f": float.fromhex, "c": _complex, "s": _text, "y": bytes.fromhex,
+            "Y": lambda body: bytearray(bytes.fromhex(body)), "r": _range, "o": lambda body: Opaque(str(body))}
+
+
+def _hashed(items: list[Any], budget: dict[str, int], *, key: bool = False) -> list[Any]:
+    """``items`` (or the keys of ``(key, value)`` pairs), checked hashable and counted: a set built from
+    many values the candidate chose to collide would take quadratic time in the parent."""
+    budget["hashed"] -= len(items)
+    if budget["hashed"] < 0:
+        raise DecodeError(f"reported value has more than {MAX_HASHED} set elements and dict keys")
+    for item in items:
+        try:
+            hash(item[0] if key else item)
+        except TypeError:
+            raise DecodeError("reported set element or dict key is unhashable") from None
+    return items
 
 
 @dataclass(frozen=True)

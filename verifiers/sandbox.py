@@ -12,7 +12,9 @@ setuid-free sandbox tool, not from Python code. Each run (``isolation="full"``, 
   prefix, nothing else of the host (no ``/etc``, no home, no ``/tmp`` of the host); a fresh size-capped
   tmpfs at ``/tmp`` is the only writable place (the root and ``/dev`` are read-only);
 - ``--die-with-parent`` and ``--new-session``; when the run ends its pid namespace ends, which kills every
-  process the candidate started; as root the per-run uid is also swept with ``kill(-1)``;
+  process the candidate started, and the caller waits until the namespace's init is gone;
+- a seccomp filter (``seccomp.py``) refusing the calls that escape the memory caps or reach into other
+  processes (memfd, System V shared memory, ptrace, ...);
 - rlimits (CPU seconds, address space, file size, open files, no core dumps) and a process cap applied
   inside the user namespace (so it counts only the run's own processes), a wall-clock limit after which
   the whole process group is killed, a scrubbed environment, no inherited descriptors but the ones given.
@@ -250,7 +252,7 @@ def _probe_bwrap() -> str | None:
     try:
         run = _run(probe.encode(), mode="full", payload=b"", stdin=b"", capture_stdout=True,
                    capture_stderr=True, limits=SandboxLimits(wall_s=20.0), end_marker=None)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:
         return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
     if b"sandbox-ok" in run.stdout:
         return None
@@ -401,18 +403,24 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
         writer = threading.Thread(target=_write_all, args=((fds.pop("payload_w"), payload),
                                                            (fds.pop("stdin_w"), stdin)), daemon=True)
         writer.start()
-        return _collect(proc, fds["result_r"], limits, end_marker, signal_base=128 if full else 0)
+        outcome = _collect(proc, fds["result_r"], limits, end_marker, signal_base=128 if full else 0)
     finally:
         if proc is not None:
             _killpg(proc)
-        if "info_r" in fds:
-            init = _namespace_init(fds["info_r"])
-            if init is not None:
-                _wait_namespace_gone(init)
+        if "info_w" in fds:  # Popen failed: nothing will write there
+            os.close(fds.pop("info_w"))
+        init = _namespace_init(fds["info_r"]) if "info_r" in fds else None
+        if init is not None:
+            _wait_namespace_gone(init)
         for fd in fds.values():
             os.close(fd)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if full and init is None:  # never a silent "tests failed" for a sandbox that did not come up
+        said = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"bubblewrap did not start the sandbox (exit status {outcome.returncode}"
+                           + (f": {said[0][:200]})" if said else ")"))
+    return outcome
 
 
 def _pipe_with(data: bytes) -> int:

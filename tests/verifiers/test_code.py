@@ -141,7 +141,7 @@ def _changed(value):
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):
-        return value + 1
+        return value + 1 + abs(value)  # beyond any tolerance a test allows
     if isinstance(value, str):
         return value + "?"
     if isinstance(value, (list, tuple)):

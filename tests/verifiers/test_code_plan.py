@@ -104,6 +104,7 @@ def test_decode_gives_plain_data(encoded: dict, value: object) -> None:
 
 
 @pytest.mark.parametrize("bad", [{"i": 5}, {"x": 1}, {"l": "ab"}, [1], {"S": [{"l": []}]}, {"i": "1" * 5000},
+                                 {"lt": []}, {"c": {"a": 1}}, {"r": [1, 2]}, {"d": [[1]]}, {"f": 3}, {"y": "zz"},
                                  {"i": "1", "s": "a"}])
 def test_decode_refuses_malformed_values(bad: object) -> None:
     with pytest.raises(DecodeError):
@@ -193,3 +194,14 @@ def test_report_says_when_a_run_was_cut_or_the_program_failed() -> None:
     assert broken.tests[0].message == ("raised NameError: name 'f' is not defined (the program itself raised "
                                        "ModuleNotFoundError: No module named 'not_a_module')")
     assert VERIFIER.report("no code here", CodeTests(tests=("assert f() == 1",))).tests == ()
+
+
+def test_decode_bounds_what_the_parent_hashes() -> None:
+    """Set elements the candidate chose to collide (ints k * (2**61 - 1) all hash alike) would cost the
+    parent quadratic time: a value with more than MAX_HASHED of them is refused, fast."""
+    from dapo_env.verifiers.code_values import MAX_HASHED
+
+    colliding = {"S": [{"i": str(k * (2 ** 61 - 1))} for k in range(MAX_HASHED + 1)]}
+    with pytest.raises(DecodeError, match="set elements"):
+        decode(colliding)
+    assert len(decode({"F": colliding["S"][:100]})) == 100
