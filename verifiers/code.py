@@ -36,6 +36,8 @@ from .sandbox import (
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 _MESSAGE_CHARS = 300
+# What parsing or compiling model-written code may raise (deep nesting exhausts the parser's stack or memory)
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 _RESULT_KINDS = frozenset("VPX")  # a test's value, its pass (decided inside), or the exception it raised
 _RECORD_KINDS = _RESULT_KINDS | {"Y", "C", "S", "E"}  # a value a test run inside yielded, the program's own
 # exception, a stdio run's finish status, the end marker
@@ -74,7 +76,7 @@ def extract_code(response: str, *, require_fence: bool = False, prefix: str = ""
 def _looks_like_code(text: str) -> bool:
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return any(not isinstance(node, ast.Expr) for node in tree.body)
 
@@ -82,7 +84,7 @@ def _looks_like_code(text: str) -> bool:
 def _defines(code: str, name: str) -> bool:
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
@@ -95,7 +97,7 @@ def _defines(code: str, name: str) -> bool:
 def _compiles(code: str) -> bool:
     try:
         compile(code, "<candidate>", "exec")
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return True
 

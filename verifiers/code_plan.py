@@ -129,7 +129,7 @@ def _parse(text: str) -> ast.Module | None:
         warnings.simplefilter("ignore")
         try:
             return ast.parse(text)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
 
@@ -232,7 +232,7 @@ def _as_generator(module: ast.Module) -> tuple[str | None, tuple[Part, ...]]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compile(source, "<test>", "exec")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None, ()
     return source, tuple(rewriter.parts)
 

@@ -444,3 +444,10 @@ def test_exit_codes_and_ignored_signals_do_not_count() -> None:
     wrong("import signal\nfor s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):\n    signal.signal(s, signal.SIG_IGN)\n"
           + WRONG)
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # the caller's handlers are its own
+
+
+@pytest.mark.parametrize("code", ["x = " + "-" * 100000 + "1", "x = " + "+".join(["1"] * 200000),
+                                  "x = " + "(" * 5000 + ")" * 5000, "x = 2 ** 10 ** 10\n" + WRONG])
+def test_code_that_exhausts_the_parser_is_scored_not_raised(code: str) -> None:
+    result = VERIFIER(fenced(code), TESTS)  # parsed and compiled in the caller's process: must not raise
+    assert not result.correct and result.score == 0.0
