@@ -292,7 +292,6 @@ def _with_note(report: TestReport, note: str) -> TestReport:
 
 
 def _judge_plan(plan: TestPlan, records: _Records, outcome: RunOutcome) -> list[TestReport]:
-    sources = {s.index: s.source for s in plan.steps if s.kind == "value"}
     reports = []
     for check in plan.checks:
         record = records.first.get(("R", check.index))
@@ -301,7 +300,7 @@ def _judge_plan(plan: TestPlan, records: _Records, outcome: RunOutcome) -> list[
         elif record[0] == "X":
             passed, message = False, f"raised {_text(record[1:])}"
         elif record[0] == "V" and check.outside:
-            passed, message = _judge_value(check.expect, sources[check.index], record[1:])
+            passed, message = _judge_value(check.expect, check.expression, record[1:])
         elif record[0] == "P" and not check.outside:
             passed, message = _judge_parts(check, records.yields.get(check.index, []))
         else:  # a record of the wrong kind for this test: only a forged one could be

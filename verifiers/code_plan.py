@@ -80,6 +80,7 @@ class Check:
     source: str
     expect: Expectation | None = None
     parts: tuple[Part, ...] = ()
+    expression: str = ""  # a value test's computed expression, as shown in messages
 
     @property
     def outside(self) -> bool:
@@ -159,10 +160,19 @@ def _prompt_helpers(prefix: str, entry_point: str | None) -> str:
     return "\n".join(ast.unparse(n) for n in keep) if len(keep) < len(module.body) else ""
 
 
+def _computed(expr: ast.expr, expect: Expectation) -> ast.expr:
+    """What the sandbox evaluates for ``expect``: the value, or for a truth test (``assert f(x)``) its truth
+    as Python's ``assert`` would take it (``not not``: syntax, no name to rebind). The truth of any object
+    may be reported: passing a truth test needs no hidden value (``True`` passes it)."""
+    if expect.op in ("truthy", "falsy"):
+        return ast.UnaryOp(ast.Not(), ast.UnaryOp(ast.Not(), expr))
+    return expr
+
+
 def _add_value(expr: ast.expr, expect: Expectation, source: str, steps: list[Step], checks: list[Check], *,
                scoped: bool) -> None:
-    steps.append(Step("value", len(checks), ast.unparse(expr), scoped))
-    checks.append(Check(len(checks), source, expect))
+    steps.append(Step("value", len(checks), ast.unparse(_computed(expr, expect)), scoped))
+    checks.append(Check(len(checks), source, expect, expression=ast.unparse(expr)))
 
 
 def _add(node: ast.stmt, source: str, steps: list[Step], checks: list[Check], *, scoped: bool) -> None:
@@ -203,7 +213,7 @@ class _YieldAsserts(ast.NodeTransformer):
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         split = _value_test(node.test)
         if split is not None:
-            values = [split[0]]
+            values = [_computed(*split)]
             self.parts.append(Part(ast.unparse(split[0]), split[1]))
         elif (isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
               and isinstance(node.test.ops[0], (ast.Eq, ast.NotEq))):

@@ -252,7 +252,7 @@ def _probe_bwrap() -> str | None:
     try:
         run = _run(probe.encode(), mode="full", payload=b"", stdin=b"", capture_stdout=True,
                    capture_stderr=True, limits=SandboxLimits(wall_s=20.0), end_marker=None)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # e.g. no mount namespace for root here
         return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
     if b"sandbox-ok" in run.stdout:
         return None

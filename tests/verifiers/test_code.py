@@ -170,9 +170,9 @@ def _variants(reference: str, name: str) -> list[str]:
             fenced(EXIT_EARLY + reference)]
 
 
-def _sweep(env_id: str, data_file: Path, *, limit: int | None, workers: int) -> list[tuple[str, list[str]]]:
-    """Every (or the first ``limit``) problem's variants through ``GroupVectorEnv``; the ones that scored
-    differently from [correct, wrong, wrong, wrong], with their reasons."""
+def _sweep(env_id: str, data_file: Path, *, limit: int | None, workers: int) -> tuple[list, list]:
+    """Every (or the first ``limit``) problem's variants through ``GroupVectorEnv``: (variants that passed,
+    references that failed), each as (problem id, the four reasons)."""
     from dapo_env.vector import GroupVectorEnv
 
     batch = 8 if limit is None else min(8, limit)
@@ -180,7 +180,7 @@ def _sweep(env_id: str, data_file: Path, *, limit: int | None, workers: int) -> 
                          timeout_s=120.0)
     try:
         n = len(env.problems) if limit is None else min(limit, len(env.problems))
-        unexpected = []
+        wrong_passes, failed_references = [], []
         for start in range(0, n, batch):
             indices = [min(i, n - 1) for i in range(start, start + batch)]
             env.reset(options={"indices": indices})
@@ -194,18 +194,20 @@ def _sweep(env_id: str, data_file: Path, *, limit: int | None, workers: int) -> 
                 actions += _variants(reference, problem.answer.entry_point)
             _, _, _, _, infos = env.step(actions)
             for k, index in enumerate(indices):
-                got = list(infos["correct"][4 * k:4 * k + 4])
-                if got != [True, False, False, False]:
-                    unexpected.append((env.problems[index].id, list(infos["reason"][4 * k:4 * k + 4])))
-        return unexpected
+                got, reasons = list(infos["correct"][4 * k:4 * k + 4]), list(infos["reason"][4 * k:4 * k + 4])
+                if any(got[1:]):
+                    wrong_passes.append((env.problems[index].id, reasons))
+                if not got[0]:
+                    failed_references.append((env.problems[index].id, reasons))
+        return wrong_passes, failed_references
     finally:
         env.close()
 
 
 def test_real_mbpp_and_humaneval_through_the_env_sample(shared_data: Path) -> None:
     """The first 4 MBPP and HumanEval problems: references pass; broken and cheating variants fail."""
-    assert _sweep("MBPP-v0", shared_data / "mbpp" / "mbpp.jsonl", limit=4, workers=2) == []
-    assert _sweep("HumanEval-v0", shared_data / "humaneval" / "HumanEval.jsonl.gz", limit=4, workers=2) == []
+    assert _sweep("MBPP-v0", shared_data / "mbpp" / "mbpp.jsonl", limit=4, workers=2) == ([], [])
+    assert _sweep("HumanEval-v0", shared_data / "humaneval" / "HumanEval.jsonl.gz", limit=4, workers=2) == ([], [])
 
 
 @pytest.mark.slow
@@ -213,8 +215,13 @@ def test_real_mbpp_and_humaneval_through_the_env_sample(shared_data: Path) -> No
                                               ("MBPP-v0", "mbpp/mbpp_sanitized.jsonl"),
                                               ("HumanEval-v0", "humaneval/HumanEval.jsonl.gz")])
 def test_every_real_reference_passes_and_every_variant_fails(shared_data: Path, env_id: str, file: str) -> None:
-    """All of MBPP (974 and the 427 sanitized) and HumanEval (164), four variants each (~4 min)."""
-    assert _sweep(env_id, shared_data / file, limit=None, workers=2) == []
+    """All of MBPP (974 and the 427 sanitized) and HumanEval (164), four variants each (~4 min idle). No
+    variant may pass. A reference may miss only the time limit, and at most twice: MBPP 123's needs ~5 s
+    of CPU, so a loaded machine can push it past the 6 s default."""
+    wrong_passes, failed_references = _sweep(env_id, shared_data / file, limit=None, workers=2)
+    assert wrong_passes == []
+    assert len(failed_references) <= 2 and all(r[0].endswith(";timeout") for _, r in failed_references), \
+        failed_references
 
 
 def test_ordinary_library_use_is_not_blocked() -> None:

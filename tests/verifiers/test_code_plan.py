@@ -48,8 +48,9 @@ def fenced(code: str) -> str:
 def test_value_tests_are_decided_outside(test: str, expression: str, op: str, value: object) -> None:
     plan = plan_tests(CodeTests(tests=(test,)))
     (step,), (check,) = plan.steps, plan.checks
-    assert (step.kind, step.source, check.expect.op, check.expect.value) == ("value", expression, op, value)
+    assert (step.kind, check.expression, check.expect.op, check.expect.value) == ("value", expression, op, value)
     assert check.outside and check.source == test
+    assert step.source == (f"not not {expression}" if op in ("truthy", "falsy") else expression)
 
 
 def test_the_expected_value_never_enters_the_sandbox() -> None:
@@ -83,6 +84,15 @@ def test_humaneval_check_functions_split_per_statement_with_the_prompts_helpers(
         ("exec", False), ("exec", True), ("exec", True), ("value", True), ("test", True)]
     assert plan.steps[1].source == "import math\ndef helper(x):\n    return x + 1"  # not the stub of solve
     assert plan.scope == ("candidate", "solve") and len(plan.checks) == 2
+
+
+def test_truth_tests_take_any_objects_truth_as_assert_would() -> None:
+    """``assert f(x)`` with a ``re.Match`` passes, as in Python: the truth is taken inside (passing a truth
+    test needs no hidden value), the value itself is never compared."""
+    program = "import re\ndef f(s):\n    return re.search('^a', s)\n"
+    tests = CodeTests(tests=("assert f('abc')", "assert not f('xyz')", "for s in ['ab', 'ac']:\n    assert f(s)"))
+    assert VERIFIER(fenced(program), tests).reason == "passed:3/3;inside:1"
+    assert not VERIFIER(fenced(program), CodeTests(tests=("assert f('b')",))).correct
 
 
 # -- values ----------------------------------------------------------------------------------------
