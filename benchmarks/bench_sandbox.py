@@ -1,112 +1,112 @@
-"""What full OS isolation costs: CodeVerifier with isolation="weak" vs "full", side by side on MBPP.
+"""What full OS isolation costs: the code verifier with bubblewrap (``isolation="full"``) against the path
+without it (``isolation="weak"``: a process group, rlimits, a temporary folder, the audit hook; the path a
+root machine actually got before bubblewrap), side by side in one run.
 
-"weak" is the path code verification took on root machines before bubblewrap (a fresh process in a
-temporary folder, rlimits, a wall-clock kill, the audit hook: the namespace layers never came up there);
-"full" is the bubblewrap sandbox. Candidates: each MBPP problem's reference solution and a broken variant
-(every result of its function changed), so half should pass. Per-candidate latency is timed in this
-process with the two modes alternating candidate by candidate (a busy machine slows both alike);
-throughput is a 2-worker ``VerifierPool`` over all candidates, one mode after the other, after a warm-up.
+Candidates: MBPP reference solutions (which pass) and broken variants (another task's solution, which
+fails), from the real MBPP file when it is found (``$DAPO_ENV_DATA`` or ``../shared/data``), else a small
+built-in set. Measured per mode: the latency of one candidate run sequentially (median, p95) and the
+throughput with a 2-worker ``VerifierPool``. Target: full isolation at most 2x the weak path's median.
 
-Run:  python benchmarks/bench_sandbox.py [--problems 60] [--workers 2] [--out PATH]
-Writes runs/bench_sandbox.json unless --out names another file.
+Run:  python benchmarks/bench_sandbox.py [--candidates 60] [--workers 2] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
 
-from dapo_env.types import CodeTests
-from dapo_env.verifiers import CodeVerifier, VerifierPool
-from dapo_env.verifiers.sandbox import isolation
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # this checkout
 
-ROOT = Path(__file__).resolve().parents[1]
-MBPP = ROOT.parent / "shared" / "data" / "mbpp" / "mbpp.jsonl"
-MODES = ("weak", "full")
-BREAK = """
-_reference = {name}
-def {name}(*args, **kwargs):
-    value = _reference(*args, **kwargs)
-    return value + 1 if isinstance(value, (int, float)) and not isinstance(value, bool) else [value]
-"""
+from common import add_out_argument, data_dir, write_json  # noqa: E402
 
+from dapo_env.types import CodeTests  # noqa: E402
+from dapo_env.verifiers import CodeVerifier, VerifierPool  # noqa: E402
+from dapo_env.verifiers.sandbox import SandboxLimits  # noqa: E402
 
-def candidates(n: int) -> tuple[list[str], list[CodeTests], list[bool]]:
-    """(responses, tests, should pass) for n MBPP problems (fixtures when the shared data is absent)."""
-    rows = []
-    if MBPP.exists():
-        with open(MBPP) as fh:
-            rows = [json.loads(line) for _, line in zip(range(n), fh)]
-    if not rows:
-        rows = [{"code": f"def f(x):\n    return x + {i}", "test_list": [f"assert f(1) == {i + 1}"],
-                 "test_setup_code": ""} for i in range(n)]
-    responses, tests, expected = [], [], []
-    for row in rows:
-        name = row["test_list"][0].split("assert ", 1)[1].split("(", 1)[0].strip()
-        reference = tuple(row["test_list"]), row["test_setup_code"]
-        for code, ok in ((row["code"], True), (row["code"] + BREAK.format(name=name), False)):
-            responses.append(f"```python\n{code}\n```")
-            tests.append(CodeTests(tests=reference[0], setup=reference[1]))
-            expected.append(ok)
-    return responses, tests, expected
+BUILTIN = [
+    ("def add(a, b):\n    return a + b", ("assert add(1, 2) == 3", "assert add(-1, 1) == 0")),
+    ("def rev(s):\n    return s[::-1]", ("assert rev('abc') == 'cba'", "assert rev('') == ''")),
+    ("def squares(n):\n    return [i * i for i in range(n)]", ("assert squares(3) == [0, 1, 4]",)),
+    ("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)", ("assert fact(5) == 120", "assert fact(0) == 1")),
+]
 
 
-def latencies(verifiers: dict[str, CodeVerifier], responses: list[str], tests: list[CodeTests],
-              expected: list[bool]) -> dict[str, dict[str, float]]:
-    times: dict[str, list[float]] = {mode: [] for mode in verifiers}
-    right = dict.fromkeys(verifiers, 0)
-    for i, (response, test) in enumerate(zip(responses, tests)):
-        order = list(verifiers) if i % 2 == 0 else list(reversed(verifiers))
-        for mode in order:
-            start = time.perf_counter()
-            result = verifiers[mode](response, test)
-            times[mode].append(time.perf_counter() - start)
-            right[mode] += result.correct == expected[i]
-    return {mode: {"median_ms": 1000 * statistics.median(t), "p95_ms": 1000 * statistics.quantiles(t, n=20)[-1],
-                   "agreement": right[mode] / len(t)} for mode, t in times.items()}
+def candidates(count: int) -> tuple[list[str], list[CodeTests], list[bool]]:
+    """``count`` (response, tests, expected verdict) triples: half reference solutions, half broken."""
+    root = data_dir()
+    rows: list[tuple[str, tuple[str, ...], str]] = []
+    if root is not None and (root / "mbpp" / "mbpp.jsonl").exists():
+        with open(root / "mbpp" / "mbpp.jsonl") as fh:
+            for line in fh:
+                row = json.loads(line)
+                if row["task_id"] not in (367, 927):  # their setup needs the solution's own class
+                    rows.append((row["code"], tuple(row["test_list"]), row["test_setup_code"]))
+                if len(rows) >= count:
+                    break
+    else:
+        rows = [(code, tests, "") for code, tests in BUILTIN]
+    responses, references, expect = [], [], []
+    for i in range(count):
+        code, tests, setup = rows[(i // 2) % len(rows)]
+        if i % 2:  # broken: the next task's solution
+            code = rows[(i // 2 + 1) % len(rows)][0]
+        responses.append(f"```python\n{code}\n```")
+        references.append(CodeTests(tests=tests, setup=setup))
+        expect.append(i % 2 == 0)
+    return responses, references, expect
 
 
-def throughput(verifier: CodeVerifier, responses: list[str], tests: list[CodeTests], workers: int) -> float:
-    with VerifierPool(workers, timeout_s=60.0) as pool:
-        pool.map(verifier, responses[:8], tests[:8])  # warm-up: workers started, verifier shipped
+def measure(verifier: CodeVerifier, responses: list[str], references: list[CodeTests], expect: list[bool],
+            workers: int) -> dict[str, float]:
+    verifier(responses[0], references[0])  # warm: the probe and imports are not part of a candidate's cost
+    latencies, right = [], 0
+    for response, reference, ok in zip(responses, references, expect):
         start = time.perf_counter()
-        pool.map(verifier, responses, tests)
-        return len(responses) / (time.perf_counter() - start)
+        result = verifier(response, reference)
+        latencies.append(time.perf_counter() - start)
+        right += result.correct == ok
+    with VerifierPool(workers, timeout_s=60.0) as pool:
+        pool.map(verifier, responses[:workers], references[:workers])  # start the workers
+        start = time.perf_counter()
+        pooled = pool.map(verifier, responses, references)
+        elapsed = time.perf_counter() - start
+    right_pooled = sum(r.correct == ok for r, ok in zip(pooled, expect))
+    latencies.sort()
+    return {"median_ms": 1000 * statistics.median(latencies),
+            "p95_ms": 1000 * latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
+            "candidates_per_s_pool": len(responses) / elapsed, "verdicts_as_expected": right / len(responses),
+            "verdicts_as_expected_pool": right_pooled / len(responses)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--problems", type=int, default=60)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_sandbox.json")
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore", message='code runs with isolation="weak"')
-    responses, tests, expected = candidates(args.problems)
-    verifiers = {mode: CodeVerifier(isolation=mode) for mode in MODES}
-    verifiers["full"].prepare_reference(tests[0])  # probe bubblewrap once, outside the timings
-    rows = latencies(verifiers, responses, tests, expected)
-    for mode in MODES:
-        rows[mode]["candidates_per_s"] = throughput(verifiers[mode], responses, tests, args.workers)
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--candidates", type=int, default=60, help="candidates per mode (half pass, half fail)")
+    parser.add_argument("--workers", type=int, default=2, help="VerifierPool workers for the throughput column")
+    add_out_argument(parser, "bench_sandbox")
+    args = parser.parse_args(argv)
+    responses, references, expect = candidates(args.candidates)
+    limits = SandboxLimits(wall_s=20.0)
+    rows = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # weak isolation's one-time warning
+        for mode in ("weak", "full"):
+            rows[mode] = measure(CodeVerifier(limits=limits, isolation=mode), responses, references, expect,
+                                 args.workers)
     ratio = rows["full"]["median_ms"] / rows["weak"]["median_ms"]
-    load = os.getloadavg()[0]
-    print(f"{len(responses)} MBPP candidates (reference + broken each), {args.workers} workers, "
-          f"load average {load:.1f} on {os.cpu_count()} cores")
-    print(f"{'isolation':<10}{'median ms':>11}{'p95 ms':>9}{'cand/s':>9}{'agree':>7}")
-    for mode in MODES:
-        row = rows[mode]
-        print(f"{mode:<10}{row['median_ms']:>11.1f}{row['p95_ms']:>9.1f}{row['candidates_per_s']:>9.1f}"
-              f"{row['agreement']:>7.2f}")
+    print(f"{'isolation':<10} {'median ms':>10} {'p95 ms':>8} {'cand/s (pool)':>14} {'verdicts ok':>12}")
+    for mode, row in rows.items():
+        print(f"{mode:<10} {row['median_ms']:>10.1f} {row['p95_ms']:>8.1f} {row['candidates_per_s_pool']:>14.1f} "
+              f"{row['verdicts_as_expected']:>12.3f}")
     print(f"full / weak median latency: {ratio:.2f}x (target <= 2x)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"candidates": len(responses), "workers": args.workers, "load_average": load,
-                                    "cpu_count": os.cpu_count(), "layers": list(isolation().active),
-                                    "rows": rows, "full_over_weak_median": ratio}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    result = {"candidates": args.candidates, "workers": args.workers, "rows": rows, "latency_ratio": ratio,
+              "data": "mbpp" if data_dir() else "builtin"}
+    print(f"wrote {write_json(args.out, result)}")
+    return result
 
 
 if __name__ == "__main__":

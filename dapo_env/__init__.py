@@ -16,6 +16,7 @@ from __future__ import annotations
 from dapo_env.types import CodeTests, Completion, Group, Problem, RolloutBatch, VerifyResult
 
 from dapo_env import tasks  # noqa: E402,F401  (registers the built-in tasks' Gymnasium ids)
+from dapo_env.completions import completion_from_token_ids, completions_from_token_ids  # noqa: E402
 from dapo_env.envs import ReasoningEnv  # noqa: E402
 from dapo_env.sampler import DynamicSampler  # noqa: E402
 from dapo_env.spaces import UnicodeText  # noqa: E402
@@ -47,6 +48,8 @@ __all__ = [
     "UnicodeText",
     "VerifyResult",
     "__version__",
+    "completion_from_token_ids",
+    "completions_from_token_ids",
     "map_reward",
     "soft_overlong_penalty",
 ]

@@ -18,6 +18,7 @@ _LAZY = {
     "ProgramRun": "dapo_env.verifiers.sandbox",
     "SandboxLimits": "dapo_env.verifiers.sandbox",
     "SandboxUnavailable": "dapo_env.verifiers.sandbox",
+    "isolation": "dapo_env.verifiers.sandbox",
     "run_python": "dapo_env.verifiers.sandbox",
 }
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .code import CodeVerifier
     from .math import MathVerifier
     from .pool import VerifierPool, verify_batch
-    from .sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, run_python
+    from .sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, isolation, run_python
 
 
 def __getattr__(name: str) -> Any:
@@ -35,4 +36,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["CodeVerifier", "MathVerifier", "ProgramRun", "SandboxLimits", "SandboxUnavailable", "VerifierPool",
-           "VerifyResult", "run_python", "verify_batch"]
+           "VerifyResult", "isolation", "run_python", "verify_batch"]

@@ -31,7 +31,7 @@ import multiprocess
 from multiprocess import connection as mp_connection
 from multiprocess import util as mp_util
 
-from dapo_env.types import InvalidReference, VerifyResult
+from dapo_env.types import InvalidReference, VerifierConfigError, VerifyResult
 
 _IDLE = -1.0  # progress[0] while a worker waits for work
 _LOADING = -2.0  # progress[0] while a worker unpickles a verifier
@@ -81,7 +81,7 @@ def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, ref
     included; a real Ctrl-C still stops the caller) or a wrong return type into a wrong result."""
     try:
         result = verifier(response, reference)
-    except InvalidReference:  # a misconfigured reference is the caller's error, not the model's: say so
+    except VerifierConfigError:  # a misconfigured verifier or reference is the caller's error: say so
         raise
     except BaseException as exc:  # a verifier must never take the batch down
         if isinstance(exc, KeyboardInterrupt) and ctrl_c is not None and ctrl_c.seen:
@@ -167,7 +167,10 @@ def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
         for index, response, reference in zip(indices, responses, references):
             progress[1] = time.monotonic()
             progress[0] = float(index)
-            r = _verify_one(verifier, response, reference)  # SIGINT is ignored here: no Ctrl-C to tell apart
+            try:  # SIGINT is ignored here: every KeyboardInterrupt is the verifier's own
+                r = _verify_one(verifier, response, reference)
+            except VerifierConfigError as exc:  # the caller already had its chance to see it (prepare_references)
+                r = _error_result(exc)
             done.append((index, r.correct, r.score, r.extracted, r.reason))
             if progress[1] - last_flush > _FLUSH_S:
                 conn.send_bytes(_dumps(("results", done, False)))

@@ -51,6 +51,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from dapo_env.types import VerifierConfigError
 from .seccomp import filter_program
 
 ISOLATION_MODES = ("full", "weak")
@@ -75,8 +76,9 @@ _uid_lock = threading.Lock()
 _weak_warned = False
 
 
-class SandboxUnavailable(RuntimeError):
-    """OS isolation was asked for (``isolation="full"``) but does not work on this machine."""
+class SandboxUnavailable(VerifierConfigError, RuntimeError):
+    """OS isolation was asked for (``isolation="full"``) but does not work on this machine (a configuration
+    error of the caller's: batched verification re-raises it instead of scoring every response 0)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,14 +147,15 @@ class Isolation:
 
     @property
     def ok(self) -> bool:
-        """True when the OS sandbox is complete: mode ``"full"`` with every layer active."""
-        return self.mode == "full" and not self.missing
+        """True when every layer of the mode is active (``missing`` may still name the layers of the other
+        mode, e.g. what ``"weak"`` leaves off)."""
+        return not any(layer in self.missing for layer in (FULL_LAYERS if self.mode == "full" else WEAK_LAYERS))
 
 
-_FULL_LAYERS = ("bubblewrap", "user_ns", "pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns", "unprivileged_uid",
+FULL_LAYERS = ("bubblewrap", "user_ns", "pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns", "unprivileged_uid",
                 "no_new_userns", "readonly_root", "private_tmpfs", "die_with_parent", "seccomp", "process_cap",
                 "rlimits", "wall_kill", "scrubbed_env")
-_WEAK_LAYERS = ("process_group", "tempdir", "rlimits", "wall_kill", "scrubbed_env")
+WEAK_LAYERS = ("process_group", "tempdir", "rlimits", "wall_kill", "scrubbed_env")
 
 
 @dataclass(frozen=True)
@@ -219,15 +222,15 @@ def isolation(mode: str = "full") -> Isolation:
         raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {mode!r}")
     if mode == "weak":
         off = 'off: isolation="weak" was asked for'
-        return Isolation("weak", _WEAK_LAYERS, {layer: off for layer in _FULL_LAYERS if layer not in _WEAK_LAYERS})
+        return Isolation("weak", WEAK_LAYERS, {layer: off for layer in FULL_LAYERS if layer not in WEAK_LAYERS})
     problem = _probe_bwrap()
     if problem is not None:
-        return Isolation("full", (), {layer: problem for layer in _FULL_LAYERS})
+        return Isolation("full", (), {layer: problem for layer in FULL_LAYERS})
     if _SECCOMP is None:
         reason = f"no seccomp filter for this architecture ({platform.machine()}): memfd and System V shared " \
                  "memory are not refused, so memory is capped per process only"
-        return Isolation("full", tuple(layer for layer in _FULL_LAYERS if layer != "seccomp"), {"seccomp": reason})
-    return Isolation("full", _FULL_LAYERS)
+        return Isolation("full", tuple(layer for layer in FULL_LAYERS if layer != "seccomp"), {"seccomp": reason})
+    return Isolation("full", FULL_LAYERS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -596,5 +599,5 @@ def _clean_stderr(raw: bytes) -> str:
 
 
 
-__all__ = ["INSTALL_HINT", "ISOLATION_MODES", "Isolation", "ProgramRun", "RunOutcome", "SandboxLimits",
+__all__ = ["FULL_LAYERS", "INSTALL_HINT", "ISOLATION_MODES", "WEAK_LAYERS", "Isolation", "ProgramRun", "RunOutcome", "SandboxLimits",
            "SandboxUnavailable", "isolation", "require_isolation", "run_python", "run_sandboxed"]
