@@ -13,8 +13,11 @@ from dapo_env.types import CodeTests
 from dapo_env.verifiers import CodeVerifier, SandboxLimits
 from dapo_env.verifiers.code_plan import plan_tests
 from dapo_env.verifiers.code_values import DecodeError, Expectation, Opaque, decode
+from dapo_env.verifiers.sandbox import isolation
 
 VERIFIER = CodeVerifier(limits=SandboxLimits(wall_s=10.0))
+needs_bwrap = pytest.mark.skipif(not isolation("full").ok, reason="the code sandbox needs bubblewrap (apt-get "
+                                 "install bubblewrap)")
 
 
 def fenced(code: str) -> str:
@@ -86,6 +89,7 @@ def test_humaneval_check_functions_split_per_statement_with_the_prompts_helpers(
     assert plan.scope == ("candidate", "solve") and len(plan.checks) == 2
 
 
+@needs_bwrap
 def test_truth_tests_take_any_objects_truth_as_assert_would() -> None:
     """``assert f(x)`` with a ``re.Match`` passes, as in Python: the truth is taken inside (passing a truth
     test needs no hidden value), the value itself is never compared."""
@@ -163,6 +167,7 @@ PLAIN = st.recursive(
 )
 
 
+@needs_bwrap
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(PLAIN, min_size=1, max_size=6))
 def test_any_plain_value_round_trips_through_the_sandbox(values: list) -> None:
@@ -177,6 +182,7 @@ def test_any_plain_value_round_trips_through_the_sandbox(values: list) -> None:
 
 
 # -- feedback ---------------------------------------------------------------------------------------
+@needs_bwrap
 def test_report_gives_one_short_message_per_test() -> None:
     tests = CodeTests(tests=("assert add(1, 2) == 918273645", "assert add(0, 0) == 0", "assert boom() == 1",
                              "for i in range(3):\n    assert add(i, i) == i * 3"),
@@ -195,6 +201,7 @@ def test_report_gives_one_short_message_per_test() -> None:
     assert all("918273645" not in t.message for t in report.tests)  # the expected value is never shown
 
 
+@needs_bwrap
 def test_report_says_when_a_run_was_cut_or_the_program_failed() -> None:
     slow = CodeVerifier(limits=SandboxLimits(wall_s=1.0))
     report = slow.report(fenced("def f():\n    while True:\n        pass\n"), CodeTests(tests=("assert f() == 1",)))

@@ -1,4 +1,5 @@
-"""Hostile candidates through ``CodeVerifier``, as an attacker who wants the reward would write them.
+"""More hostile candidates through ``CodeVerifier``, as an attacker who wants the reward would write them
+(``test_hostile.py`` has the probe-style suite; this one checks every attack really ran).
 
 Each attack asserts that the candidate is scored wrong, that the host is untouched (no file carrying the
 attack's marker anywhere it aimed) and that nothing of it survives the verification. Categories: forging
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dapo_env.types import CodeTests, VerifyResult
-from dapo_env.verifiers import CodeVerifier, SandboxLimits, VerifierPool
+from dapo_env.verifiers import CodeVerifier, SandboxLimits, VerifierPool, isolation
 from dapo_env.verifiers.code import CodeReport
 from sandbox_checks import (
     RAW_SPAWN,
@@ -30,6 +31,8 @@ from sandbox_checks import (
     nothing_arrived,
 )
 
+pytestmark = pytest.mark.skipif(not isolation("full").ok, reason="the code sandbox needs bubblewrap (apt-get install "
+                                "bubblewrap): without it CodeVerifier refuses to run")
 LIMITS = SandboxLimits(wall_s=5.0, memory_mb=512, max_processes=4, disk_mb=16, max_output_bytes=10_000)
 VERIFIER = CodeVerifier(limits=LIMITS)
 SECRET = 918273645  # an expected value the candidate is never shown

@@ -1,4 +1,6 @@
-"""The OS sandbox alone (``run_python``, no audit hook): what a program can do there and what it cannot.
+"""The OS sandbox alone (``run_python``, no audit hook): what a program can do there and what it cannot
+(``test_sandbox.py`` covers the public pieces, ``test_hostile.py`` and ``test_sandbox_attacks.py`` attacks
+through ``CodeVerifier``).
 
 Every attack asserts three things: the attack failed (as seen from inside), the host is untouched (no file
 with the attack's marker anywhere it aimed) and nothing of the run survives it. The same checks run as a
@@ -37,6 +39,8 @@ from sandbox_checks import (
 )
 
 LIMITS = SandboxLimits(wall_s=5.0, memory_mb=256, max_processes=4, disk_mb=8, max_output_bytes=100_000)
+needs_bwrap = pytest.mark.skipif(not isolation("full").ok, reason="the code sandbox needs bubblewrap (apt-get "
+                                 "install bubblewrap)")
 
 
 def attack(code: str, marker: str, limits: SandboxLimits = LIMITS, **kwargs: str) -> ProgramRun:
@@ -54,6 +58,7 @@ def results(run: ProgramRun) -> dict:
 
 
 # -- the layers and no silent downgrade -----------------------------------------------------------
+@needs_bwrap
 def test_full_isolation_is_active_here() -> None:
     layers = isolation()
     assert layers.ok, f"the code sandbox is not complete on this machine: {dict(layers.missing)}"
@@ -132,6 +137,7 @@ def test_seccomp_program_is_a_deny_list_behind_an_architecture_check() -> None:
 
 
 # -- run_python: the tool for model-written programs ----------------------------------------------
+@needs_bwrap
 def test_run_python_returns_output_exit_status_and_flags() -> None:
     run = run_python("import sys\nname = input()\nprint('hi', name)\nprint('oops', file=sys.stderr)\nsys.exit(3)",
                      stdin="Ada\n")
@@ -144,6 +150,7 @@ def test_run_python_returns_output_exit_status_and_flags() -> None:
     assert run_python("print('é' * 3)").stdout == "ééé\n"
 
 
+@needs_bwrap
 def test_run_python_cuts_long_output_and_stops_at_the_time_limit() -> None:
     long = run_python("while True:\n    print('x' * 1000)", limits=SandboxLimits(wall_s=10.0, max_output_bytes=5000))
     assert long.output_truncated and len(long.stdout) == 5000 and not long.ok
@@ -155,6 +162,7 @@ def test_run_python_cuts_long_output_and_stops_at_the_time_limit() -> None:
 
 
 # -- attacks on the host --------------------------------------------------------------------------
+@needs_bwrap
 def test_no_host_writes_anywhere() -> None:
     marker = new_marker()
     here = str(Path(__file__).resolve().parent)
@@ -189,6 +197,7 @@ def test_no_host_writes_anywhere() -> None:
     assert "ok" not in tried.values(), tried
 
 
+@needs_bwrap
 def test_disk_is_capped_per_run_not_per_file() -> None:
     code = """
     import json, os
@@ -206,6 +215,7 @@ def test_disk_is_capped_per_run_not_per_file() -> None:
     assert out["mib"] <= LIMITS.disk_mb and out["error"] == "OSError"  # ENOSPC at the tmpfs size
 
 
+@needs_bwrap
 def test_memory_outside_the_address_space_limit_is_refused() -> None:
     code = """
     import ctypes, json, os
@@ -231,6 +241,7 @@ def test_memory_outside_the_address_space_limit_is_refused() -> None:
     assert out["shmget"] == [-1, 1] and out["msgget"] == [-1, 1] and out["mq_open"] == [-1, 1]
 
 
+@needs_bwrap
 def test_processes_threads_and_files_are_capped() -> None:
     code = """
     import json, os, threading, time
@@ -263,6 +274,7 @@ def test_processes_threads_and_files_are_capped() -> None:
     assert out["files"] < LIMITS.max_open_files
 
 
+@needs_bwrap
 def test_fork_bomb_ends_with_the_run() -> None:
     start = time.monotonic()
     run = attack("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass  # MARKER",
@@ -270,6 +282,7 @@ def test_fork_bomb_ends_with_the_run() -> None:
     assert run.timed_out and time.monotonic() - start < 30
 
 
+@needs_bwrap
 def test_nothing_outlives_the_run() -> None:
     marker = new_marker()
     code = """
@@ -290,6 +303,7 @@ def test_nothing_outlives_the_run() -> None:
     assert run.stdout == "spawned\n", run
 
 
+@needs_bwrap
 def test_no_network_not_even_loopback() -> None:
     with loopback_listeners() as host:
         code = f"""
@@ -315,6 +329,7 @@ def test_no_network_not_even_loopback() -> None:
     assert "ok" not in out.values(), out
 
 
+@needs_bwrap
 def test_the_caller_and_other_processes_cannot_be_signalled() -> None:
     sentinel = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
@@ -345,6 +360,7 @@ def test_the_caller_and_other_processes_cannot_be_signalled() -> None:
         sentinel.wait()
 
 
+@needs_bwrap
 def test_secrets_of_the_host_are_not_readable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DAPO_TEST_SECRET", "hunter2-secret")
     code = f"""
@@ -469,6 +485,7 @@ def test_the_non_root_path_holds_too() -> None:
     assert out["probe"]["write_root"] == "OSError"
 
 
+@needs_bwrap
 def test_a_sandbox_unavailable_error_is_a_runtime_error() -> None:
     assert issubclass(SandboxUnavailable, RuntimeError)
     assert CodeVerifier().isolation_layers().ok
@@ -476,6 +493,7 @@ def test_a_sandbox_unavailable_error_is_a_runtime_error() -> None:
     assert CodeVerifier()("```python\nx = 1\n```", CodeTests(tests=("assert x == 1",))).correct
 
 
+@needs_bwrap
 def test_the_checks_see_a_breach_under_weak_isolation() -> None:
     """The host and survivor checks above can fail: without OS isolation the same attacks get through."""
     marker = new_marker()
@@ -499,6 +517,7 @@ def test_the_checks_see_a_breach_under_weak_isolation() -> None:
             os.kill(pid, 9)
 
 
+@needs_bwrap
 def test_the_docs_example_runs() -> None:
     doc = (REPO / "docs" / "code_sandbox.md").read_text(encoding="utf-8")
     block = doc.split("```python\n", 1)[1].split("```\n", 1)[0]
