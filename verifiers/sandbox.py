@@ -86,7 +86,7 @@ class SandboxLimits:
     """Resource limits for one sandboxed run (one object, used by every code verifier and tool).
 
     Args:
-        wall_s: wall-clock limit; past it the run's process group (and, as root, its uid) is SIGKILLed.
+        wall_s: wall-clock limit; past it the run's process group is SIGKILLed, which ends its namespaces.
         cpu_s: RLIMIT_CPU in seconds (default: ``wall_s`` rounded up).
         memory_mb: RLIMIT_AS (address space) per process, MiB.
         disk_mb: size of the run's tmpfs, its only writable place (and RLIMIT_FSIZE), MiB.
@@ -124,12 +124,12 @@ class SandboxLimits:
 
 @dataclass(frozen=True)
 class Isolation:
-    """The layers a sandboxed run gets on this machine in one mode; ``"netns" in isolation()`` works.
+    """The layers a sandboxed run gets on this machine in one mode; ``"net_ns" in isolation()`` works.
 
     Attributes:
         mode: ``"full"`` or ``"weak"``.
         active: names of the active layers.
-        missing: layer name -> why it is missing (empty when everything of the mode is active).
+        missing: layer name -> why it is missing (for ``"weak"``: the full mode's layers it leaves off).
     """
 
     mode: str
@@ -153,8 +153,8 @@ class Isolation:
 
 
 FULL_LAYERS = ("bubblewrap", "user_ns", "pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns", "unprivileged_uid",
-                "no_new_userns", "readonly_root", "private_tmpfs", "die_with_parent", "seccomp", "process_cap",
-                "rlimits", "wall_kill", "scrubbed_env")
+               "no_new_userns", "readonly_root", "private_tmpfs", "die_with_parent", "seccomp", "process_cap",
+               "rlimits", "wall_kill", "scrubbed_env")
 WEAK_LAYERS = ("process_group", "tempdir", "rlimits", "wall_kill", "scrubbed_env")
 
 
