@@ -375,6 +375,7 @@ class HFEngine:
                     token_ids=tuple(ids),
                     logprobs=tuple(lp[row, :length].tolist()),
                     prompt_token_ids=tuple(prompt),
+                    policy_version=self._version,
                 )
             )
         return completions

@@ -94,7 +94,7 @@ def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], li
     shaping: dict[str, Any] = {
         "reward_map": (cfg.reward_low, cfg.reward_high),
         "overlong_filter": cfg.overlong_filter,
-        "overlong_penalty": ({"max_length": cfg.max_response_tokens, "cache_length": cfg.overlong_cache_length,
+        "overlong_penalty": ({"max_response_tokens": cfg.max_response_tokens, "cache_length": cfg.overlong_cache_length,
                               "factor": cfg.overlong_penalty_factor} if cfg.overlong_penalty else None),
         "max_response_tokens": cfg.max_response_tokens,
         "chat_template": tokenizer if cfg.chat_template else None,

@@ -199,3 +199,15 @@ def test_public_names() -> None:
     for name in ("ReasoningEnv", "GroupVectorEnv", "DynamicSampler", "SoftOverlongPenalty", "OverlongFilter",
                  "ChatTemplate", "RewardMap", "UnicodeText", "Completion"):
         assert hasattr(dapo_env, name), name
+
+
+def test_a_plain_function_verifier_is_wrapped(toy_task) -> None:
+    import dataclasses
+
+    def score_by_length(response: str, reference: str) -> float:
+        return len(response) / 10
+
+    env = ReasoningEnv(dataclasses.replace(toy_task, verifier=score_by_length))
+    env.reset(seed=0)
+    _, reward, *_, info = env.step("12345")
+    assert (reward, info["correct"], info["reason"]) == (0.5, False, "custom:score")
