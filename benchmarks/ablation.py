@@ -261,7 +261,7 @@ def warm_started(settings: AblationSettings, seed: int, cache_dir: Path | None =
             return model, tok, json.loads(saved["stats"]) | {"cached": True}
     stats = warm_start(model, tok, resolve_task(cfg), steps=settings.warmstart_steps, lr=cfg.warmstart_lr,
                        batch_size=cfg.warmstart_batch_size,
-                       seed=seed, target_accuracy=settings.warmstart_target, max_tokens=cfg.max_response_tokens,
+                       seed=seed, target_accuracy=settings.warmstart_target, max_response_tokens=cfg.max_response_tokens,
                        probe_size=settings.warmstart_probe,
                        task_kwargs=dict(cfg.task_kwargs))
     if path is not None:

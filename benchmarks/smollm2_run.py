@@ -96,7 +96,7 @@ def held_out_set(task: Any, split: str = "test") -> tuple[list[str], list[str]]:
     return list(seen), list(seen.values())
 
 
-def evaluate(engine: Any, task: Any, prompts: Sequence[str], answers: Sequence[str], *, max_tokens: int,
+def evaluate(engine: Any, task: Any, prompts: Sequence[str], answers: Sequence[str], *, max_response_tokens: int,
              samples: int = 0, seed: int = 0) -> dict[str, float]:
     """Greedy accuracy on ``prompts`` and, with ``samples > 0``, mean accuracy of that many samples at T=1
     (avg@k). A truncated response counts as wrong. ``greedy_no_answer`` is the share of greedy responses
@@ -104,7 +104,7 @@ def evaluate(engine: Any, task: Any, prompts: Sequence[str], answers: Sequence[s
     from dapo_env.learners.engine import SamplingParams
 
     def graded(temperature: float, n: int) -> list[tuple[bool, bool]]:
-        sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+        sampling = SamplingParams(temperature=temperature, max_response_tokens=max_response_tokens, seed=seed)
         groups = engine.generate(list(prompts), n=n, sampling=sampling)
         out = []
         for group, answer in zip(groups, answers):
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cfg = preset(
             "dapo", task=task_id, model=str(model_dir), seed=args.seed, out_dir=tmp, name="smollm2",
             group_size=args.group_size, batch_size=args.batch_size, mini_batch_size=args.batch_size,
-            micro_batch_size=args.group_size * 2, max_response_tokens=args.max_tokens, overlong_cache_length=4,
+            micro_batch_size=args.group_size * 2, max_response_tokens=args.max_response_tokens, overlong_cache_length=4,
             max_gen_rounds=args.max_rounds, lr=args.lr, warmup_steps=args.warmup, weight_decay=0.0,
             eval_every=0, checkpoint_every=0, plot_every=0, progress=False, num_threads=args.threads,
             precision=args.precision,
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def run_eval(step: int, minutes: float) -> float:
             t = time.perf_counter()
-            acc = evaluate(trainer.engine, trainer.task, prompts, answers, max_tokens=cfg.max_response_tokens,
+            acc = evaluate(trainer.engine, trainer.task, prompts, answers, max_response_tokens=cfg.max_response_tokens,
                            samples=args.eval_samples, seed=args.seed)
             evals.append({"step": step, "minutes": minutes, **acc, "seconds": time.perf_counter() - t})
             print(f"held-out at step {step}: " + "  ".join(f"{k} {v:.3f}" for k, v in acc.items())
@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=8, help="informative groups per step")
     parser.add_argument("--max-rounds", type=int, default=3, help="dynamic-sampling generation rounds per step")
-    parser.add_argument("--max-tokens", type=int, default=10)
+    parser.add_argument("--max-response-tokens", type=int, default=10)
     parser.add_argument("--shots", type=int, default=2, choices=range(len(SHOTS) + 1),
                         help="solved examples in the prompt")
     parser.add_argument("--lr", type=float, default=2e-5)

@@ -69,7 +69,7 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--task", default="Arithmetic-v0")
     p.add_argument("--split", default="test")
     p.add_argument("--size", type=int, default=200, help="number of problems")
-    p.add_argument("--max-tokens", type=int, default=None, help="response budget (default: the run's or 1024)")
+    p.add_argument("--max-response-tokens", type=int, default=None, help="response budget (default: the run's or 1024)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--verifier", help="custom verifier 'module:function'")
     p.add_argument("--device", default="cpu")
@@ -138,11 +138,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     model, tok = build_model(build_config("dapo", overrides={"model": args.model}))
     model.to(torch.device(args.device))
     positions = getattr(model.config, "max_position_embeddings", None) or 2048
-    max_tokens = args.max_tokens or min(1024, positions // 2)
+    max_response_tokens = args.max_response_tokens or min(1024, positions // 2)
     cfg = build_config("dapo", overrides=dict(
         model=args.model, task=args.task, eval_split=args.split, eval_size=args.size, device=args.device,
         eval_temperature=args.temperature, verifier=args.verifier, seed=args.seed, task_kwargs=knobs,
-        max_response_tokens=max_tokens, overlong_penalty=False))
+        max_response_tokens=max_response_tokens, overlong_penalty=False))
     engine = HFEngine(model, tok, device=args.device)
     acc = evaluate_accuracy(engine, resolve_task(cfg), cfg, tokenizer=tok)
     print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": args.size,

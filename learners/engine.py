@@ -7,14 +7,14 @@ Conventions every engine follows:
 - ``generate(prompts, n, sampling)`` returns one list per prompt, each with ``n`` :class:`Completion`.
 - A response ends at the first token that is ANY of the EOS ids (:func:`collect_eos_ids`); that EOS
   token is part of ``token_ids``/``logprobs``/``num_tokens`` (so the learner trains the model to stop)
-  but not of ``text``. ``finish_reason`` is ``"length"`` only when ``max_tokens`` tokens were produced
+  but not of ``text``. ``finish_reason`` is ``"length"`` only when ``max_response_tokens`` tokens were produced
   without an EOS.
 - ``logprobs[t]`` is ``log softmax(logits_t / temperature)[token_t]`` in fp32: the temperature-scaled
   policy *before* top-k/top-p truncation (the policy the learner trains; vLLM reports the same with
   ``logprobs_mode="processed_logprobs"`` minus truncation). With ``temperature=0`` (greedy) it is taken
   at temperature 1.
 - Prompts are tokenised as given (``add_special_tokens`` as the engine was built) and never truncated:
-  a prompt that does not fit the context with ``max_tokens`` new tokens raises ``ValueError``.
+  a prompt that does not fit the context with ``max_response_tokens`` new tokens raises ``ValueError``.
 
 Speed (measured on this project's shared 2-core CPU box, one thread, 64 responses of 16 tokens): the
 0.14M-parameter tiny Llama takes ~0.10 s per batch (~10k tokens/s) with this hand-written KV-cache loop,
@@ -48,18 +48,18 @@ class SamplingParams:
         temperature: divides the logits; ``0`` means greedy decoding.
         top_p: nucleus sampling mass in ``(0, 1]``; ``1.0`` disables it.
         top_k: keep the ``top_k`` most likely tokens; ``None`` or ``0`` disables it.
-        max_tokens: the most new tokens per response (the EOS token counts).
+        max_response_tokens: the most new tokens per response (the EOS token counts).
         seed: seeds a local ``torch.Generator`` for the whole call; ``None`` draws a fresh seed.
 
     Example:
-        >>> SamplingParams(temperature=1.0, max_tokens=32, seed=0).top_p
+        >>> SamplingParams(temperature=1.0, max_response_tokens=32, seed=0).top_p
         1.0
     """
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int | None = None
-    max_tokens: int = 256
+    max_response_tokens: int = 256
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -69,8 +69,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1] (1 disables it), got {self.top_p}")
         if self.top_k is not None and self.top_k < 0:
             raise ValueError(f"top_k must be >= 0 or None (0/None disable it), got {self.top_k}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.max_response_tokens < 1:
+            raise ValueError(f"max_response_tokens must be >= 1, got {self.max_response_tokens}")
 
 
 @runtime_checkable
@@ -175,7 +175,7 @@ class HFEngine:
     Example:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
         >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok), tok)
-        >>> out = engine.generate(["1+1="], n=2, sampling=SamplingParams(max_tokens=4, seed=0))
+        >>> out = engine.generate(["1+1="], n=2, sampling=SamplingParams(max_response_tokens=4, seed=0))
         >>> len(out), len(out[0]), out[0][0].num_tokens <= 4
         (1, 2, True)
     """
@@ -241,17 +241,17 @@ class HFEngine:
                 target.copy_(tensor.detach())
         self._version += 1
 
-    def _encode(self, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+    def _encode(self, prompts: Sequence[str], max_response_tokens: int) -> list[list[int]]:
         encoded = []
         for i, prompt in enumerate(prompts):
             ids = self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"]
             if not ids:
                 raise ValueError(f"prompt {i} encodes to no tokens; give it text or a BOS token")
-            if self.max_positions is not None and len(ids) + max_tokens > self.max_positions:
+            if self.max_positions is not None and len(ids) + max_response_tokens > self.max_positions:
                 raise ValueError(
-                    f"prompt {i} has {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the model's "
+                    f"prompt {i} has {len(ids)} tokens; with max_response_tokens={max_response_tokens} it exceeds the model's "
                     f"context of {self.max_positions} (prompts are never truncated): shorten the prompt or "
-                    "lower max_tokens"
+                    "lower max_response_tokens"
                 )
             encoded.append(list(ids))
         return encoded
@@ -266,7 +266,7 @@ class HFEngine:
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        encoded = self._encode(prompts, sampling.max_tokens)
+        encoded = self._encode(prompts, sampling.max_response_tokens)
         flat = [ids for ids in encoded for _ in range(n)]  # group-major: n copies per prompt
         gen = torch.Generator(device=self.device)
         gen.manual_seed(sampling.seed if sampling.seed is not None else int(torch.Generator().seed()))
@@ -330,7 +330,7 @@ class HFEngine:
         eos = torch.tensor(self.eos_token_ids, device=self.device)
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
         tokens, logps = [], []  # each (B,) per step
-        for _ in range(sampling.max_tokens):
+        for _ in range(sampling.max_response_tokens):
             logits = out.logits[:, -1, :].float()  # (B, V)
             scaled = logits / sampling.temperature if sampling.temperature > 0 else logits
             logp = torch.log_softmax(scaled, dim=-1)

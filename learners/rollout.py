@@ -191,7 +191,7 @@ def evaluate_accuracy(engine: Any, task: Any, cfg: TrainConfig, *, tokenizer: An
         from dapo_env.wrappers import apply_chat_template
 
         prompts = [apply_chat_template(tokenizer, p) for p in prompts]
-    sampling = SamplingParams(temperature=cfg.eval_temperature, top_p=1.0, max_tokens=cfg.max_response_tokens,
+    sampling = SamplingParams(temperature=cfg.eval_temperature, top_p=1.0, max_response_tokens=cfg.max_response_tokens,
                               seed=derive_seed(cfg.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0)
     outs = [group[0] for group in engine.generate(prompts, n=1, sampling=sampling)]
     with VerifierPool(0) as pool:

@@ -249,7 +249,7 @@ class Trainer:
             if any(q != p for q in prompts[b * G:(b + 1) * G]):
                 raise RuntimeError("sampler prompts are not group-major (G consecutive copies per prompt)")
         sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                                  max_tokens=self.cfg.max_response_tokens,
+                                  max_response_tokens=self.cfg.max_response_tokens,
                                   seed=derive_seed(self.cfg.seed, self.step, self._round))
         self._round += 1
         out = [c for group in self.engine.generate(unique, n=G, sampling=sampling) for c in group]
@@ -290,7 +290,7 @@ class Trainer:
                     loss, m = policy_loss(
                         logp, old_logp[sub], advantages[sub], batch.loss_mask[sub],
                         clip_low=cfg.clip_low, clip_high=cfg.clip_high, clip_c=cfg.clip_c, agg=cfg.loss_agg,
-                        num_tokens=num_tokens, num_seqs=num_seqs, max_len=cfg.max_response_tokens)
+                        num_tokens=num_tokens, num_seqs=num_seqs, max_response_tokens=cfg.max_response_tokens)
                     loss.backward()
                     sub_mask = batch.loss_mask[sub]
                     weight = float(sub_mask.sum()) / float(num_tokens)

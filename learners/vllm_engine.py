@@ -22,7 +22,7 @@ Example:
     >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); learner = build_tiny_model(tok, seed=0)
     >>> engine = make_engine("auto", learner, tok)  # doctest: +SKIP
-    >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_tokens=8, seed=0))  # doctest: +SKIP
+    >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=0))  # doctest: +SKIP
     >>> engine.load_weights(learner.state_dict())  # raises StaleWeightsError if it did not take  # doctest: +SKIP
 """
 
@@ -211,7 +211,7 @@ class VLLMEngine:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
         >>> tok = build_tokenizer(); learner = build_tiny_model(tok)
         >>> engine = VLLMEngine(learner, tok, dtype="float32")  # doctest: +SKIP
-        >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_tokens=4, seed=0))  # doctest: +SKIP
+        >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_response_tokens=4, seed=0))  # doctest: +SKIP
         >>> engine.load_weights(learner)  # doctest: +SKIP
     """
 
@@ -389,17 +389,17 @@ class VLLMEngine:
                 )
 
     # ---- generation ----------------------------------------------------------------------------
-    def _encode(self, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+    def _encode(self, prompts: Sequence[str], max_response_tokens: int) -> list[list[int]]:
         encoded = []
         for i, prompt in enumerate(prompts):
             ids = list(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"])
             if not ids:
                 raise ValueError(f"prompt {i} encodes to no tokens; give it text or a BOS token")
-            if len(ids) + max_tokens > self.max_model_len:
+            if len(ids) + max_response_tokens > self.max_model_len:
                 raise ValueError(
-                    f"prompt {i} has {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the engine's "
+                    f"prompt {i} has {len(ids)} tokens; with max_response_tokens={max_response_tokens} it exceeds the engine's "
                     f"context of {self.max_model_len} (prompts are never truncated): shorten the prompt or "
-                    "lower max_tokens"
+                    "lower max_response_tokens"
                 )
             encoded.append(ids)
         return encoded
@@ -426,7 +426,7 @@ class VLLMEngine:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        encoded = self._encode(prompts, sampling.max_tokens)
+        encoded = self._encode(prompts, sampling.max_response_tokens)
         greedy = sampling.temperature < _GREEDY_BELOW  # vLLM's threshold; it refuses n > 1 when greedy
         draws = 1 if greedy else n
         params = [
@@ -435,7 +435,7 @@ class VLLMEngine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k or 0,
-                max_tokens=sampling.max_tokens,
+                max_tokens=sampling.max_response_tokens,
                 seed=seed,
                 logprobs=0,  # the sampled token's log-prob only
                 stop_token_ids=list(self.eos_token_ids),
@@ -446,21 +446,21 @@ class VLLMEngine:
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         outputs = self._llm.generate(requests, params, use_tqdm=False)
         groups = [
-            [self._completion(s, ids, sampling.max_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
+            [self._completion(s, ids, sampling.max_response_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
             for out, ids in zip(outputs, encoded, strict=True)
         ]
         return [group * n for group in groups] if greedy else groups  # greedy: n identical copies
 
-    def _completion(self, sample: Any, prompt_ids: list[int], max_tokens: int) -> Completion:
+    def _completion(self, sample: Any, prompt_ids: list[int], max_response_tokens: int) -> Completion:
         ids = [int(t) for t in sample.token_ids]
         if sample.logprobs is None or len(sample.logprobs) != len(ids):
             raise RuntimeError("vLLM returned no per-token log-probs (logprobs=0 was requested)")
         logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, ids, strict=True)]
         eos = set(self.eos_token_ids)
         stopped = bool(ids) and ids[-1] in eos
-        if not stopped and len(ids) < max_tokens:
+        if not stopped and len(ids) < max_response_tokens:
             raise RuntimeError(
-                f"vLLM stopped after {len(ids)} < {max_tokens} tokens without an EOS ({sample.finish_reason})"
+                f"vLLM stopped after {len(ids)} < {max_response_tokens} tokens without an EOS ({sample.finish_reason})"
             )
         text_ids = ids[:-1] if stopped else ids
         return Completion(

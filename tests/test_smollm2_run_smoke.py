@@ -65,7 +65,7 @@ def test_evaluate_scores_greedy_sampled_and_format_failures(smol) -> None:
             return [[Completion(text=table[p][0], num_tokens=3, finish_reason=table[p][1])] * n for p in prompts]
 
     out = smol.evaluate(Scripted(), get_task("Arithmetic-v0"), ["p0", "p1", "p2"], ["3", "5", "7"],
-                        max_tokens=8, samples=2)
+                        max_response_tokens=8, samples=2)
     assert out == {"greedy": pytest.approx(1 / 3), "greedy_no_answer": pytest.approx(1 / 3),
                    "avg@2": pytest.approx(1 / 3)}  # the cut-off right answer counts as wrong
 

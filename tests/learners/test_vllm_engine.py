@@ -152,7 +152,7 @@ def setup() -> Iterator[tuple[ve.VLLMEngine, torch.nn.Module, object]]:
 def test_generate_shapes_logprobs_and_reproducibility(setup) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
-    sampling = SamplingParams(temperature=1.0, max_tokens=12, seed=3)
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=12, seed=3)
     out = engine.generate(PROMPTS, n=4, sampling=sampling)
     assert [len(group) for group in out] == [4, 4, 4]
     for prompt, group in zip(PROMPTS, out, strict=True):
@@ -162,7 +162,7 @@ def test_generate_shapes_logprobs_and_reproducibility(setup) -> None:
             assert all(lp <= 0.0 for lp in c.logprobs)
         assert len({c.token_ids for c in group}) > 1  # the n samples differ
     assert engine.generate(PROMPTS, n=4, sampling=sampling) == out
-    assert engine.generate(PROMPTS, n=4, sampling=SamplingParams(max_tokens=12, seed=4)) != out
+    assert engine.generate(PROMPTS, n=4, sampling=SamplingParams(max_response_tokens=12, seed=4)) != out
     # Identical prompts in one call draw different samples.
     twice = engine.generate([PROMPTS[0], PROMPTS[0]], n=2, sampling=sampling)
     assert twice[0] != twice[1]
@@ -174,7 +174,7 @@ def test_finish_reasons_and_multiple_eos_ids(setup) -> None:
     engine.load_weights(learner)
     eos = set(engine.eos_token_ids)
     assert len(eos) == 3 and tok.eos_token_id in eos
-    out = engine.generate(PROMPTS, n=16, sampling=SamplingParams(max_tokens=10, seed=0))
+    out = engine.generate(PROMPTS, n=16, sampling=SamplingParams(max_response_tokens=10, seed=0))
     stop_ids = set()
     for c in (c for group in out for c in group):
         if c.finish_reason == "length":
@@ -194,7 +194,7 @@ def test_finish_reasons_and_multiple_eos_ids(setup) -> None:
 def test_logprobs_match_hf_teacher_forcing(setup, temperature: float) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
-    out = engine.generate(PROMPTS, n=3, sampling=SamplingParams(temperature=temperature, max_tokens=16, seed=1))
+    out = engine.generate(PROMPTS, n=3, sampling=SamplingParams(temperature=temperature, max_response_tokens=16, seed=1))
     for c in (c for group in out for c in group):
         ref = teacher_forced(learner, list(c.prompt_token_ids), list(c.token_ids), temperature)
         torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0)
@@ -205,7 +205,7 @@ def test_greedy_matches_hf_engine(setup) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
     hf = HFEngine(learner, tok, eos_token_ids=engine.eos_token_ids)
-    greedy = SamplingParams(temperature=0.0, max_tokens=24)
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=24)
     ours, theirs = engine.generate(PROMPTS, 2, greedy), hf.generate(PROMPTS, 2, greedy)
     for a, b in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert (a.token_ids, a.text, a.finish_reason, a.prompt_token_ids) == (
@@ -219,7 +219,7 @@ def test_weight_sync_takes_effect_after_every_update(setup) -> None:
     learner = build_tiny_model(tok, hidden_size=64, layers=2, heads=2, seed=0)  # a private copy to perturb
     engine.load_weights(learner)
     hf = HFEngine(learner, tok, eos_token_ids=engine.eos_token_ids)
-    greedy = SamplingParams(temperature=0.0, max_tokens=20)
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=20)
     probe = tok("<bos>" + LONG_PROMPT)["input_ids"]
     previous = engine.generate([LONG_PROMPT], 1, greedy)[0][0]
     start = engine.weights_version
@@ -261,7 +261,7 @@ def test_stale_or_mismatched_weights_are_detected(setup) -> None:
 def test_input_validation(setup) -> None:
     engine, learner, tok = setup
     with pytest.raises(ValueError, match="never truncated"):
-        engine.generate(["x" * 500], 1, SamplingParams(max_tokens=64))
+        engine.generate(["x" * 500], 1, SamplingParams(max_response_tokens=64))
     with pytest.raises(ValueError, match="n must be"):
         engine.generate(PROMPTS, 0, SamplingParams())
     with pytest.raises(RuntimeError, match="enable_sleep_mode"):
@@ -270,4 +270,4 @@ def test_input_validation(setup) -> None:
         with pytest.raises(ValueError, match="CUDA"):
             ve.VLLMEngine(learner, tok, enable_sleep_mode=True)
     with pytest.warns(RuntimeWarning, match="truncated"):
-        engine.generate(PROMPTS[:1], 1, SamplingParams(top_p=0.9, max_tokens=2, seed=0))
+        engine.generate(PROMPTS[:1], 1, SamplingParams(top_p=0.9, max_response_tokens=2, seed=0))
