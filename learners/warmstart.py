@@ -77,7 +77,8 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
     """
-    from .engine import HFEngine, SamplingParams
+    from .engine import HFEngine
+    from .evaluation import evaluate
 
     t0 = time.perf_counter()
     problems = task.load(split="train", **(task_kwargs or {}))
@@ -88,10 +89,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
 
     def probe_accuracy() -> float:
-        outs = engine.generate([task.format_prompt(p) for p in probe], n=1,
-                               sampling=SamplingParams(temperature=0.0, max_response_tokens=max_response_tokens, seed=0))
-        return float(np.mean([task.verifier(o[0].text, p.answer).correct and not o[0].truncated
-                              for o, p in zip(outs, probe)]))
+        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens).accuracy
 
     loss_value, acc, done = float("nan"), None, 0
     for step in range(steps):

@@ -181,7 +181,8 @@ def test_gym_make_with_module_prefix_needs_no_prior_import(tmp_path: Path) -> No
 
 def test_import_never_loads_torch_or_learners() -> None:
     out = _run(
-        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.interop\n"
+        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.shaping\n"
+        "import dapo_env.interop, dapo_env.verifiers.callable\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dapo_env.learners') or m == 'transformers'))\n"
     )
     assert out.strip() == "[]"

