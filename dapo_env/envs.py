@@ -209,7 +209,9 @@ class ReasoningEnv(gym.Env[str, str]):
             )
         completion = as_completion(action)
         problem, self._problem = self._problem, None
-        result = self.task.verifier(completion.text, problem.answer)
+        from dapo_env.verifiers.pool import verify_batch  # lazy, as in the group env
+
+        result = verify_batch(self.task.verifier, [completion.text], [problem.answer], workers=0)[0]  # the inline path
         info = step_info(result, completion, problem_id=problem.id, task=self.task.env_id,
                          max_response_tokens=self.max_response_tokens)
         self._last_response = completion.text

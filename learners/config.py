@@ -190,14 +190,7 @@ class TrainConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> TrainConfig:
         """A copy with ``overrides`` applied; unknown keys raise listing the valid ones."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
-        clean = dict(overrides)
-        if isinstance(clean.get("adam_betas"), list):
-            clean["adam_betas"] = tuple(clean["adam_betas"])
-        return dataclasses.replace(self, **clean)
+        return dataclasses.replace(self, **_checked(overrides))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (a callable verifier is recorded by its qualified name)."""
@@ -214,6 +207,19 @@ class TrainConfig:
         """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``)."""
         base = preset(str(data.get("preset_name", "dapo")))
         return base.with_overrides(data)
+
+
+def _checked(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` as TrainConfig fields: unknown keys raise listing the valid ones; a list for
+    ``adam_betas`` (from YAML/JSON) becomes the pair it stands for."""
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
+    clean = dict(overrides)
+    if isinstance(clean.get("adam_betas"), list):
+        clean["adam_betas"] = tuple(clean["adam_betas"])
+    return clean
 
 
 #: The switches of each algorithm, applied on top of a scale.
@@ -265,12 +271,11 @@ def preset(name: str, /, *, scale: str | None = None, **overrides: Any) -> Train
     scale = default_scale if scale is None else scale
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {sorted(SCALES)}")
+    overrides = _checked(overrides)
     fields_ = {**SCALES[scale], **ALGORITHMS[algorithm], **overrides}
     base_task = SCALES[scale].get("task", TrainConfig.task)
     if fields_.get("task", base_task) != base_task and "task_kwargs" not in overrides:
         fields_["task_kwargs"] = {}  # the scale's knobs belong to its own task
-    if isinstance(fields_.get("adam_betas"), list):
-        fields_["adam_betas"] = tuple(fields_["adam_betas"])
     return TrainConfig(**{"preset_name": name, **fields_})
 
 
@@ -316,12 +321,7 @@ def build_config(preset_name: str = "dapo", *, scale: str | None = None, config_
     raise listing the valid ones."""
     file_data = load_overrides(config_file) if config_file else {}
     name = str(file_data.pop("preset", preset_name))
-    merged = {**file_data, **dict(overrides or {})}
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(merged) - known)
-    if unknown:
-        raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
-    return preset(name, scale=scale, **merged)
+    return preset(name, scale=scale, **{**file_data, **dict(overrides or {})})  # later wins
 
 
 __all__ = ["ABLATION", "ALGORITHMS", "PRECISIONS", "PRESETS", "SCALES", "TrainConfig", "build_config", "load_overrides",

@@ -197,6 +197,8 @@ class Trainer:
         model = model.to(self.device)
         if main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            if latest is None:  # (re)starting from step 0, e.g. resuming a run killed before its first checkpoint
+                (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
         if latest is None and main and warm_start is not None and cfg.warmstart_steps > 0:
             stats = warm_start(model, tokenizer, self.task)
             (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
