@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _paths import UNTRACKED_DIR, out_path, write_json
 from dapo_env.learners.config import ABLATION, TrainConfig, preset
 from dapo_env.learners.engine import HFEngine, SamplingParams, WeightsLike
 from dapo_env.types import Completion
@@ -59,7 +60,6 @@ ROWS: tuple[tuple[str, dict[str, Any]], ...] = ABLATION + (
 GRPO_ROW, DAPO_ROW = 0, len(ABLATION) - 1
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"  # git-ignored default for the JSON and the plots
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -567,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for the runs (default 1)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--plot-only", type=Path, metavar="JSON", help="redraw the plots and table of a result file")
-    parser.add_argument("--img-dir", type=Path, default=OUT,
+    parser.add_argument("--img-dir", type=Path, default=UNTRACKED_DIR,
                         help="where the PNG plots go (default benchmarks/out; docs/img updates the docs' plots)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "runs" / "ablation_cache",
                         help="keeps warm-started models between runs ('none' disables)")
@@ -608,10 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_ablation(settings, cache_dir=cache, jobs=max(1, args.jobs))
     result["seconds"] = time.perf_counter() - t0
     _report(result)
-    out = args.out or OUT / f"{settings.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=float) + "\n")
-    print(f"wrote {out} ({result['seconds']:.0f} s)")
+    write_json(out_path(args.out, settings.name), json.loads(json.dumps(result, default=float)), indent=1)
+    print(f"({result['seconds']:.0f} s)")
     if not args.quick and not args.no_plots:
         for p in plot(result["runs"], settings.rows, settings.budget_tokens, args.img_dir, settings.name):
             print(f"wrote {p}")

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent / "out"  # git-ignored; tracked results only with --out benchmarks/results/...
+from _paths import out_path, write_json
+
 
 #: Model shapes: (hidden, layers, heads, kv_heads, intermediate, vocab, architecture).
 MODEL_SHAPES: dict[str, dict[str, Any]] = {
@@ -526,10 +527,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     print_table(result)
     if not result["sides"]:
         raise SystemExit(f"every side failed: {result.get('errors')}")
-    out = Path(args.out) if args.out else OUT / ("bench_learner_gpu.json" if cuda else "bench_learner.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out_path(args.out, "bench_learner_gpu" if cuda else "bench_learner"), result)
     return result
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _paths import add_out_argument, out_path, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ["warmstart_steps=0", "batch_size=8", "group_size=8", "mini_batch_size=8", "micro_batch_size=16",
@@ -104,9 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--verify-items", type=int, default=400, help="0 skips the verification comparison")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "bench_scaling.json",
-                        help="JSON path (default benchmarks/out/, git-ignored; benchmarks/results/bench_scaling.json "
-                             "updates the tracked result)")
+    add_out_argument(parser, "bench_scaling")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     results: dict[str, dict[str, Any]] = {}
@@ -138,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
                     "note": "2 cores shared with other agents' jobs; timings are noisy"},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "bench_scaling"), report)
     return 0
 
 

@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from _paths import UNTRACKED_DIR, add_out_argument, out_path, write_json
 from dapo_env.learners.config import preset
 from dapo_env.learners.pretrained import prepare_smollm2
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"  # git-ignored: tracked results and docs images only when --out/--plot say so
 TASK_NAME = "SmolArithmetic"
 SYSTEM = "Reply: Answer: <number>"
 #: Solved examples shown as earlier chat turns (``--shots`` takes the first N; two keep the prompt at
@@ -256,16 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
                         help="TrainConfig.precision (bf16 autocast; fp32 weights and optimizer)")
     parser.add_argument("--attn", choices=("eager", "sdpa"), default="eager", help="attention implementation")
-    parser.add_argument("--out", type=Path, default=OUT / "smollm2.json",
-                        help="JSON path (default benchmarks/out/, git-ignored; benchmarks/results/smollm2.json "
-                             "updates the tracked result)")
-    parser.add_argument("--plot", type=Path, default=OUT / "smollm2_curve.png",
+    add_out_argument(parser, "smollm2")
+    parser.add_argument("--plot", type=Path, default=UNTRACKED_DIR / "smollm2_curve.png",
                         help="PNG path (default benchmarks/out/; docs/img/smollm2_curve.png updates the docs' plot)")
     args = parser.parse_args(argv)
     result = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "smollm2"), json.loads(json.dumps(result, default=str)), indent=1)
     print(f"wrote {plot_curve(result['steps'], result['evals'], args.plot)}")
     return 0
 

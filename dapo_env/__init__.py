@@ -16,6 +16,7 @@ from __future__ import annotations
 from dapo_env.types import CodeTests, Completion, Group, Problem, RolloutBatch, VerifyResult
 
 from dapo_env import tasks  # noqa: E402,F401  (registers the built-in tasks' Gymnasium ids)
+from dapo_env.completions import completion_from_token_ids, completions_from_token_ids  # noqa: E402
 from dapo_env.envs import ReasoningEnv  # noqa: E402
 from dapo_env.sampler import DynamicSampler, GroupSource  # noqa: E402
 from dapo_env.shaping import OverlongPenalty, Shaping, map_reward, shape, soft_overlong_penalty  # noqa: E402
@@ -44,6 +45,8 @@ __all__ = [
     "UnicodeText",
     "VerifyResult",
     "__version__",
+    "completion_from_token_ids",
+    "completions_from_token_ids",
     "map_reward",
     "shape",
     "soft_overlong_penalty",

@@ -1,158 +1,587 @@
-"""A task's verifier as a reward function for other RL libraries: TRL and verl.
+"""Tasks as datasets and verifiers as reward functions for other RL libraries: TRL and verl.
 
-Neither library is imported: both contracts are plain callables.
+Neither library is imported: both contracts are plain callables and ``datasets`` rows.
 
-* TRL (``GRPOTrainer(reward_funcs=[...])``) calls ``reward_func(prompts=..., completions=...,
-  **dataset_columns)`` and expects one float per completion. Completions are strings, or for
-  conversational datasets lists of ``{"role", "content"}`` messages.
-* verl (``custom_reward_function.path/name``) calls ``compute_score(data_source, solution_str,
-  ground_truth, extra_info=None, **reward_kwargs)`` per sample; a returned dict must hold ``"score"``.
+* :func:`to_hf_dataset` writes a task's problems as a ``datasets.Dataset`` that both libraries read:
+  ``prompt`` (a string, or chat messages with ``chat=True``), ``answer`` (the reference as a string:
+  the gold answer for math, JSON of the tests for code), ``data_source`` (the task id), ``ability``,
+  ``reward_model = {"style": "rule", "ground_truth": <answer>}`` and ``extra_info`` as verl's
+  preprocessors write them, and ``problem_id``. Every column is a string, an int or a struct of
+  them, so rows survive ``Dataset.map``, Parquet and JSON round trips, and datasets of different
+  tasks concatenate.
+* TRL (``GRPOTrainer(reward_funcs=[...])``) calls ``reward_func(prompts=, completions=,
+  completion_ids=, trainer_state=, log_metric=, ..., **other_columns)`` with one value per
+  completion and expects one float per completion. :func:`trl_reward_function` returns a picklable
+  :class:`TaskReward` object (TRL's async trainer sends reward functions to a spawned process).
+* verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)``
+  per sample (naive, dapo and prime reward managers, the reward loop) or with plural keywords
+  (``data_sources=, solution_strs=, ground_truths=, extra_infos=``: the batch manager);
+  :func:`verl_compute_score` (alias :data:`compute_score`) takes both. Routing travels with the data
+  (``data_source``, ``extra_info["task"]``) or with the config (``reward_kwargs``), never with state
+  set in the driver, so it holds in Ray workers and in the module copy verl makes when it loads this
+  file by path (that copy re-exports the installed module's objects; see the end of this file).
 """
 
 from __future__ import annotations
 
+import json
+import threading
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dapo_env.envs import load_problems, resolve_task
 from dapo_env.tasks import Task, get_task
+from dapo_env.types import CodeTests, InvalidReference, VerifyResult
 from dapo_env.wrappers import check_reward_map_args, map_reward
 
 
+# --- references as strings ------------------------------------------------------------------------
+def reference_to_str(reference: Any) -> str:
+    """A task's reference in the string form every verifier accepts back: the gold answer for math,
+    ``CodeTests.to_dict()`` as JSON for code, ``to_json()`` for references that define it.
+
+    Example:
+        >>> reference_to_str(CodeTests(tests=("assert f() == 1",)))[:30]
+        '{"tests": ["assert f() == 1"],'
+    """
+    if isinstance(reference, str):
+        return reference
+    if isinstance(reference, CodeTests):
+        return json.dumps(reference.to_dict(), ensure_ascii=False)
+    if callable(getattr(reference, "to_json", None)):
+        return str(reference.to_json())
+    if isinstance(reference, (int, float)) and not isinstance(reference, bool):
+        from dapo_env.verifiers.references import math_gold
+
+        return math_gold(reference)
+    raise TypeError(
+        f"a reference of type {type(reference).__name__} has no string form: give it a to_json() method "
+        "that its verifier accepts back, or store the reference as a string"
+    )
+
+
+def _ability(task: Task, reference: Any) -> str:
+    from dapo_env.verifiers.math import MathVerifier
+
+    if isinstance(reference, CodeTests):
+        return "code"
+    return "math" if isinstance(task.verifier, MathVerifier) else "reasoning"
+
+
+def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool = False,
+                  system_prompt: str | None = None, limit: int | None = None, prompt_template: str | None = None,
+                  **task_kwargs: Any) -> Any:
+    """A task's problems as a ``datasets.Dataset`` for TRL and verl (columns in the module docstring).
+
+    Args:
+        task_id: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task`.
+        split: the split to load (default: the task's).
+        chat: ``prompt`` as chat messages ``[{"role": "user", "content": ...}]`` (TRL's conversational
+            format; verl's ``RLHFDataset`` needs it) instead of the formatted prompt string.
+        system_prompt: a system message placed before the user message (needs ``chat=True``).
+        limit: keep the first ``limit`` problems.
+        prompt_template: overrides the task's ``str.format`` template.
+        **task_kwargs: passed to ``task.load`` (``data_files=...`` for dataset tasks, ``size=...`` for
+            procedural ones).
+
+    Example:
+        >>> ds = to_hf_dataset("Arithmetic-v0", limit=2, chat=True)
+        >>> ds[0]["prompt"], ds[0]["answer"], ds[0]["data_source"]
+        ([{'role': 'user', 'content': 'Compute 17-13.'}], '4', 'Arithmetic-v0')
+        >>> ds[0]["reward_model"], ds[0]["extra_info"]["task"]
+        ({'style': 'rule', 'ground_truth': '4'}, 'Arithmetic-v0')
+    """
+    from datasets import Dataset
+
+    if system_prompt is not None and not chat:
+        raise ValueError("system_prompt needs chat=True (a plain string prompt has no system message)")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    task = resolve_task(task_id, prompt_template)
+    split = split or task.split
+    problems = load_problems(task, split, task_kwargs.pop("data_files", None), task_kwargs)
+    problems = problems[:limit] if limit is not None else problems
+    references = [reference_to_str(p.answer) for p in problems]
+    _check_references(task, references)
+    rows = []
+    for index, (problem, reference) in enumerate(zip(problems, references)):
+        text = task.format_prompt(problem)
+        prompt: Any = text
+        if chat:
+            prompt = ([{"role": "system", "content": system_prompt}] if system_prompt is not None else [])
+            prompt.append({"role": "user", "content": text})
+        rows.append({
+            "prompt": prompt,
+            "answer": reference,
+            "data_source": task.env_id,
+            "ability": _ability(task, problem.answer),
+            "reward_model": {"style": "rule", "ground_truth": reference},
+            "problem_id": problem.id,
+            "extra_info": {"task": task.env_id, "split": split, "index": index, "problem_id": problem.id},
+        })
+    return Dataset.from_list(rows)
+
+
+def _check_references(task: Task, references: Sequence[str]) -> None:
+    """Every serialised reference must be accepted back by the task's verifier (raises InvalidReference)."""
+    from dapo_env.verifiers.pool import prepare_references
+
+    try:
+        prepare_references(task.verifier, references)
+    except InvalidReference as exc:
+        raise InvalidReference(f"{task.env_id}: its references do not survive serialisation ({exc})") from None
+
+
+# --- TRL ------------------------------------------------------------------------------------------
 def completion_text(completion: Any) -> str:
-    """The text of one TRL completion: a string, or the last assistant message of a conversation."""
+    """The text of one TRL completion: a string, or the last assistant message of a conversation
+    (its ``content``; a list of content blocks contributes its text blocks)."""
     if isinstance(completion, str):
         return completion
-    if isinstance(completion, Mapping) and "content" in completion:
-        return str(completion["content"])
+    if isinstance(completion, Mapping):
+        return _content_text(completion.get("content"))
     if isinstance(completion, Sequence):
         for message in reversed(completion):
             if isinstance(message, Mapping) and message.get("role", "assistant") == "assistant":
-                return str(message.get("content", ""))
+                return _content_text(message.get("content"))
         return ""
     raise TypeError(
         f"a TRL completion must be a str or a list of {{'role', 'content'}} messages, got {type(completion).__name__}"
     )
 
 
-def trl_reward_function(task_or_id: str | Task, *, answer_column: str = "answer",
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):  # content blocks: [{"type": "text", "text": ...}, {"type": "image"}, ...]
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
+    return str(content)
+
+
+class MissingReferenceColumn(KeyError, ValueError):
+    """The dataset has no column with the references; the message names the argument to pass."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TaskReward:
+    """A TRL reward function (a picklable callable object) that scores completions with a task's verifier.
+
+    Build it with :func:`trl_reward_function`. Its worker pool, if any, starts on the first call that
+    needs it, is never pickled, and stops on :meth:`close` or when the object is collected. Calls may
+    come from several threads at once (TRL's async trainer runs sync reward functions in threads).
+    """
+
+    def __init__(self, task_or_id: str | Task | None = None, *, answer_column: str = "answer",
+                 reward_map: tuple[float, float] | None = None, workers: int = 0,
+                 timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None) -> None:
+        if reward_map is not None:
+            check_reward_map_args(*reward_map)
+            reward_map = (float(reward_map[0]), float(reward_map[1]))
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
+            raise ValueError(f"workers must be an int >= 0 (0: verify in the calling process), got {workers!r}")
+        task = None if task_or_id is None else get_task(task_or_id)
+        self.task_id = task.env_id if task is not None else None
+        self.verifier = task.verifier if task is not None else None  # kept instead of the Task: lean to pickle
+        self.answer_column = answer_column
+        self.reward_map = reward_map
+        self.workers = workers
+        self.timeout_s = float(timeout_s)
+        self.data_source_tasks = dict(data_source_tasks or {})
+        self.__name__ = f"{task.name}_reward" if task is not None else "dapo_env_reward"
+        self._lock = threading.Lock()
+        self._pool: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lock")
+        state["_pool"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        task = self.task_id or "route by data_source"
+        return f"TaskReward({task}, answer_column={self.answer_column!r}, reward_map={self.reward_map})"
+
+    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
+                 completion_ids: Sequence[Any] | None = None, **columns: Any) -> list[float]:
+        """Score ``completions`` against the references in the dataset columns; one float each."""
+        if completions is None:
+            raise TypeError("the reward function needs completions=...: TRL passes prompts=, completions= and the "
+                            "dataset columns as keywords")
+        references = self._references(columns, len(completions))
+        verifiers = self._verifiers(columns, len(completions))
+        results = self._verify(verifiers, [completion_text(c) for c in completions], references)
+        log_metric = columns.get("log_metric")
+        if callable(log_metric) and results:
+            log_metric(f"rewards/{self.__name__}/accuracy", sum(r.correct for r in results) / len(results))
+        if self.reward_map is None:
+            return [float(r.score) for r in results]
+        return [map_reward(r.score, low=self.reward_map[0], high=self.reward_map[1]) for r in results]
+
+    def close(self) -> None:
+        """Stop the worker pool (a later call starts a new one)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _references(self, columns: Mapping[str, Any], n: int) -> list[Any]:
+        if self.answer_column in columns:
+            references = list(columns[self.answer_column])
+        elif self.answer_column == "answer" and "reward_model" in columns:  # verl-style rows
+            references = [_ground_truth(row) for row in columns["reward_model"]]
+        else:
+            passed = sorted(k for k in columns if k not in _TRL_KEYWORDS)
+            raise MissingReferenceColumn(
+                f"no {self.answer_column!r} column among the dataset columns {passed}: pass "
+                f"trl_reward_function(..., answer_column=<the column that holds the reference answers>)"
+            )
+        if len(references) != n:
+            raise ValueError(f"{n} completions but {len(references)} values in {self.answer_column!r}")
+        return references
+
+    def _verifiers(self, columns: Mapping[str, Any], n: int) -> list[Any]:
+        if self.verifier is not None:
+            return [self.verifier] * n
+        sources = list(columns["data_source"]) if columns.get("data_source") is not None else [None] * n
+        infos = list(columns["extra_info"]) if columns.get("extra_info") is not None else [None] * n
+        return [route(s, extra_info=e, data_source_tasks=self.data_source_tasks)[1] for s, e in zip(sources, infos)]
+
+    def _verify(self, verifiers: list[Any], texts: list[str], references: list[Any]) -> list[VerifyResult]:
+        results: list[VerifyResult | None] = [None] * len(texts)
+        groups: dict[int, list[int]] = {}
+        for i, verifier in enumerate(verifiers):
+            groups.setdefault(id(verifier), []).append(i)
+        for indices in groups.values():
+            verifier = verifiers[indices[0]]
+            refs = [_code_reference(verifier, references[i]) for i in indices]
+            for i, result in zip(indices, self._map(verifier, [texts[i] for i in indices], refs)):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    def _map(self, verifier: Any, texts: list[str], references: list[Any]) -> list[VerifyResult]:
+        from dapo_env.verifiers.pool import VerifierPool
+
+        if self.workers == 0:
+            with VerifierPool(0) as inline:
+                return inline.map(verifier, texts, references)
+        with self._lock:  # one batch at a time through the pool (it is not thread-safe)
+            if self._pool is None:
+                self._pool = VerifierPool(self.workers, timeout_s=self.timeout_s)
+                weakref.finalize(self, self._pool.close)
+            return self._pool.map(verifier, texts, references)
+
+
+_TRL_KEYWORDS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def trl_reward_function(task_or_id: str | Task | None = None, *, answer_column: str = "answer",
                         reward_map: tuple[float, float] | None = None, workers: int = 0,
-                        timeout_s: float = 10.0) -> Callable[..., list[float]]:
-    """A TRL reward function that scores completions with ``task``'s verifier.
+                        timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None) -> TaskReward:
+    """A TRL reward function that scores completions with a task's verifier.
 
     Args:
-        task_or_id: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task`.
-        answer_column: the dataset column holding the reference answers (TRL passes every column
-            as a keyword argument, one value per completion).
+        task_or_id: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task`; ``None`` routes each row
+            by its ``data_source`` (and ``extra_info["task"]``) like :func:`verl_compute_score`, so one
+            function scores a dataset that mixes tasks.
+        answer_column: the dataset column with the references (TRL passes every column but ``prompt``
+            as a keyword, one value per completion). Without it, verl-style rows' ``reward_model``
+            ``ground_truth`` is used; with neither, the call raises naming this argument.
         reward_map: ``(low, high)`` maps the score linearly (e.g. ``(-1.0, 1.0)`` for DAPO's rewards).
-        workers: verifier worker processes (0: verify in the calling process; use > 0 for code tasks).
+        workers: verifier worker processes; 0 (the default) verifies in the calling process, which is
+            fastest for math and safe for code (each test run is its own sandboxed process with a time
+            limit). ``workers > 0`` verifies code in parallel; the training script then needs an
+            ``if __name__ == "__main__":`` guard (the workers start with ``forkserver``).
         timeout_s: per-item limit in worker processes.
+        data_source_tasks: extra ``data_source -> task id`` routes (with ``task_or_id=None``).
 
     Returns:
-        ``reward_func(prompts, completions, **columns) -> list[float]``, named ``"<task>_reward"``
-        (TRL logs rewards under the function's ``__name__``).
+        A :class:`TaskReward` named ``"<task>_reward"`` (TRL logs rewards under ``__name__``). It also
+        logs ``rewards/<name>/accuracy`` through TRL's ``log_metric`` when TRL passes one.
 
     Example:
         >>> reward = trl_reward_function("Arithmetic-v0")
         >>> reward(prompts=["Compute 2+2."] * 2, completions=["Answer: 4", [{"role": "assistant", "content": "5"}]],
-        ...        answer=["4", "4"])
+        ...        completion_ids=[[1, 2], [3]], answer=["4", "4"], trainer_state=None)
         [1.0, 0.0]
     """
-    task = get_task(task_or_id)
-    if reward_map is not None:
-        check_reward_map_args(*reward_map)
-    pool: Any = None
-
-    def reward_func(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
-                    **columns: Any) -> list[float]:
-        nonlocal pool
-        if completions is None:
-            raise TypeError("reward function needs completions=...: TRL passes prompts=, completions= and the dataset columns")
-        if answer_column not in columns:
-            raise KeyError(
-                f"no {answer_column!r} column among the keyword arguments {sorted(columns)}: pass "
-                f"answer_column=<the dataset column with the reference answers> to trl_reward_function"
-            )
-        references = list(columns[answer_column])
-        if len(references) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(references)} values in {answer_column!r}")
-        if pool is None:
-            from dapo_env.verifiers.pool import VerifierPool
-
-            pool = VerifierPool(workers, timeout_s=timeout_s)
-        results = pool.map(task.verifier, [completion_text(c) for c in completions], references)
-        if reward_map is None:
-            return [float(r.score) for r in results]
-        return [map_reward(r.score, low=reward_map[0], high=reward_map[1]) for r in results]
-
-    reward_func.__name__ = f"{task.name}_reward"
-    reward_func.__qualname__ = reward_func.__name__
-    return reward_func
+    return TaskReward(task_or_id, answer_column=answer_column, reward_map=reward_map, workers=workers,
+                      timeout_s=timeout_s, data_source_tasks=data_source_tasks)
 
 
-# verl ``data_source`` values (as verl's example preprocessors and public datasets write them) -> task id.
+# --- routing: data_source -> verifier -------------------------------------------------------------
+# verl ``data_source`` values (verl's ``default_compute_score``, its example preprocessors and public
+# verl-format datasets) -> the task whose verifier grades them.
 VERL_DATA_SOURCES: dict[str, str] = {
     "math_dapo": "DAPOMath-v0",
+    "math_dapo_reasoning": "DAPOMath-v0",
+    "math": "DAPOMath-v0",  # verl grades "math" with its DAPO scorer ("Answer:" line)
     "DAPO-17k": "DAPOMath-v0",
     "BytedTsinghua-SIA/DAPO-Math-17k": "DAPOMath-v0",
     "openai/gsm8k": "GSM8K-v0",
+    "gsm8k": "GSM8K-v0",
+    "lighteval/MATH": "MATH500-v0",
+    "DigitalLearningGmbH/MATH-lighteval": "MATH500-v0",
     "HuggingFaceH4/MATH-500": "MATH500-v0",
-    "aime24": "AIME24-v0",
     "HuggingFaceH4/aime_2024": "AIME24-v0",
-    "aime25": "AIME25-v0",
     "math-ai/aime25": "AIME25-v0",
+    "aime25": "AIME25-v0",
+    "aime2025": "AIME25-v0",
+    "aime_2025": "AIME25-v0",
+    "numina_aops_forum": "MATH500-v0",
+    "numina_synthetic_math": "MATH500-v0",
+    "numina_amc_aime": "MATH500-v0",
+    "numina_synthetic_amc": "MATH500-v0",
+    "numina_cn_k12": "MATH500-v0",
+    "numina_olympiads": "MATH500-v0",
+    "hiyouga/geometry3k": "MATH500-v0",
+    "codecontests": "MBPP-v0",  # APPS-style {"inputs", "outputs", "fn_name"} tests are converted
+    "apps": "MBPP-v0",
+    "codeforces": "MBPP-v0",
+    "taco": "MBPP-v0",
+    "google-research-datasets/mbpp": "MBPP-v0",
+    "openai/openai_humaneval": "HumanEval-v0",
 }
+_VERL_PREFIXES: tuple[tuple[str, str], ...] = (("aime", "AIME24-v0"),)  # verl: data_source.startswith("aime")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class InteropWarning(UserWarning, RuntimeWarning):
+    """A one-time warning from the TRL/verl shims (an unknown ``data_source``, an ignored keyword). Both a
+    ``UserWarning`` and a ``RuntimeWarning``, so filters on either catch it."""
 
 
 def register_data_source(data_source: str, task_or_id: str | Task, *, overwrite: bool = False) -> None:
-    """Route a verl ``data_source`` value to a task's verifier in :func:`verl_compute_score`."""
+    """Route a ``data_source`` to a task in this process. Processes that verl starts (Ray workers) do
+    not see it: route there with ``reward_kwargs`` (``task=`` or ``data_source_tasks=``) instead."""
     env_id = get_task(task_or_id).env_id
     if data_source in VERL_DATA_SOURCES and not overwrite:
         raise ValueError(f"data_source {data_source!r} already maps to {VERL_DATA_SOURCES[data_source]}: pass overwrite=True")
     VERL_DATA_SOURCES[data_source] = env_id
 
 
-def task_for_data_source(data_source: str) -> Task:
-    """The task a verl ``data_source`` names: a known alias, or a task name / Gymnasium id."""
-    if data_source in VERL_DATA_SOURCES:
-        return get_task(VERL_DATA_SOURCES[data_source])
+def task_for_data_source(data_source: Any, *, task: str | None = None,
+                         data_source_tasks: Mapping[str, str] | None = None, extra_info: Any = None) -> Task | None:
+    """The task that grades a row, ``None`` when nothing names one.
+
+    In order: ``task`` (one task for every row), ``data_source_tasks[data_source]``, the
+    :data:`VERL_DATA_SOURCES` table (and verl's ``aime*`` prefix), ``data_source`` as a task name or id,
+    ``extra_info["task"]`` (written by :func:`to_hf_dataset`).
+    """
+    if task is not None:
+        return get_task(str(task))
+    source = str(data_source) if data_source is not None else ""
+    if data_source_tasks and source in data_source_tasks:
+        return get_task(str(data_source_tasks[source]))
+    if source in VERL_DATA_SOURCES:
+        return get_task(VERL_DATA_SOURCES[source])
     try:
-        return get_task(data_source)
+        return get_task(source)
     except KeyError:
-        raise KeyError(
-            f"no task for verl data_source {data_source!r}; known: {sorted(VERL_DATA_SOURCES)} or any task id. "
-            "Map yours with dapo_env.interop.register_data_source(data_source, task_id)"
-        ) from None
+        pass
+    named = extra_info.get("task") if isinstance(extra_info, Mapping) else None
+    if named is not None:
+        try:
+            return get_task(str(named))
+        except KeyError:
+            pass
+    for prefix, env_id in _VERL_PREFIXES:
+        if source.startswith(prefix):
+            return get_task(env_id)
+    return None
 
 
-def verl_compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
-                       reward_map: Sequence[float] | None = None, **_: Any) -> dict[str, Any]:
-    """verl's ``compute_score``: grade ``solution_str`` with the verifier of ``data_source``'s task.
+def route(data_source: Any, *, task: str | None = None, data_source_tasks: Mapping[str, str] | None = None,
+          extra_info: Any = None) -> tuple[str, Any]:
+    """``(task id, verifier)`` for a row; an unknown ``data_source`` gets the auto math verifier
+    (``("math:auto", MathVerifier())``) and a one-time warning per name."""
+    found = task_for_data_source(data_source, task=task, data_source_tasks=data_source_tasks, extra_info=extra_info)
+    if found is not None:
+        return found.env_id, found.verifier
+    _warn_once(f"data_source:{data_source}", (
+        f"dapo_env: unknown data_source {data_source!r}: graded as math with MathVerifier() (answer_format='auto'). "
+        "Route it with reward_kwargs task='<task id>' or data_source_tasks={'<data_source>': '<task id>'} "
+        "(known: dapo_env.interop.VERL_DATA_SOURCES and every task id)"))
+    if "verifier" not in _AUTO_MATH:
+        from dapo_env.verifiers.math import MathVerifier
 
-    Returns ``{"score": float, "acc": bool, "pred": str}`` like verl's DAPO scorer. ``score`` is
-    the verifier's score, or mapped onto ``reward_map=(low, high)`` (set it through verl's
-    ``custom_reward_function.reward_kwargs``, e.g. ``{reward_map: [-1, 1]}`` for DAPO).
+        _AUTO_MATH["verifier"] = MathVerifier()
+    return "math:auto", _AUTO_MATH["verifier"]
+
+
+_AUTO_MATH: dict[str, Any] = {}
+
+
+def _warn_once(key: str, message: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, InteropWarning, stacklevel=3)
+
+
+def _is_code(verifier: Any) -> bool:
+    from dapo_env.verifiers.code import CodeVerifier
+
+    return isinstance(verifier, CodeVerifier)
+
+
+def _ground_truth(reward_model: Any) -> Any:
+    return reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else reward_model
+
+
+def _code_reference(verifier: Any, reference: Any) -> Any:
+    """For a code verifier, APPS-style tests (verl's ``codecontests``/``apps``/``taco`` rows) become CodeTests;
+    anything else is passed on for the verifier's own ``prepare_reference``."""
+    if not _is_code(verifier):
+        return reference
+    data = reference
+    if isinstance(data, str) and data.lstrip().startswith("{"):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            return reference
+    if not isinstance(data, Mapping) or "inputs" not in data or "outputs" not in data:
+        return reference
+    return apps_tests(data)
+
+
+def apps_tests(data: Mapping[str, Any]) -> CodeTests:
+    """APPS/TACO-style tests ``{"inputs": [...], "outputs": [...], "fn_name"?: ...}`` as :class:`CodeTests`:
+    stdin/stdout pairs, or with ``fn_name`` one call per input (the output may be wrapped in a list).
 
     Example:
-        >>> verl_compute_score("Arithmetic-v0", "so... Answer: 12", "12")
-        {'score': 1.0, 'acc': True, 'pred': '12'}
+        >>> apps_tests({"inputs": ["1 2\\n"], "outputs": ["3\\n"]}).stdio
+        (('1 2\\n', '3\\n'),)
     """
-    task = task_for_data_source(data_source)
-    result = task.verifier(str(solution_str), ground_truth)
+    inputs, outputs = list(data["inputs"]), list(data["outputs"])
+    if len(inputs) != len(outputs) or not inputs:
+        raise InvalidReference(f"APPS-style tests need as many outputs as inputs (>= 1), got {len(inputs)} and {len(outputs)}")
+    fn_name = data.get("fn_name")
+    if fn_name:
+        tests = tuple(
+            f"_out = {fn_name}(*{list(args)!r})\n"
+            f"assert _out == {expected!r} or [_out] == {expected!r} or (isinstance(_out, tuple) and list(_out) == {expected!r})"
+            for args, expected in zip(inputs, outputs)
+        )
+        return CodeTests(tests=tests, entry_point=str(fn_name))
+
+    def text(value: Any) -> str:
+        return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    return CodeTests(stdio=tuple((text(i), text(o)) for i, o in zip(inputs, outputs)))
+
+
+# --- verl -----------------------------------------------------------------------------------------
+class VerlScore(dict):
+    """verl's result dict ``{"score", "acc", "pred"}`` (like verl's own DAPO scorer). ``result[0]`` is the
+    score too: verl's prime reward manager reads ``float(result[0])`` from anything not a number."""
+
+    def __missing__(self, key: Any) -> Any:
+        if key == 0:
+            return self["score"]
+        raise KeyError(key)
+
+
+# Keywords verl itself may add to a compute_score call; accepted and ignored.
+_VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer", "sandbox_fusion_url",
+                                "concurrent_semaphore", "memory_limit_mb"})
+
+
+def verl_compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
+                       extra_info: Any = None, *, data_sources: Sequence[Any] | None = None,
+                       solution_strs: Sequence[Any] | None = None, ground_truths: Sequence[Any] | None = None,
+                       extra_infos: Sequence[Any] | None = None, task: str | None = None,
+                       data_source_tasks: Mapping[str, str] | None = None,
+                       reward_map: Sequence[float] | None = None, **kwargs: Any) -> VerlScore | list[VerlScore]:
+    """verl's ``compute_score``: grade ``solution_str`` with the verifier ``data_source`` routes to.
+
+    Per sample (naive, dapo, prime managers, the reward loop; positional or keyword) it returns a
+    :class:`VerlScore` ``{"score": float, "acc": bool, "pred": str}``; with verl's batch-manager keywords
+    (``data_sources=, solution_strs=, ground_truths=, extra_infos=``) a list of them.
+
+    Routing (:func:`task_for_data_source`): ``task`` > ``data_source_tasks`` > verl's own names
+    (:data:`VERL_DATA_SOURCES`) > a task id > ``extra_info["task"]``; anything else is graded by the
+    auto math verifier after a one-time warning. ``task``, ``data_source_tasks`` and ``reward_map``
+    (``(low, high)``, e.g. ``[-1, 1]`` for DAPO) come from verl's ``custom_reward_function.reward_kwargs``,
+    so they reach every worker. A reference of a wrong form raises
+    :class:`~dapo_env.types.InvalidReference` naming the data_source.
+
+    Example:
+        >>> verl_compute_score("openai/gsm8k", "... so she has 12 left.\\n#### 12", "12", {"index": 0})
+        {'score': 1.0, 'acc': True, 'pred': '12'}
+        >>> verl_compute_score("my_source", "Answer: 7", "7", {}, task="Arithmetic-v0", reward_map=[-1, 1])["score"]
+        1.0
+    """
+    unknown = sorted(set(kwargs) - _VERL_EXTRA_KWARGS)
+    if unknown:
+        _warn_once(f"kwargs:{unknown}", f"verl_compute_score ignores the keyword(s) {unknown}; it takes task=, "
+                   "data_source_tasks= and reward_map= (set them in custom_reward_function.reward_kwargs)")
+    routing = {"task": task, "data_source_tasks": data_source_tasks}
+    if reward_map is not None:
+        reward_map = (float(reward_map[0]), float(reward_map[1]))
+        check_reward_map_args(*reward_map)
+    if solution_strs is not None:
+        n = len(solution_strs)
+        sources = list(data_sources) if data_sources is not None else [None] * n
+        truths = list(ground_truths) if ground_truths is not None else [None] * n
+        infos = list(extra_infos) if extra_infos is not None else [None] * n
+        return [_score_one(s, str(r), g, e, routing, reward_map) for s, r, g, e in zip(sources, solution_strs, truths, infos)]
+    if solution_str is None:
+        raise TypeError("verl_compute_score needs solution_str (per sample) or solution_strs= (batch)")
+    return _score_one(data_source, str(solution_str), ground_truth, extra_info, routing, reward_map)
+
+
+def _score_one(data_source: Any, solution: str, ground_truth: Any, extra_info: Any, routing: dict[str, Any],
+               reward_map: tuple[float, float] | None) -> VerlScore:
+    task_id, verifier = route(data_source, extra_info=extra_info, **routing)
+    try:
+        result = verifier(solution, _code_reference(verifier, ground_truth))
+    except InvalidReference as exc:
+        raise InvalidReference(f"data_source {data_source!r} ({task_id}): {exc}") from None
     score = float(result.score)
     if reward_map is not None:
-        score = map_reward(score, low=float(reward_map[0]), high=float(reward_map[1]))
-    return {"score": score, "acc": bool(result.correct), "pred": result.extracted or ""}
+        score = map_reward(score, low=reward_map[0], high=reward_map[1])
+    return VerlScore(score=score, acc=bool(result.correct), pred=result.extracted or "")
 
 
 compute_score = verl_compute_score
 """verl's default function name, so ``custom_reward_function.name`` can stay ``compute_score``."""
 
 __all__ = [
+    "InteropWarning",
+    "MissingReferenceColumn",
+    "TaskReward",
     "VERL_DATA_SOURCES",
+    "VerlScore",
+    "apps_tests",
     "completion_text",
     "compute_score",
+    "reference_to_str",
     "register_data_source",
+    "route",
     "task_for_data_source",
+    "to_hf_dataset",
     "trl_reward_function",
     "verl_compute_score",
 ]
+
+if __name__ != "dapo_env.interop":
+    # Loaded from its file path as a module copy (verl's ``custom_reward_function.path`` runs
+    # ``spec_from_file_location`` under a made-up name): hand out the installed module's objects instead,
+    # so there is one routing table and everything pickles by reference (Ray, the prime manager's
+    # process pool), which functions of an unimportable module copy cannot.
+    import importlib as _importlib
+
+    _canonical = _importlib.import_module("dapo_env.interop")
+    globals().update({_name: getattr(_canonical, _name) for _name in __all__})

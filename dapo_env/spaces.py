@@ -8,19 +8,28 @@ Vector environments: Gymnasium's generic fallbacks for a custom :class:`~gymnasi
 already do the right thing for strings (``batch_space`` gives a ``Tuple`` of copies,
 ``concatenate`` gives a ``tuple`` of the items, ``create_empty_array`` gives ``None``, and iterating
 a ``Tuple`` of unregistered subspaces iterates the items), so ``SyncVectorEnv`` and
-``AsyncVectorEnv(shared_memory=False)`` batch strings as tuples. Shared memory cannot hold strings of
-arbitrary length, so ``create_shared_memory`` raises for this space with a message naming the fix.
+``AsyncVectorEnv(shared_memory=False)`` batch strings as tuples. For ``AsyncVectorEnv``'s default
+``shared_memory=True`` this module registers :class:`SharedText`: each sub-environment writes its
+string as UTF-8 into a fixed slot of shared memory (a longer string goes through a file in a private
+temporary directory), and the batch the parent reads is a live view that decodes the current strings
+on access, so observations are never stale; ``AsyncVectorEnv(copy=True)`` (its default) hands out a
+plain ``tuple`` snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import multiprocessing
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.error import CustomSpaceError
 from gymnasium.spaces import Space
-from gymnasium.vector.utils import create_shared_memory
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 # Unicode blocks that sample() draws from: Latin, Greek, maths operators, CJK, emoji. Every code
 # point sampled is re-checked with str.isprintable().
@@ -121,12 +130,111 @@ class UnicodeText(Space[str]):
     __hash__ = None  # type: ignore[assignment]  # mutable RNG state; like gymnasium's spaces
 
 
+SHARED_SLOT_BYTES = 1 << 16
+"""UTF-8 bytes of each sub-environment's string held in shared memory; longer strings go through a file."""
+
+_OVERFLOW = -1  # a slot's size when its string is in the overflow file
+
+
+class SharedText:
+    """Shared memory for one string per sub-environment of an ``AsyncVectorEnv``.
+
+    Each of the ``n`` slots holds a size and up to ``slot_bytes`` of UTF-8; a longer string is written
+    to ``<directory>/<index>.txt`` (created on first use, removed with the buffer). The worker process
+    writes its slot before it answers the parent through its pipe, so the parent reads the string of
+    the current step. Built by Gymnasium's ``create_shared_memory`` for :class:`UnicodeText`.
+
+    Example:
+        >>> buffer = SharedText(2, slot_bytes=8)
+        >>> buffer.write(0, "short"); buffer.write(1, "longer than eight bytes: ∑")
+        >>> buffer.read(0), buffer.read(1)
+        ('short', 'longer than eight bytes: ∑')
+    """
+
+    def __init__(self, n: int, ctx: Any = None, *, slot_bytes: int = SHARED_SLOT_BYTES) -> None:
+        ctx = ctx if ctx is not None else multiprocessing
+        self.n, self.slot_bytes = n, slot_bytes
+        self.sizes = ctx.Array("q", n, lock=False)  # (n,) int64: bytes in the slot, or _OVERFLOW
+        self.data = ctx.Array("B", n * slot_bytes, lock=False)  # (n * slot_bytes,) UTF-8
+        self.directory = os.path.join(tempfile.gettempdir(), f"dapo_env_text_{uuid.uuid4().hex}")
+        weakref.finalize(self, _remove_directory, self.directory, os.getpid())
+
+    def write(self, index: int, text: str) -> None:
+        """Store ``text`` as sub-environment ``index``'s string."""
+        encoded = str(text).encode("utf-8")
+        if len(encoded) <= self.slot_bytes:
+            start = index * self.slot_bytes
+            memoryview(self.data).cast("B")[start:start + len(encoded)] = encoded
+            self.sizes[index] = len(encoded)
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, f"{index}.txt")
+        with open(path + ".tmp", "wb") as f:
+            f.write(encoded)
+        os.replace(path + ".tmp", path)
+        self.sizes[index] = _OVERFLOW
+
+    def read(self, index: int) -> str:
+        """Sub-environment ``index``'s current string."""
+        size = self.sizes[index]
+        if size == _OVERFLOW:
+            with open(os.path.join(self.directory, f"{index}.txt"), "rb") as f:
+                return f.read().decode("utf-8")
+        start = index * self.slot_bytes
+        return bytes(memoryview(self.data).cast("B")[start:start + size]).decode("utf-8")
+
+
+def _remove_directory(directory: str, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:  # never from a forked worker that inherited the buffer
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class SharedTextBatch(Sequence[str]):
+    """The batch of strings an ``AsyncVectorEnv`` with shared memory returns: a live view of a
+    :class:`SharedText` that decodes on access; ``copy.deepcopy`` (what ``AsyncVectorEnv(copy=True)``
+    does) gives a plain ``tuple``, and it compares equal to the tuple of its strings."""
+
+    def __init__(self, buffer: SharedText, n: int) -> None:
+        self.buffer, self.n = buffer, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self.buffer.read(i) for i in range(self.n)[index])
+        if not -self.n <= index < self.n:
+            raise IndexError(f"index {index} out of range for {self.n} strings")
+        return self.buffer.read(index % self.n)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.buffer.read(i) for i in range(self.n))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SharedTextBatch({tuple(self)!r})"
+
+
 @create_shared_memory.register(UnicodeText)
-def _create_shared_memory_unicode_text(space: UnicodeText, n: int = 1, ctx: Any = None) -> Any:
-    raise CustomSpaceError(
-        "UnicodeText observations are strings of any length and cannot live in shared memory: use "
-        "AsyncVectorEnv(..., shared_memory=False) (gym.make_vec(..., vector_kwargs={'shared_memory': False}))"
-    )
+def _create_shared_text(space: UnicodeText, n: int = 1, ctx: Any = multiprocessing) -> SharedText:
+    return SharedText(n, ctx)
 
 
-__all__ = ["UnicodeText"]
+@read_from_shared_memory.register(UnicodeText)
+def _read_shared_text(space: UnicodeText, shared_memory: SharedText, n: int = 1) -> SharedTextBatch:
+    return SharedTextBatch(shared_memory, n)
+
+
+@write_to_shared_memory.register(UnicodeText)
+def _write_shared_text(space: UnicodeText, index: int, value: str, shared_memory: SharedText) -> None:
+    shared_memory.write(index, value)
+
+
+__all__ = ["SHARED_SLOT_BYTES", "SharedText", "SharedTextBatch", "UnicodeText"]

@@ -193,7 +193,15 @@ class CodeTests:
                 "prefix": self.prefix, "entry_point": self.entry_point}
 
 
-class InvalidReference(TypeError, ValueError):
+class VerifierConfigError(Exception):
+    """A verifier cannot run as configured (a reference of the wrong form, a sandbox this machine lacks).
+
+    Unlike anything the model writes, this is the caller's to fix, so batched verification re-raises it
+    instead of scoring every response 0.
+    """
+
+
+class InvalidReference(VerifierConfigError, TypeError, ValueError):
     """A verifier's reference (gold answer, tests) is of a form the verifier cannot use.
 
     Raised on the first call instead of scoring every response 0: it is a configuration error, not
@@ -275,6 +283,7 @@ __all__ = [
     "FinishReason",
     "Group",
     "InvalidReference",
+    "VerifierConfigError",
     "Problem",
     "RolloutBatch",
     "VerifyResult",

@@ -1,8 +1,9 @@
 """Held-out evaluation: the one function that generates, verifies and grades a set of problems.
 
 The trainer's ``eval/accuracy``, the warm start's probe, ``dapo-env eval`` and the benchmarks all call
-:func:`evaluate`. It returns one :class:`EvalRecord` per sample (``samples`` per problem), the format of a
-run folder's ``eval/step_<N>.jsonl`` lines, so pass@k, avg@k and maj@k can be computed from them.
+:func:`evaluate`. It returns one :class:`~dapo_env.learners.run_folder.EvalSample` per sample (``samples``
+per problem): the record of a run folder's ``eval/step_<N>.jsonl`` lines, so pass@k, avg@k and maj@k
+(``dapo_env.evaluation``) can be computed from them.
 Prompts are rendered exactly as the group env renders them (the task's template, then the chat template
 when a tokenizer is given); verification runs in this process through ``verify_batch`` (the one inline
 verification path); a truncated response counts as wrong.
@@ -14,14 +15,14 @@ Example:
     >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok, seed=0), tok)
     >>> task = get_task("Arithmetic-v0")
     >>> result = evaluate(engine, task, task.load(split="test")[:3], max_response_tokens=4)
-    >>> len(result.records), result.accuracy, sorted(result.records[0].to_dict())[:3]
-    (3, 0.0, ['answer', 'completion', 'correct'])
+    >>> len(result.records), result.accuracy, result.records[0].finish_reason in ("stop", "length")
+    (3, 0.0, True)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from dapo_env.envs import render_prompt
@@ -29,45 +30,14 @@ from dapo_env.types import Problem
 from dapo_env.verifiers import as_verifier, verify_batch
 
 from .engine import RolloutEngine, SamplingParams
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvalRecord:
-    """One evaluated sample (a line of ``eval/step_<N>.jsonl``).
-
-    Attributes:
-        problem_id: the problem's id within its task.
-        prompt: the text the model was given (after any chat template).
-        completion: the response text.
-        extracted: the answer the verifier extracted (``None``: none).
-        correct: the verifier's verdict on a finished response (a truncated response counts as wrong).
-        reason: the verifier's reason.
-        tokens: response length in tokens (0 when unknown).
-        finish_reason: ``"stop"`` or ``"length"``.
-        sample: the sample's index among the problem's ``samples`` (0 for greedy).
-        answer: the reference as text when it is a string (math tasks), else ``None``.
-    """
-
-    problem_id: str
-    prompt: str
-    completion: str
-    extracted: str | None
-    correct: bool
-    reason: str
-    tokens: int
-    finish_reason: str
-    sample: int = 0
-    answer: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+from .run_folder import EvalSample
 
 
 @dataclass(frozen=True)
 class EvalResult:
     """The records of one evaluation, problem-major (``samples`` consecutive records per problem)."""
 
-    records: tuple[EvalRecord, ...]
+    records: tuple[EvalSample, ...]
 
     @property
     def accuracy(self) -> float:
@@ -102,10 +72,10 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
     verdicts = verify_batch(as_verifier(task.verifier), [c.text for *_, c in flat], [p.answer for p, *_ in flat],
                             workers=0)
     return EvalResult(tuple(
-        EvalRecord(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
+        EvalSample(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
                    finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
         for (p, prompt, k, c), v in zip(flat, verdicts)))
 
 
-__all__ = ["EvalRecord", "EvalResult", "evaluate", "load_eval_problems"]
+__all__ = ["EvalResult", "evaluate", "load_eval_problems"]

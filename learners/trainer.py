@@ -42,6 +42,7 @@ from .evaluation import evaluate, load_eval_problems
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .rollout import make_sampler, resolve_task
+from .run_folder import eval_samples_path, write_eval_samples
 from .update import derive_seed, update_policy
 from dapo_env.envs import render_prompt
 from dapo_env.sampler import grouped
@@ -371,14 +372,17 @@ class Trainer:
 
     def evaluate(self) -> float:
         """Held-out accuracy on the first ``eval_size`` problems of ``eval_split`` (greedy unless
-        ``eval_temperature > 0``, fixed seed); the main rank evaluates and tells the others."""
+        ``eval_temperature > 0``, fixed seed); the main rank evaluates, writes the samples to
+        ``eval/step_<N>.jsonl`` and tells the others."""
         cfg, accuracy = self.cfg, None
         if self.collective.is_main:
-            accuracy = evaluate(
+            result = evaluate(
                 self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
                 temperature=cfg.eval_temperature,
                 seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
-                chat_template=self.tokenizer if cfg.chat_template else None).accuracy
+                chat_template=self.tokenizer if cfg.chat_template else None)
+            write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
+            accuracy = result.accuracy
         accuracy = float(self.collective.broadcast(accuracy))
         self.eval_history.append((self.step, accuracy))
         return accuracy

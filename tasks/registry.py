@@ -6,8 +6,11 @@ never imports the environment layer (which imports tasks).
 
 from __future__ import annotations
 
+from typing import Any
 
 import gymnasium
+from gymnasium.vector import AutoresetMode
+from gymnasium.envs.registration import VectorizeMode
 
 from .base import Task
 
@@ -17,11 +20,49 @@ VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"
 _TASKS: dict[str, Task] = {}  # env_id -> Task
 
 
+class SpecKwargs(dict):
+    """The ``kwargs`` of our Gymnasium specs, with same-step autoreset as the default for the standard
+    vector envs.
+
+    Every episode is one step, so Gymnasium's default next-step autoreset would make every other
+    ``step`` of ``gym.make_vec(id, vectorization_mode="sync" | "async")`` a reset that throws the
+    responses away. A spec's kwargs may carry ``vectorization_mode`` and ``vector_kwargs`` for
+    ``make_vec``, which pops them (in that order) from a copy of this mapping; when the mode is
+    ``"sync"`` or ``"async"``, this mapping answers the ``vector_kwargs`` pop with
+    ``autoreset_mode=AutoresetMode.SAME_STEP`` added to what the caller passed (a caller's own
+    ``autoreset_mode`` wins). The ``"vector_entry_point"`` mode (our ``GroupVectorEnv``, same-step
+    already) gets nothing added. To ``gym.make`` it is a plain dict.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import dapo_env
+        >>> env = gym.make_vec("Arithmetic-v0", num_envs=2, vectorization_mode="sync")
+        >>> env.metadata["autoreset_mode"]
+        <AutoresetMode.SAME_STEP: 'SameStep'>
+    """
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        if key == "vectorization_mode":
+            self.__dict__["mode"] = value
+        elif key == "vector_kwargs" and _is_standard_vector_mode(self.__dict__.get("mode")):
+            value = {"autoreset_mode": AutoresetMode.SAME_STEP, **(value or {})}
+        return value
+
+
+def _is_standard_vector_mode(mode: Any) -> bool:
+    try:
+        return mode is not None and VectorizeMode(mode) in (VectorizeMode.SYNC, VectorizeMode.ASYNC)
+    except ValueError:
+        return False
+
+
 def register_task(task: Task, *, overwrite: bool = False) -> str:
     """Add ``task`` to the registry and register its Gymnasium id; returns the id.
 
     The Gymnasium spec is ``entry_point="dapo_env.envs:ReasoningEnv"``,
-    ``vector_entry_point="dapo_env.vector:GroupVectorEnv"``, ``kwargs={"task": task.env_id}``, so
+    ``vector_entry_point="dapo_env.vector:GroupVectorEnv"``, ``kwargs={"task": task.env_id}`` (a
+    :class:`SpecKwargs`: ``make_vec``'s ``"sync"``/``"async"`` modes default to same-step autoreset), so
     ``gym.make(task.env_id, data_files=..., split=...)`` builds a :class:`ReasoningEnv` for it.
 
     Raises:
@@ -52,7 +93,7 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
         id=env_id,
         entry_point=ENTRY_POINT,
         vector_entry_point=VECTOR_ENTRY_POINT,
-        kwargs={"task": env_id},
+        kwargs=SpecKwargs(task=env_id),
     )
     _TASKS[env_id] = task
     return env_id
@@ -94,4 +135,4 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-__all__ = ["ENTRY_POINT", "VECTOR_ENTRY_POINT", "get_task", "list_tasks", "register_task", "unregister_task"]
+__all__ = ["ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks", "register_task", "unregister_task"]

@@ -15,6 +15,10 @@ _LAZY = {
     "as_verifier": "dapo_env.verifiers.callable",
     "MathVerifier": "dapo_env.verifiers.math",
     "CodeVerifier": "dapo_env.verifiers.code",
+    "SandboxLimits": "dapo_env.verifiers.sandbox",
+    "SandboxUnavailable": "dapo_env.verifiers.sandbox",
+    "isolation": "dapo_env.verifiers.sandbox",
+    "run_python": "dapo_env.verifiers.sandbox",
     "VerifierPool": "dapo_env.verifiers.pool",
     "verify_batch": "dapo_env.verifiers.pool",
 }
@@ -32,5 +36,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
 
 
-__all__ = ["CallableVerifier", "CodeVerifier", "MathVerifier", "VerifierPool", "VerifyResult", "as_verifier",
-           "verify_batch"]
+__all__ = ["CallableVerifier", "CodeVerifier", "MathVerifier", "SandboxLimits", "SandboxUnavailable", "VerifierPool",
+           "VerifyResult", "as_verifier", "isolation", "run_python", "verify_batch"]

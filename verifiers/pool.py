@@ -30,7 +30,7 @@ import multiprocess
 from multiprocess import connection as mp_connection
 from multiprocess import util as mp_util
 
-from dapo_env.types import InvalidReference, VerifyResult
+from dapo_env.types import InvalidReference, VerifierConfigError, VerifyResult
 
 _IDLE = -1.0  # progress[0] while a worker waits for work
 _LOADING = -2.0  # progress[0] while a worker unpickles a verifier
@@ -48,9 +48,9 @@ def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, ref
     """Call the verifier, turning an exception or a wrong return type into a wrong result."""
     try:
         result = verifier(response, reference)
-    except InvalidReference:  # a misconfigured reference is the caller's error, not the model's: say so
+    except VerifierConfigError:  # a misconfigured verifier is the caller's error, not the model's: say so
         raise
-    except Exception as exc:  # a verifier must never take the batch down
+    except (Exception, SystemExit) as exc:  # a verifier must never take the batch down
         return _error_result(exc)
     if not isinstance(result, VerifyResult):
         return VerifyResult(False, 0.0, None, f"error:bad_return:{type(result).__name__}")
@@ -132,7 +132,10 @@ def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
         for index, response, reference in zip(indices, responses, references):
             progress[1] = time.monotonic()
             progress[0] = float(index)
-            r = _verify_one(verifier, response, reference)
+            try:
+                r = _verify_one(verifier, response, reference)
+            except (KeyboardInterrupt, VerifierConfigError) as exc:  # raised by the verifier: SIGINT is ignored here
+                r = _error_result(exc)
             done.append((index, r.correct, r.score, r.extracted, r.reason))
             if progress[1] - last_flush > _FLUSH_S:
                 conn.send_bytes(_dumps(("results", done, False)))

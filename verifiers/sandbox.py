@@ -1,22 +1,31 @@
-"""Run untrusted Python in a fresh, OS-isolated process: the layers under :class:`CodeVerifier`.
+"""Run untrusted Python isolated by the operating system (bubblewrap), with Python-level guards inside.
 
-Layers, from the outside in (see ``docs/code_sandbox.md``):
+The isolation comes from bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), a maintained
+setuid-free sandbox tool, not from Python code. Each run (``isolation="full"``, the default) gets:
 
-1. a fresh process per run, in its own session/process group, in a new temporary directory that is
-   removed afterwards, with a scrubbed environment (no inherited variables: no secrets), stdin from a
-   file, ``close_fds``;
-2. rlimits: CPU seconds, address space, file size, number of processes, open files, no core dumps;
-3. a wall-clock limit enforced by the parent, which then SIGKILLs the whole process group;
-4. as root, where the kernel allows it: new network and mount namespaces (no network at all; the
-   interpreter is bind-mounted at a private path) and a per-run unprivileged uid/gid, so RLIMIT_NPROC is
-   enforced (root is exempt from it), the code cannot signal or write anything of root's, and every
-   process of that uid is killed at the end (catches fork-bomb children that left the process group);
-   the child also gets ``PR_SET_PDEATHSIG`` so it dies with its verifier;
-5. inside the child, a Python audit hook (installed by the harness in ``code.py``) that refuses
-   sockets, subprocesses, ``os.system``/exec/fork/kill, ``ctypes``, frame and gc introspection, and
-   writes/removals outside the working directory.
+- fresh user, pid, network, mount, ipc, uts and cgroup namespaces (``--unshare-all``): its own ``/proc``
+  shows only its own processes, the network has nothing but an isolated loopback, no host process can be
+  seen or signalled;
+- an unprivileged uid: as root, a fresh per-run uid (the launcher drops to it before ``bwrap`` starts, so
+  even the kernel sees an unprivileged user); otherwise the caller's own uid. No capabilities;
+- a read-only view of ``/usr`` (and the ``/bin``, ``/lib*`` links or folders) and of the interpreter's
+  prefix, nothing else of the host (no ``/etc``, no home, no ``/tmp`` of the host); a fresh size-capped
+  tmpfs at ``/tmp`` is the only writable place (the root and ``/dev`` are read-only);
+- ``--die-with-parent`` and ``--new-session``; when the run ends its pid namespace ends, which kills every
+  process the candidate started; as root the per-run uid is also swept with ``kill(-1)``;
+- rlimits (CPU seconds, address space, file size, open files, no core dumps) and a process cap applied
+  inside the user namespace (so it counts only the run's own processes), a wall-clock limit after which
+  the whole process group is killed, a scrubbed environment, no inherited descriptors but the ones given.
 
-:func:`isolation` says which layers are active on this machine.
+``isolation="weak"`` (an explicit opt-in that warns once) runs without bubblewrap: a fresh process in its
+own session, a temporary directory, scrubbed environment, rlimits and the wall-clock kill only. A
+``"full"`` run on a machine without working bubblewrap raises :class:`SandboxUnavailable` naming the fix:
+there is no silent downgrade. :func:`isolation` lists the active layers and why any missing one is missing.
+
+Example:
+    >>> limits = SandboxLimits(wall_s=5.0, disk_mb=8)
+    >>> (limits.cpu_s, limits.max_processes)
+    (5, 8)
 """
 
 from __future__ import annotations
@@ -33,38 +42,50 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWNET = 0x40000000
-_MS_BIND = 4096
-_MS_REC = 16384
-_MS_PRIVATE = 1 << 18
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # each gets a private tmpfs in the sandbox
-_SANDBOX_PY = "/tmp/.py"  # where the interpreter's prefix is bind-mounted inside the sandbox
-_SANDBOX_WORK = "/tmp/work"  # the sandbox's working directory (a private tmpfs)
-_PR_SET_PDEATHSIG = 1
-_UID_BASE = 0x20000000  # per-run sandbox uids live above every normal account: base + (pid << 4) + counter
+from dapo_env.types import VerifierConfigError
+
+ISOLATION_MODES = ("full", "weak")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
+                "and allow unprivileged user namespaces, or pass isolation=\"weak\" to run without OS isolation "
+                "(not for RL rewards: generated code could then forge results or touch the host)")
+_UID_BASE = 0x20000000  # per-run sandbox uids (as root): base + (pid << 4) + counter, above every real account
+_STAGE = "/tmp"  # in the launcher's private mount namespace only: where the interpreter is staged
 _SCRUBBED_PATH = "/usr/local/bin:/usr/bin:/bin"
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_SANDBOX_PROCESSES = 2  # bwrap's init and the interpreter itself, on top of max_processes
+# Runs first in every sandboxed interpreter: the process cap, set inside the user namespace where it counts
+# only this run's processes (setting it outside would count every process of the uid on the host).
+_BOOT = "import resource as _r; _r.setrlimit(_r.RLIMIT_NPROC, ({n}, {n})); del _r\n"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _uid_counter = 0
 _uid_lock = threading.Lock()
+_weak_warned = False
+
+
+class SandboxUnavailable(VerifierConfigError, RuntimeError):
+    """OS isolation was asked for (``isolation="full"``) but does not work on this machine."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class SandboxLimits:
-    """Resource limits for one sandboxed run.
+    """Resource limits for one sandboxed run (one object, used by every code verifier and tool).
 
     Args:
-        wall_s: wall-clock limit; past it the process group (and the run's uid) is SIGKILLed.
-        cpu_s: RLIMIT_CPU in seconds.
-        memory_mb: RLIMIT_AS (address space) in MiB.
-        file_size_mb: RLIMIT_FSIZE in MiB (largest file the code may write).
-        max_processes: RLIMIT_NPROC (processes and threads of the run's uid; enforced for non-root uids).
-        max_output_bytes: stdout kept; more is an ``output_limit`` failure (the run is killed).
+        wall_s: wall-clock limit; past it the run's process group (and, as root, its uid) is SIGKILLed.
+        cpu_s: RLIMIT_CPU in seconds (default: ``wall_s`` rounded up).
+        memory_mb: RLIMIT_AS (address space) per process, MiB.
+        disk_mb: size of the run's tmpfs, its only writable place (and RLIMIT_FSIZE), MiB.
+        max_processes: processes and threads the candidate may start besides itself (inside the run's
+            user namespace; with ``isolation="weak"`` an RLIMIT_NPROC of the caller's uid, not as root).
+        max_output_bytes: stdout (and stderr) kept per run; more ends the run as ``output_limit``.
         max_open_files: RLIMIT_NOFILE.
 
     Example:
@@ -75,41 +96,171 @@ class SandboxLimits:
     wall_s: float = 6.0
     cpu_s: int | None = None
     memory_mb: int = 1024
-    file_size_mb: int = 16
+    disk_mb: int = 64
     max_processes: int = 8
     max_output_bytes: int = 1 << 20
     max_open_files: int = 64
 
     def __post_init__(self) -> None:
-        if not self.wall_s > 0:
-            raise ValueError(f"wall_s must be > 0 seconds, got {self.wall_s!r}")
+        if isinstance(self.wall_s, bool) or not isinstance(self.wall_s, (int, float)) or not self.wall_s > 0:
+            raise ValueError(f"SandboxLimits.wall_s must be > 0 seconds, got {self.wall_s!r}")
         if self.cpu_s is None:
             object.__setattr__(self, "cpu_s", max(1, int(self.wall_s + 0.999)))
-        for name in ("cpu_s", "memory_mb", "file_size_mb", "max_processes", "max_output_bytes", "max_open_files"):
+        for name in ("cpu_s", "memory_mb", "disk_mb", "max_processes", "max_output_bytes", "max_open_files"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SandboxLimits.{name} must be an int >= 1, got {value!r}")
         if self.memory_mb < 64:
-            raise ValueError(f"memory_mb must be >= 64 (the interpreter alone needs ~30 MiB), got {self.memory_mb}")
+            raise ValueError(f"SandboxLimits.memory_mb must be >= 64 (the interpreter alone needs ~30 MiB), "
+                             f"got {self.memory_mb}")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The layers a sandboxed run gets on this machine in one mode; ``"net_ns" in isolation()`` works.
+
+    Attributes:
+        mode: ``"full"`` or ``"weak"``.
+        active: names of the active layers.
+        missing: layer name -> why it is missing (empty when every layer of the mode is active).
+    """
+
+    mode: str
+    active: tuple[str, ...]
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "missing", MappingProxyType(dict(self.missing)))
+
+    def __contains__(self, layer: object) -> bool:
+        return layer in self.active
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.active)
+
+    @property
+    def ok(self) -> bool:
+        """True when every layer of the mode is active."""
+        return not self.missing
+
+
+FULL_LAYERS = ("bubblewrap", "user_ns", "pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns", "unprivileged_uid",
+               "readonly_root", "private_tmpfs", "die_with_parent", "process_cap", "rlimits", "wall_kill",
+               "scrubbed_env")
+WEAK_LAYERS = ("process_group", "tempdir", "scrubbed_env", "rlimits", "wall_kill")
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one sandboxed run produced: harness records, stdout, and how it ended."""
+    """What one sandboxed run produced: harness records, captured output, and how it ended."""
 
     records: bytes
     stdout: bytes
+    stderr: bytes
     returncode: int | None
     timed_out: bool
     output_limited: bool
-    uid: int | None = None
 
 
+@dataclass(frozen=True)
+class ProgramRun:
+    """The result of :func:`run_python`: what a program printed and how it ended.
+
+    Attributes:
+        stdout, stderr: decoded output (UTF-8, invalid bytes replaced), at most ``max_output_bytes`` each.
+        exit_code: the process's exit status (negative: killed by that signal), ``None`` if unknown.
+        timed_out: the wall or CPU limit ended it.
+        output_truncated: it printed more than ``max_output_bytes`` and was stopped.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    output_truncated: bool
+
+    @property
+    def ok(self) -> bool:
+        """Finished by itself with exit status 0."""
+        return self.exit_code == 0 and not self.timed_out and not self.output_truncated
+
+
+# --- what this machine can do ----------------------------------------------------------------------------
 def _interpreter() -> str:
-    """The base interpreter's real binary (a venv's python is a symlink to it)."""
+    """The base interpreter's real binary (a venv's python is a link to it; it needs only its prefix)."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidate = os.path.join(sys.base_prefix, "bin", version)
     return candidate if os.path.exists(candidate) else os.path.realpath(sys.executable)
+
+
+def _prefix() -> str:
+    return os.path.realpath(sys.base_prefix)
+
+
+def _needs_prefix_bind() -> bool:
+    return not (_prefix() + "/").startswith("/usr/")
+
+
+def isolation(mode: str = "full") -> Isolation:
+    """The isolation layers a run gets on this machine in ``mode`` (bubblewrap is probed once per process).
+
+    Example:
+        >>> "wall_kill" in isolation("weak")
+        True
+    """
+    if mode not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {mode!r}")
+    if mode == "weak":
+        return Isolation("weak", WEAK_LAYERS)
+    problem = _probe_bwrap()
+    if problem is None:
+        return Isolation("full", FULL_LAYERS)
+    return Isolation("full", (), {layer: problem for layer in FULL_LAYERS})
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_bwrap() -> str | None:
+    """None when a full sandbox works here, else why not (one line, with the fix)."""
+    if shutil.which("bwrap") is None:
+        return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+    probe = ("import os\n"
+             "assert os.getuid() != 0 and os.getpid() <= 3\n"
+             "open('/tmp/probe', 'w').write('ok')\n"
+             "try:\n    open('/probe', 'w')\n    raise SystemExit(3)\nexcept OSError:\n    pass\n"
+             "print('sandbox-ok')\n")
+    try:
+        run = _run(probe.encode(), mode="full", payload=b"", stdin=b"", capture_stdout=True, capture_stderr=True,
+                   limits=SandboxLimits(wall_s=20.0), end_marker=None)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
+    if b"sandbox-ok" in run.stdout:
+        return None
+    detail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {run.returncode}"]
+    return f"bubblewrap does not work here ({detail[0][:200]}): {INSTALL_HINT}"
+
+
+def require_isolation(mode: str) -> None:
+    """Raise :class:`SandboxUnavailable` when ``mode="full"`` cannot run here; warn once for ``"weak"``."""
+    global _weak_warned
+    if mode == "weak":
+        if not _weak_warned:
+            _weak_warned = True
+            warnings.warn("code runs with isolation=\"weak\": no OS isolation (rlimits, a temporary folder and a "
+                          "wall-clock kill only); generated code can read the host and forge results. For RL "
+                          "rewards install bubblewrap and use the default isolation=\"full\"", RuntimeWarning,
+                          stacklevel=3)
+        return
+    problem = isolation(mode).missing.get("bubblewrap")
+    if problem is not None:
+        raise SandboxUnavailable(f"code sandbox unavailable: {problem}")
+
+
+# --- launching -------------------------------------------------------------------------------------------
+def _next_uid() -> int:
+    global _uid_counter
+    with _uid_lock:
+        _uid_counter = (_uid_counter + 1) % 16
+        return _UID_BASE + ((os.getpid() & 0xFFFFFF) << 4) + _uid_counter
 
 
 def _check(ret: int, what: str) -> None:
@@ -123,87 +274,140 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
 
 
-def _enter_namespaces(uid: int, tmpfs_mb: int) -> str:
-    """Child side, as root: new network + mount namespaces, private throwaway tmpfs over the
-    world-writable directories, the interpreter bind-mounted at ``/tmp/.py``, and ``/tmp/work`` (owned
-    by ``uid``) as the working directory. Returns the working directory. Nothing is visible to the host."""
-    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET), "unshare")
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
-    for directory in _WORLD_WRITABLE:
-        if os.path.isdir(directory):
-            _mount("tmpfs", directory, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={tmpfs_mb}m,mode=1777")
-    os.mkdir(_SANDBOX_PY, 0o755)
-    _mount(sys.base_prefix, _SANDBOX_PY, None, _MS_BIND | _MS_REC, None)
-    os.mkdir(_SANDBOX_WORK, 0o700)
-    os.chown(_SANDBOX_WORK, uid, uid)
-    os.chdir(_SANDBOX_WORK)
-    return _SANDBOX_WORK
+def _set_rlimits(limits: SandboxLimits, *, nproc: bool) -> None:
+    mib = 1 << 20
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mib, limits.memory_mb * mib))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_mb * mib, limits.disk_mb * mib))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
 
 
-@functools.lru_cache(maxsize=1)
-def isolation() -> tuple[str, ...]:
-    """The isolation layers a run gets on this machine (probed once per process with a forked child).
-
-    Returns names among ``"process_group"``, ``"tempdir"``, ``"scrubbed_env"``, ``"rlimits"``,
-    ``"wall_kill"``, ``"netns"``, ``"mountns"``, ``"uid_drop"``, ``"nproc"`` and ``"audit_hook"``.
-    Without ``"netns"`` the network is blocked only by the audit hook; without ``"nproc"``, fork bombs are
-    held only by the audit hook and the wall-clock kill of the process group.
-    """
-    layers = ["process_group", "tempdir", "scrubbed_env", "rlimits", "wall_kill"]
-    if os.geteuid() == 0 and _probe_namespaces():
-        layers += ["netns", "mountns", "uid_drop", "nproc"]
-    elif os.geteuid() != 0:
-        layers += ["nproc"]
-    return (*layers, "audit_hook")
-
-
-def _probe_namespaces() -> bool:
-    pid = os.fork()
-    if pid == 0:  # child: try, report through the exit status, never return into the caller
-        code = 1
-        try:
-            _enter_namespaces(_UID_BASE, 1)
-            os.setgroups([])
-            os.setgid(_UID_BASE)
-            os.setuid(_UID_BASE)
-            code = 0 if os.access(_sandbox_python(), os.X_OK) and os.access(".", os.W_OK) else 1
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+def _launcher_preexec(limits: SandboxLimits, uid: int | None, stage: bool) -> None:
+    """Between fork and exec of ``bwrap``. As root: stage the interpreter where an unprivileged uid can
+    reach it (in a private mount namespace of the launcher only: the host sees nothing), then drop to the
+    per-run uid. The prefix is opened before the staging tmpfs covers ``/tmp``, so a prefix under ``/tmp``
+    works too."""
+    if uid is not None:
+        _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+        if stage:
+            prefix_fd = os.open(_prefix(), os.O_PATH | os.O_DIRECTORY)
+            _mount("tmpfs", _STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=755")
+            os.mkdir(f"{_STAGE}/py", 0o755)
+            _mount(f"/proc/self/fd/{prefix_fd}", f"{_STAGE}/py", None, _MS_BIND | _MS_REC, None)
+            _mount(None, f"{_STAGE}/py", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_REC, None)
+            os.close(prefix_fd)
+    _set_rlimits(limits, nproc=False)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
 
 
-def _sandbox_python() -> str:
-    return os.path.join(_SANDBOX_PY, os.path.relpath(_interpreter(), sys.base_prefix))
+def _weak_preexec(limits: SandboxLimits) -> None:
+    _set_rlimits(limits, nproc=os.geteuid() != 0)
 
 
-def _next_uid() -> int:
-    global _uid_counter
-    with _uid_lock:
-        _uid_counter = (_uid_counter + 1) % 16
-        return _UID_BASE + (os.getpid() << 4) + _uid_counter
+def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool) -> list[str]:
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            cmd += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            cmd += ["--ro-bind", path, path]
+    if _needs_prefix_bind():
+        cmd += ["--ro-bind", f"{_STAGE}/py" if staged else _prefix(), _prefix()]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+            "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp", "--remount-ro", "/",
+            "--clearenv", "--setenv", "PATH", _SCRUBBED_PATH, "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "LANG", "C.UTF-8", "--"]
+    return cmd + argv
+
+
+def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_stdout: bool, capture_stderr: bool,
+         limits: SandboxLimits, end_marker: bytes | None) -> RunOutcome:
+    """Start ``python -I -c harness <payload_fd> <result_fd>`` sandboxed in ``mode``; collect its output."""
+    full = mode == "full"
+    uid = _next_uid() if full and os.geteuid() == 0 else None
+    stage = uid is not None and _needs_prefix_bind()
+    boot = _BOOT.format(n=limits.max_processes + _SANDBOX_PROCESSES) if full else ""
+    payload_r, payload_w = os.pipe()
+    result_r, result_w = os.pipe()
+    stdin_file = tempfile.TemporaryFile()
+    workdir = None if full else tempfile.mkdtemp(prefix="dapo-sandbox-")
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        stdin_file.write(stdin)
+        stdin_file.seek(0)
+        argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), str(payload_r), str(result_w)]
+        if full:
+            argv = _bwrap_command(argv, limits, staged=stage)
+            env = {"PATH": _SCRUBBED_PATH, "LANG": "C.UTF-8"}
+            preexec = functools.partial(_launcher_preexec, limits, uid, stage)
+        else:
+            env = {"PATH": _SCRUBBED_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
+            preexec = functools.partial(_weak_preexec, limits)
+        proc = subprocess.Popen(
+            argv, stdin=stdin_file, stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, cwd=workdir, env=env,
+            pass_fds=(payload_r, result_w), start_new_session=True, preexec_fn=preexec)
+        os.close(payload_r)
+        os.close(result_w)
+        payload_r = result_w = -1
+        writer = threading.Thread(target=_write_all, args=(payload_w, payload), daemon=True)
+        payload_w = -1  # the writer thread owns it now
+        writer.start()  # the harness drains the payload before any candidate code runs
+        return _collect(proc, result_r, limits, end_marker)
+    finally:
+        if proc is not None:
+            _killpg(proc)
+        if uid is not None:
+            _kill_uid(uid)
+        for fd in (payload_r, payload_w, result_r, result_w):
+            if fd >= 0:
+                os.close(fd)
+        stdin_file.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass  # the run ended before reading everything
+    finally:
+        os.close(fd)
 
 
 def _pids_of_uid(uid: int) -> list[int]:
+    """Live processes of ``uid`` (zombies are dead already: they wait for the host's init to reap them)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid == uid:
-                    pids.append(int(entry))
-            except OSError:
+                    with open(f"/proc/{entry}/stat", "rb") as stat:
+                        if stat.read().rpartition(b")")[2].split()[0] != b"Z":
+                            pids.append(int(entry))
+            except (OSError, IndexError):
                 continue
     return pids
 
 
 def _kill_uid(uid: int, settle_s: float = 3.0) -> None:
-    """SIGKILL every process of ``uid`` and wait until none is left (zombies included).
+    """SIGKILL every process of ``uid`` (a helper that becomes ``uid`` calls ``kill(-1)``) until none is left.
 
-    A child that became ``uid`` calls kill(-1), which reaches every process of that uid, even ones that
-    left the process group with setsid, and never the caller itself. Repeated until /proc shows none.
-    """
+    The run's pid namespace already ends with it; this is the safety net for anything of the per-run uid
+    outside it (there should be none)."""
     deadline = time.monotonic() + settle_s
-    while True:
+    while _pids_of_uid(uid) and time.monotonic() < deadline:
         pid = os.fork()
         if pid == 0:
             try:
@@ -215,90 +419,7 @@ def _kill_uid(uid: int, settle_s: float = 3.0) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
-        for _ in range(20):
-            if not _pids_of_uid(uid) or time.monotonic() > deadline:
-                return
-            time.sleep(0.005)
-
-
-def _preexec(limits: SandboxLimits, uid: int | None, parent: int) -> None:
-    """Runs in the child between fork and exec (after setsid)."""
-    mib = 1 << 20
-    if uid is not None:
-        _enter_namespaces(uid, max(limits.file_size_mb, 1) * 4)
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mib, limits.memory_mb * mib))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mib, limits.file_size_mb * mib))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid, which clears it
-    if os.getppid() != parent:  # the verifier died before we got here
-        os._exit(1)
-
-
-def run_sandboxed(
-    harness: str,
-    payload: bytes,
-    *,
-    stdin: bytes = b"",
-    capture_stdout: bool,
-    limits: SandboxLimits,
-    end_marker: bytes | None = None,
-) -> RunOutcome:
-    """Run ``python -I -c harness`` isolated; the harness reads ``payload`` from the fd in ``argv[1]`` and
-    writes its records to the fd in ``argv[2]``. Returns the records and (if captured) stdout. Once
-    ``end_marker`` appears in the records the run is complete: what is buffered is read and the process
-    group is killed (so a lingering thread or child cannot stretch the run to the wall limit)."""
-    sandboxed = "uid_drop" in isolation()
-    uid = _next_uid() if sandboxed else None
-    # Sandboxed: the working directory is a private tmpfs made in the child; the host keeps no files.
-    root = None if sandboxed else tempfile.mkdtemp(prefix="dapo-sandbox-")
-    workdir = _SANDBOX_WORK if root is None else root
-    python = _sandbox_python() if sandboxed else _interpreter()
-    env = {"PATH": _SCRUBBED_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-    result_r, result_w = os.pipe()
-    payload_file = tempfile.TemporaryFile()
-    stdin_file = tempfile.TemporaryFile()
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        payload_file.write(payload)
-        payload_file.seek(0)
-        stdin_file.write(stdin)
-        stdin_file.seek(0)
-        payload_fd = payload_file.fileno()
-        proc = subprocess.Popen(
-            [python, "-I", "-X", "utf8", "-c", harness, str(payload_fd), str(result_w)],
-            stdin=stdin_file,
-            stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=root,
-            env=env,
-            pass_fds=(payload_fd, result_w),
-            start_new_session=True,
-            preexec_fn=functools.partial(_preexec, limits, uid, os.getpid()),
-        )
-        os.close(result_w)
-        result_w = -1
-        outcome = _collect(proc, result_r, limits, end_marker)
-        return RunOutcome(outcome.records, outcome.stdout, outcome.returncode, outcome.timed_out,
-                          outcome.output_limited, uid)
-    finally:
-        if proc is not None:
-            _killpg(proc)
-        if uid is not None:
-            _kill_uid(uid)
-        for fd in (result_r, result_w):
-            if fd >= 0:
-                os.close(fd)
-        payload_file.close()
-        stdin_file.close()
-        if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
+        time.sleep(0.005)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:
@@ -306,36 +427,38 @@ def _killpg(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    if proc.stdout is not None:
-        proc.stdout.close()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
     proc.wait()
 
 
-def _collect(
-    proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits, end_marker: bytes | None
-) -> RunOutcome:
-    """Read records and stdout until both close or the wall limit passes; cap what is kept."""
+def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits,
+             end_marker: bytes | None) -> RunOutcome:
+    """Read records, stdout and stderr until they close or the wall limit passes; cap what is kept."""
     deadline = time.monotonic() + limits.wall_s
-    chunks: dict[int, list[bytes]] = {result_r: []}
-    caps = {result_r: 1 << 20}
-    sizes = {result_r: 0}
-    out_fd = proc.stdout.fileno() if proc.stdout is not None else -1
-    if out_fd >= 0:
-        chunks[out_fd], caps[out_fd], sizes[out_fd] = [], limits.max_output_bytes, 0
+    streams = {result_r: "records"}
+    caps = {result_r: 4 << 20}
+    for name in ("stdout", "stderr"):
+        stream = getattr(proc, name)
+        if stream is not None:
+            streams[stream.fileno()] = name
+            caps[stream.fileno()] = limits.max_output_bytes
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in streams}
+    sizes = dict.fromkeys(streams, 0)
     timed_out = output_limited = False
-    open_fds = set(chunks)
     with selectors.DefaultSelector() as selector:
-        for fd in open_fds:
+        for fd in streams:
             selector.register(fd, selectors.EVENT_READ)
+        open_fds = set(streams)
         while open_fds:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            exited = proc.poll() is not None or (
-                end_marker is not None and end_marker in b"".join(chunks[result_r][-2:])
-            )
-            for key, _ in selector.select(timeout=0.0 if exited else min(remaining, 0.25)):
+            done = proc.poll() is not None or (end_marker is not None
+                                               and end_marker in b"".join(chunks[result_r][-2:]))
+            for key, _ in selector.select(timeout=0.0 if done else min(remaining, 0.25)):
                 data = os.read(key.fd, 65536)
                 if not data:
                     selector.unregister(key.fd)
@@ -343,23 +466,76 @@ def _collect(
                     continue
                 sizes[key.fd] += len(data)
                 if sizes[key.fd] > caps[key.fd]:
-                    output_limited = output_limited or key.fd == out_fd
-                    selector.unregister(key.fd)
-                    open_fds.discard(key.fd)
-                    continue
+                    keep = caps[key.fd] - (sizes[key.fd] - len(data))
+                    chunks[key.fd].append(data[:max(0, keep)])
+                    output_limited = True
+                    break
                 chunks[key.fd].append(data)
-            if exited and not selector.select(timeout=0.0):
+            if output_limited or (done and not selector.select(timeout=0.0)):
                 break  # finished and nothing more is buffered (grandchildren may hold the pipes open)
-            if output_limited:
-                break
+        ended = end_marker is not None and end_marker in b"".join(chunks[result_r][-2:])
+    if not (timed_out or output_limited or ended):  # output closed: wait for the exit status within the limit
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
     if timed_out or output_limited:
         _killpg(proc)
     returncode = proc.poll()
-    # The CPU-seconds rlimit (SIGXCPU) is the same budget as the wall clock: on an idle machine a busy
-    # loop reaches either first, so both count as a timeout.
+    # The CPU-seconds rlimit (SIGXCPU) is the same budget as the wall clock: count both as a timeout.
     timed_out = timed_out or returncode == -signal.SIGXCPU
-    stdout = b"".join(chunks[out_fd]) if out_fd >= 0 else b""
-    return RunOutcome(b"".join(chunks[result_r]), stdout, returncode, timed_out, output_limited)
+    joined = {streams[fd]: b"".join(parts) for fd, parts in chunks.items()}
+    return RunOutcome(joined["records"], joined.get("stdout", b""), joined.get("stderr", b""), returncode,
+                      timed_out, output_limited)
 
 
-__all__ = ["RunOutcome", "SandboxLimits", "isolation", "run_sandboxed"]
+def run_sandboxed(harness: str, payload: bytes, *, stdin: bytes = b"", capture_stdout: bool = False,
+                  capture_stderr: bool = False, limits: SandboxLimits = SandboxLimits(),
+                  end_marker: bytes | None = None, isolation: str = "full") -> RunOutcome:
+    """Run ``python -I -c harness`` sandboxed. The harness reads ``payload`` from the descriptor in
+    ``sys.argv[1]`` (drain it first: it is a pipe) and writes its records to the one in ``sys.argv[2]``.
+
+    Once ``end_marker`` appears in the records the run is complete: what is buffered is read and the
+    process group is killed, so a lingering thread or child cannot stretch the run to the wall limit.
+    Raises :class:`SandboxUnavailable` for ``isolation="full"`` where bubblewrap does not work.
+    """
+    require_isolation(isolation)
+    return _run(harness.encode(), mode=isolation, payload=payload, stdin=stdin, capture_stdout=capture_stdout,
+                capture_stderr=capture_stderr, limits=limits, end_marker=end_marker)
+
+
+_PROGRAM_HARNESS = """
+import os, sys
+os.close(int(sys.argv[1])); os.close(int(sys.argv[2]))
+sys.argv = ["program"]
+"""
+
+
+def run_python(code: str, *, stdin: str = "", limits: SandboxLimits = SandboxLimits(),
+               isolation: str = "full") -> ProgramRun:
+    """Run a Python program (e.g. a model's tool call) in the sandbox and return what it printed.
+
+    The program runs as ``__main__`` with ``stdin``; stdout and stderr are captured up to
+    ``limits.max_output_bytes`` each. Nothing of the host is visible or writable (see the module doc).
+
+    Example:
+        >>> run = run_python("print(sum(range(10)))", limits=SandboxLimits(wall_s=10.0))
+        >>> run.stdout, run.ok
+        ('45\\n', True)
+    """
+    require_isolation(isolation)
+    program = _PROGRAM_HARNESS + f"exec(compile({code!r}, '<program>', 'exec'), {{'__name__': '__main__'}})\n"
+    outcome = _run(program.encode(), mode=isolation, payload=b"", stdin=stdin.encode(), capture_stdout=True,
+                   capture_stderr=True, limits=limits, end_marker=None)
+    return ProgramRun(outcome.stdout.decode("utf-8", "replace"), _clean_stderr(outcome.stderr),
+                      outcome.returncode, outcome.timed_out, outcome.output_limited)
+
+
+def _clean_stderr(raw: bytes) -> str:
+    """The program's stderr without the frames of the launcher code (a traceback points at ``<program>``)."""
+    text = raw.decode("utf-8", "replace")
+    return "".join(line for line in text.splitlines(keepends=True) if 'File "<string>"' not in line)
+
+
+__all__ = ["FULL_LAYERS", "INSTALL_HINT", "ISOLATION_MODES", "WEAK_LAYERS", "Isolation", "ProgramRun", "RunOutcome",
+           "SandboxLimits", "SandboxUnavailable", "isolation", "require_isolation", "run_python", "run_sandboxed"]

@@ -204,11 +204,6 @@ def test_async_vector_env_without_shared_memory_on_every_id(env_id: str, tmp_pat
     _check_std_vector_env(env_id, tmp_path, "async")
 
 
-def test_async_with_shared_memory_fails_with_the_fix(dapo_file: Path) -> None:
-    with pytest.raises(Exception, match="shared_memory=False"):
-        gym.make_vec("DAPOMath-v0", num_envs=2, vectorization_mode="async", data_files=str(dapo_file))
-
-
 def test_data_task_via_shared_data(shared_data: Path) -> None:
     env = gym.make_vec("DAPOMath-v0", num_envs=64, vectorization_mode="vector_entry_point", group_size=16,
                        data_files=str(shared_data / "dapo_math_17k/dapo_math_17k.jsonl.gz"))

@@ -42,6 +42,13 @@ def test_two_steps_change_parameters_and_log_every_metric(tmp_path: Path) -> Non
     run = result.run_dir
     for name in ("config.json", "metrics.jsonl", "curves.png", "init_weights.pt"):
         assert (run / name).exists(), name
+    from dapo_env.learners.run_folder import find_eval_files, read_eval_samples
+
+    evals = find_eval_files(run)  # every evaluation's samples, as the report reads them
+    assert sorted(evals) == [0, 1, 2]
+    for step, accuracy in result.eval_history:
+        samples = read_eval_samples(evals[step])
+        assert len(samples) == 8 and sum(s.correct for s in samples) / 8 == pytest.approx(accuracy)
     assert (run / "checkpoints" / "step_000002" / "trainer_state.pt").exists()
 
 

@@ -13,8 +13,9 @@ import pytest
 from dapo_env.types import CodeTests, VerifyResult
 from dapo_env.verifiers import CodeVerifier, VerifierPool
 from dapo_env.verifiers.code import assemble_program, extract_code
+from dapo_env.verifiers.sandbox import SandboxLimits
 
-VERIFIER = CodeVerifier(timeout_s=8.0)
+VERIFIER = CodeVerifier(limits=SandboxLimits(wall_s=8.0))
 ADD_TESTS = CodeTests(tests=("assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"))
 
 
@@ -117,15 +118,20 @@ def test_humaneval_style_prefix_and_check() -> None:
 
 
 def test_verifier_is_picklable_frozen_and_validated() -> None:
-    verifier = CodeVerifier(timeout_s=3.0, memory_mb=512)
+    verifier = CodeVerifier(limits=SandboxLimits(wall_s=3.0, memory_mb=512))
     assert pickle.loads(pickle.dumps(verifier)) == verifier
     with pytest.raises(AttributeError):
-        verifier.timeout_s = 1.0  # type: ignore[misc]
+        verifier.limits = SandboxLimits()  # type: ignore[misc]
     with pytest.raises(ValueError, match="wall_s"):
-        CodeVerifier(timeout_s=0)
+        SandboxLimits(wall_s=0)
     with pytest.raises(ValueError, match="memory_mb"):
-        CodeVerifier(memory_mb=8)
-    assert "audit_hook" in CodeVerifier.isolation()
+        SandboxLimits(memory_mb=8)
+    with pytest.raises(TypeError, match="SandboxLimits"):
+        CodeVerifier(limits={"wall_s": 3})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="isolation"):
+        CodeVerifier(isolation="none")
+    layers = verifier.isolation_layers()
+    assert layers.ok and {"bubblewrap", "pid_ns", "net_ns", "unprivileged_uid"} <= set(layers.active)
 
 
 # -- real data -------------------------------------------------------------------------------------
@@ -182,7 +188,7 @@ def test_all_real_canonical_solutions_pass(shared_data: Path) -> None:
                       entry_point=row["entry_point"])
         )
     with VerifierPool(2, timeout_s=60.0) as pool:
-        results = pool.map(CodeVerifier(timeout_s=20.0), responses, references)
+        results = pool.map(CodeVerifier(limits=SandboxLimits(wall_s=20.0)), responses, references)
     failed = [(i, r.reason) for i, r in enumerate(results) if not r.correct]
     assert len(results) == 974 + 164
     assert all(i < 974 for i, _ in failed), failed  # every HumanEval solution passes

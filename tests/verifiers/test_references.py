@@ -10,6 +10,7 @@ import pytest
 from dapo_env.types import CodeTests, InvalidReference
 from dapo_env.verifiers import CodeVerifier, MathVerifier, verify_batch
 from dapo_env.verifiers.references import code_tests, math_gold
+from dapo_env.verifiers.sandbox import SandboxLimits
 
 SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
 TESTS = CodeTests(tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0"), entry_point="add")
@@ -24,7 +25,7 @@ TESTS = CodeTests(tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0"), entr
     "assert add(1, 2) == 3\nassert add(0, 0) == 0",
 ])
 def test_every_serialisable_code_reference_scores_a_correct_solution(reference) -> None:
-    result = CodeVerifier(timeout_s=10.0)(SOLUTION, reference)
+    result = CodeVerifier(limits=SandboxLimits(wall_s=10.0))(SOLUTION, reference)
     assert result.correct, result.reason
     assert result.reason == "passed:2/2"
 
@@ -64,5 +65,5 @@ def test_verify_batch_raises_on_a_wrong_reference_naming_its_index(backend) -> N
 
 
 def test_verify_batch_prepares_json_references_for_workers() -> None:
-    results = verify_batch(CodeVerifier(timeout_s=10.0), [SOLUTION], [json.dumps(TESTS.to_dict())], workers=1)
+    results = verify_batch(CodeVerifier(limits=SandboxLimits(wall_s=10.0)), [SOLUTION], [json.dumps(TESTS.to_dict())], workers=1)
     assert results[0].correct, results[0].reason
