@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from dapo_env.types import VerifyResult
 
 _LAZY = {
+    "CallableVerifier": "dapo_env.verifiers.callable",
+    "as_verifier": "dapo_env.verifiers.callable",
     "MathVerifier": "dapo_env.verifiers.math",
     "CodeVerifier": "dapo_env.verifiers.code",
     "VerifierPool": "dapo_env.verifiers.pool",
@@ -23,6 +25,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .callable import CallableVerifier, as_verifier
     from .code import CodeVerifier
     from .math import MathVerifier
     from .pool import VerifierPool, verify_batch
@@ -35,5 +38,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
 
 
-__all__ = ["CodeVerifier", "MathVerifier", "ProgramRun", "SandboxLimits", "SandboxUnavailable", "VerifierPool",
-           "VerifyResult", "isolation", "run_python", "verify_batch"]
+__all__ = ["CallableVerifier", "CodeVerifier", "MathVerifier", "ProgramRun", "SandboxLimits", "SandboxUnavailable",
+           "VerifierPool", "VerifyResult", "as_verifier", "isolation", "run_python", "verify_batch"]
