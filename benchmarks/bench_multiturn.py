@@ -59,7 +59,7 @@ def rollout(engine: Any, tok: Any, *, turns: int, prompts: int, group_size: int,
     calls = itertools.count()
 
     def generate(requests: list[Any]) -> list[Any]:
-        return engine.generate_turns(requests, SamplingParams(max_tokens=max_tokens, seed=1000 * seed + next(calls)))
+        return engine.generate_turns(requests, SamplingParams(max_response_tokens=max_tokens, seed=1000 * seed + next(calls)))
 
     with EpisodeGroupEnv("GuessNumber-v0", num_prompts=prompts, group_size=group_size, tokenizer=tok,
                          max_turns=turns, n=100, k=turns) as env:

@@ -20,7 +20,7 @@ from dapo_env.learners.engine import HFEngine, SamplingParams
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
 torch.set_num_threads(1)
-SAMPLING = dict(temperature=1.0, max_tokens=8)
+SAMPLING = dict(temperature=1.0, max_response_tokens=8)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_chunks_and_evictions_still_equal_the_reference(tok, model) -> None:
 
 def test_caches_are_dropped_when_episodes_end_or_weights_change(tok, model) -> None:
     engine = HFEngine(copy.deepcopy(model), tok)
-    sampling = SamplingParams(max_tokens=4, seed=0)
+    sampling = SamplingParams(max_response_tokens=4, seed=0)
     requests = [TurnRequest(key=k, turn=0, group=0, messages=(), text="", context_token_ids=(1, 40 + i, 41))
                 for i, k in enumerate("abc")]
     out = engine.generate_turns(requests, sampling)
@@ -119,7 +119,7 @@ def test_caches_are_dropped_when_episodes_end_or_weights_change(tok, model) -> N
 
 def test_a_foreign_cache_under_the_same_key_is_never_used(tok, model) -> None:
     engine, fresh = HFEngine(model, tok), HFEngine(model, tok, reuse_kv=False)
-    sampling = SamplingParams(max_tokens=6, seed=3)
+    sampling = SamplingParams(max_response_tokens=6, seed=3)
     first = TurnRequest(key="0:0:0", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40, 41, 42))
     engine.generate_turns([first], sampling)
     other = TurnRequest(key="0:0:0", turn=1, group=0, messages=(), text="", context_token_ids=(1, 50, 51, 52, 53))
@@ -130,7 +130,7 @@ def test_a_foreign_cache_under_the_same_key_is_never_used(tok, model) -> None:
 
 def test_budgets_text_requests_and_errors(tok, model) -> None:
     engine = HFEngine(model, tok)
-    sampling = SamplingParams(temperature=1.0, max_tokens=6, seed=0)
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=6, seed=0)
     requests = [TurnRequest(key="a", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), max_tokens=2),
                 TurnRequest(key="b", turn=0, group=0, messages=(), text="12+3=", max_tokens=None),
                 TurnRequest(key="c", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), max_tokens=0)]
@@ -148,7 +148,7 @@ def test_budgets_text_requests_and_errors(tok, model) -> None:
 def test_greedy_turns_match_generate(tok, model) -> None:
     """A first turn through generate_turns samples what generate samples for the same prompt ids."""
     engine = HFEngine(model, tok)
-    sampling = SamplingParams(temperature=0.8, max_tokens=8, seed=9)
+    sampling = SamplingParams(temperature=0.8, max_response_tokens=8, seed=9)
     ids = tuple(tok("What is 3*4?")["input_ids"])
     turns = engine.generate_turns([TurnRequest(key=str(i), turn=0, group=0, messages=(), text="",
                                                context_token_ids=ids) for i in range(3)], sampling)
@@ -170,7 +170,7 @@ def test_only_new_tokens_reach_the_model(tok, model) -> None:
     wrapped.forward = recording
     engine = HFEngine(wrapped, tok)
     prompt = tuple(4 + i % 90 for i in range(100))  # 100 tokens
-    sampling = SamplingParams(max_tokens=3, seed=0)
+    sampling = SamplingParams(max_response_tokens=3, seed=0)
     first, = engine.generate_turns([TurnRequest("e", 0, 0, (), "", prompt)], sampling)
     assert widths[0] == 100
     widths.clear()

@@ -42,7 +42,7 @@ def play(engine, tok, seed: int, log: list[list[tuple[TurnRequest, object]]]):
     calls = itertools.count()
 
     def generate(requests: list[TurnRequest]):
-        out = engine.generate_turns(requests, SamplingParams(max_tokens=8, seed=1000 * seed + next(calls)))
+        out = engine.generate_turns(requests, SamplingParams(max_response_tokens=8, seed=1000 * seed + next(calls)))
         log.append(list(zip(requests, out)))
         return out
 
@@ -80,7 +80,7 @@ def test_turns_condition_on_the_exact_context_and_reuse_the_prefix_cache(setup) 
 
 def test_budgets_and_context_errors(setup) -> None:
     engine, learner, tok = setup
-    sampling = SamplingParams(max_tokens=6, seed=0)
+    sampling = SamplingParams(max_response_tokens=6, seed=0)
     short, empty = engine.generate_turns(
         [TurnRequest("a", 0, 0, (), "", (1, 40, 41), max_tokens=2), TurnRequest("b", 0, 0, (), "", (1, 40), max_tokens=0)],
         sampling)
