@@ -41,7 +41,7 @@ from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerpr
 from .evaluation import evaluate, load_eval_problems
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import make_sampler, resolve_task
+from .rollout import is_multi_turn, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .update import derive_seed, update_policy
 from dapo_env.envs import render_prompt
@@ -90,9 +90,9 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
             return AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32), AutoTokenizer.from_pretrained(cfg.model)
     from .tiny import build_tiny_model, build_tokenizer
 
-    tok = build_tokenizer(model_max_length=256)
+    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
     model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
-                             heads=cfg.tiny_heads, max_positions=256, seed=cfg.seed)
+                             heads=cfg.tiny_heads, max_positions=cfg.tiny_max_positions, seed=cfg.seed)
     return model, tok
 
 
@@ -124,13 +124,21 @@ def _finite(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str]) -> None:
+def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str], *, episodes: bool = False) -> None:
     """Raise a one-line ``ValueError`` naming the fix when the task's prompts plus ``max_response_tokens``
-    cannot fit the model's context (before any data is generated)."""
+    (for multi-turn ``episodes``: plus ``max_episode_tokens``) cannot fit the model's context (before any data
+    is generated)."""
     positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     if not positions or not prompts:
         return
     longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+    if episodes:
+        budget = cfg.max_episode_tokens
+        if budget is None or longest + budget > positions:
+            raise ValueError(f"{cfg.task} is multi-turn: its prompts (up to {longest} tokens) plus a whole episode must "
+                             f"fit the model's context ({positions} positions): pass --set max_episode_tokens=N with "
+                             f"N <= {positions - longest}" + ("" if cfg.model else " (or raise tiny_max_positions)"))
+        return
     if longest + cfg.max_response_tokens > positions:
         which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
         raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
@@ -193,8 +201,10 @@ class Trainer:
             ckpt.load_model_weights(model, latest)  # a model passed in continues from the checkpoint's weights
         if tokenizer is None:
             raise ValueError("pass the tokenizer together with the model")
-        chat = tokenizer if cfg.chat_template else None
-        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]])
+        self.multi_turn = is_multi_turn(self.task)  # episodes: the chat template is always bound (exact tokens)
+        chat = tokenizer if cfg.chat_template or self.multi_turn else None
+        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]],
+                      episodes=self.multi_turn)
         model = model.to(self.device)
         if main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -218,7 +228,8 @@ class Trainer:
         updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
-        self.sampler = make_sampler(cfg, self.task, grouped(self._generate, cfg.group_size), tokenizer=tokenizer)
+        generate = self._generate_turns if self.multi_turn else grouped(self._generate, cfg.group_size)
+        self.sampler = make_sampler(cfg, self.task, generate, tokenizer=tokenizer)
         self.env = self.sampler.source
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
         self.step, self.optimizer_steps, self._records = 0, 0, []
@@ -293,6 +304,18 @@ class Trainer:
                                   seed=derive_seed(self.cfg.seed, *self.sampler.position))
         return self.engine.generate(prompts, n=n, sampling=sampling)
 
+    def _generate_turns(self, requests: list[Any]) -> list[Any]:
+        """The next turn of every live episode (``engine.generate_turns``: each episode's KV cache is kept
+        between its turns), seeded by the sampler's (batch, round) position and the turn index."""
+        generate_turns = getattr(self.engine, "generate_turns", None)
+        if generate_turns is None:
+            raise TypeError(f"{self.cfg.task} is multi-turn: the rollout engine {type(self.engine).__name__} needs a "
+                            "generate_turns(requests, sampling) method (HFEngine and VLLMEngine have one)")
+        sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                                  max_response_tokens=self.cfg.max_response_tokens,
+                                  seed=derive_seed(self.cfg.seed, *self.sampler.position, 1 + requests[0].turn))
+        return generate_turns(requests, sampling)
+
     def _balanced(self, groups: tuple[Group, ...]) -> tuple[Group, ...]:
         """Every rank keeps the same number of groups; a rank holding more defers the rest to its next batch."""
         keep = self.collective.agree_on_count(len(groups))
@@ -327,6 +350,11 @@ class Trainer:
             "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
         }
+        if self.multi_turn:  # the last generation round's episodes
+            episodes = getattr(self.env, "rollout_stats", {})
+            record.update({f"episode/{k}": float(episodes[k]) for k in ("turns_mean", "env_tokens", "solved_share")
+                           if k in episodes})
+            self._release_turn_caches()
         if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
             record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
         update: dict[str, Any] = {}
@@ -366,6 +394,12 @@ class Trainer:
         record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
         return self.collective.reduce_record(record)
 
+    def _release_turn_caches(self) -> None:
+        """Drop the engine's kept episode caches once a rollout's episodes have all ended."""
+        release = getattr(self.engine, "release", None)
+        if callable(release):
+            release()
+
     def _pad_id(self) -> int:
         pad = getattr(self.tokenizer, "pad_token_id", None)
         return int(pad) if pad is not None else int(self.tokenizer.eos_token_id)
@@ -380,7 +414,8 @@ class Trainer:
                 self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
                 temperature=cfg.eval_temperature,
                 seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
-                chat_template=self.tokenizer if cfg.chat_template else None)
+                chat_template=self.tokenizer if cfg.chat_template or self.multi_turn else None,
+                max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens)
             write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
             accuracy = result.accuracy
         accuracy = float(self.collective.broadcast(accuracy))
