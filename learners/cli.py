@@ -264,7 +264,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from .batch import autocast_dtype
     from .engine import make_engine
     from .evaluation import evaluate, load_eval_problems
-    from .rollout import resolve_task
+    from .rollout import is_multi_turn, resolve_task
     from .trainer import build_model
 
     knobs = parse_overrides(args.set)
@@ -276,8 +276,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     engine = make_engine("hf", model, tok, device=args.device, autocast_dtype=autocast_dtype(cfg.precision))
     task = resolve_task(cfg)
     problems = load_eval_problems(task, split=args.split, size=args.size, task_kwargs=knobs)
+    episodes: dict[str, Any] = {}
+    if is_multi_turn(task):  # whole episodes through the chat template, within the model's context
+        from dapo_env.envs import render_prompt
+
+        longest = max((len(tok(render_prompt(task, p, tok))["input_ids"]) for p in problems), default=0)
+        episodes = dict(chat_template=tok, max_episode_tokens=max(1, positions - longest))
     result = evaluate(engine, task, problems, max_response_tokens=args.max_response_tokens or min(1024, positions // 2),
-                      temperature=args.temperature, seed=args.seed)
+                      temperature=args.temperature, seed=args.seed, **episodes)
     print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": len(problems),
                       "temperature": args.temperature, "accuracy": result.accuracy}))
     return 0

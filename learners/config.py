@@ -118,6 +118,7 @@ class TrainConfig:
     warmstart_lr: float = 3e-3
     warmstart_batch_size: int = 64
     warmstart_target_accuracy: float | None = None  # stop once greedy train-probe accuracy reaches it
+    warmstart_response: str = "Answer: {answer}"  # the target response: a template over answer and metadata
     # --- evaluation, logging, checkpoints ---------------------------------------------------------
     eval_every: int = 10  # steps; 0 disables (the first and last steps are always evaluated)
     eval_size: int = 200  # held-out problems (greedy decoding)
@@ -188,6 +189,8 @@ class TrainConfig:
         need(self.verifier is None or callable(self.verifier)
              or (isinstance(self.verifier, str) and ":" in self.verifier), "verifier",
              "pass a callable or a 'module:function' string")
+        need("{answer}" in self.warmstart_response, "warmstart_response",
+             "must contain {answer} (e.g. 'Answer: {answer}')")
         need(self.name is None or (bool(self.name) and "/" not in self.name), "name",
              "must be a non-empty folder name without '/'")
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",

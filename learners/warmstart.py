@@ -161,7 +161,8 @@ def warm_start_for(cfg: Any) -> Callable[[torch.nn.Module, Any, Any], dict[str, 
                           batch_size=cfg.warmstart_batch_size, seed=cfg.seed,
                           target_accuracy=cfg.warmstart_target_accuracy,
                           max_response_tokens=cfg.max_response_tokens, task_kwargs=dict(cfg.task_kwargs),
-                          max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens)
+                          max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens,
+                          response_fn=lambda p: cfg.warmstart_response.format(**{**p.metadata, "answer": p.answer}))
 
     return run
 
