@@ -268,20 +268,21 @@ SCALES: dict[str, dict[str, Any]] = {
         warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4, eval_every=5,
         eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
     ),
-    # Multi-turn DAPO on the CPU: the tiny model learns to use GuessNumber's "higher"/"lower" replies. n=7, k=3:
-    # bisection (4, then 2 or 6, then the last odd number) always wins in 3 guesses, while a policy that ignores
-    # the replies wins at most k/n = 3/7 = 43% of games. The warm start teaches the answer format at every turn
-    # with guesses drawn independently of the replies (so it teaches no strategy), then DAPO trains on whole
-    # episodes. A short prompt (the task's own is 233 characters, each a token here) keeps the learner's sequences
-    # at ~180 tokens: prompt, 3 turns of "Answer: d" + EOS and 2 replies of 24 template tokens. Measured: README.
+    # Multi-turn DAPO on the CPU: the tiny model learns to use GuessNumber's "higher"/"lower" replies. n=3, k=2:
+    # bisection (2, then 1 or 3) always wins, while a policy that ignores the replies wins at most k/n = 2/3 of
+    # the games, and a deterministic (greedy) one that ignores them 1/3 (it repeats its guess) or 2/3. The warm
+    # start teaches the bare-number answer at every turn with guesses drawn independently of the replies (so it
+    # teaches no strategy); DAPO then trains on whole episodes. The prompt is short on purpose: a random-init
+    # model attends almost uniformly, and behind the task's own 233-character prompt the one reply word was
+    # too faint a signal (the policy stayed reply-blind for 100+ steps); at ~60 tokens per episode it is read.
+    # lr 1e-3 (or the "Answer: <n>" format at 2e-3) broke the stop token within 10 steps. Measured: README.
     "guess": dict(
-        task="GuessNumber-v0", task_kwargs={"n": 7, "k": 3},
-        prompt_template='Guess my number from 1 to {n} in {k} tries. I say higher or lower. Reply "Answer: <n>".',
-        max_steps=150, group_size=8, batch_size=8, mini_batch_size=4, micro_batch_size=64,
-        max_response_tokens=12, overlong_cache_length=4, max_episode_tokens=128, tiny_max_positions=256,
-        max_gen_rounds=2, lr=5e-4, warmup_steps=2, weight_decay=0.0, warmstart_steps=60, warmstart_lr=3e-3,
-        warmstart_batch_size=32, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4, eval_every=5,
-        eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
+        task="GuessNumber-v0", task_kwargs={"n": 3, "k": 2}, prompt_template="Guess 1-{n}.",
+        warmstart_response="{answer}", max_steps=100, group_size=8, batch_size=8, mini_batch_size=2,
+        micro_batch_size=64, max_response_tokens=12, overlong_cache_length=4, max_episode_tokens=128,
+        tiny_max_positions=256, max_gen_rounds=2, lr=5e-4, warmup_steps=2, weight_decay=0.0, warmstart_steps=25,
+        warmstart_lr=3e-3, warmstart_batch_size=32, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4,
+        eval_every=5, eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
     ),
 }
 

@@ -100,7 +100,7 @@ def test_mismatch_is_over_sampled_tokens_only(tok: Any) -> None:
 def test_overlong_penalty_counts_the_models_tokens_in_the_episode(tok: Any) -> None:
     # Every turn samples 10 tokens (no guess), so 3 turns make 30 sampled tokens; replies add ~100 more that the
     # penalty must not count. L_max = max_episode_tokens = 200, cache 25: penalty = (200 - 25 - 30) / 25 > 0 -> 0.
-    cfg = preset("guess", batch_size=1, group_size=2, mini_batch_size=1, max_episode_tokens=200,
+    cfg = preset("guess", task_kwargs=KNOBS, batch_size=1, group_size=2, mini_batch_size=1, max_episode_tokens=200,
                  overlong_cache_length=25, max_response_tokens=12)  # the cache may exceed one turn's budget
     assert shaping_options(cfg, episodes=True)["overlong_penalty"]["max_response_tokens"] == 200
     cfg = cfg.with_overrides({"max_episode_tokens": 400, "overlong_cache_length": 385})  # ramp starts at 15 tokens
@@ -175,7 +175,7 @@ def test_train_on_episodes_checkpoints_and_resumes_exactly(tmp_path: Path) -> No
     assert all(r["policy/logprob_mismatch_max"] is None or r["policy/logprob_mismatch_max"] < 1e-3 for r in steps)
     assert [r["step"] for r in full.metrics if "eval/accuracy" in r] == [0, 1, 2, 3]
     record = json.loads((full.run_dir / "eval" / "step_000003.jsonl").read_text().splitlines()[0])
-    assert record["prompt"].startswith("<bos>user: Guess my number")  # played through the chat template
+    assert record["prompt"] == "<bos>user: Guess 1-3.\nassistant: "  # played through the chat template
     # Stop after 2 steps, then resume for the third: the same stream (surplus episodes included).
     train(guess_config(tmp_path / "split", max_steps=2))
     resumed = train(guess_config(tmp_path / "split", max_steps=3), resume=True)
@@ -186,11 +186,16 @@ def test_train_on_episodes_checkpoints_and_resumes_exactly(tmp_path: Path) -> No
 def test_cli_train_on_a_multi_turn_task_uses_the_guess_scale() -> None:
     cfg, resume = config_from_args(build_parser().parse_args(["train", "--task", "GuessNumber-v0"]))
     assert not resume and cfg.preset_name == "guess" and cfg.task == "GuessNumber-v0"
-    assert cfg.max_episode_tokens is not None and cfg.task_kwargs == KNOBS
+    assert cfg.max_episode_tokens is not None and cfg.task_kwargs == {"n": 3, "k": 2}
     cfg, _ = config_from_args(build_parser().parse_args(["train", "--preset", "guess"]))
     assert cfg.task == "GuessNumber-v0" and cfg.tiny_max_positions == 256
     cfg, _ = config_from_args(build_parser().parse_args(["train"]))
     assert cfg.preset_name == "tiny" and cfg.task == "Largest-v0"
+
+
+def test_warmstart_response_is_a_template_over_the_answer() -> None:
+    with pytest.raises(ValueError, match="warmstart_response"):
+        preset("guess", warmstart_response="Answer: 4")
 
 
 def test_a_multi_turn_run_that_cannot_fit_says_how_to_fix(tmp_path: Path) -> None:
