@@ -90,6 +90,7 @@ class TrainConfig:
     tis_cap: float | None = None  # truncated IS weights min(pi_learner / pi_engine, tis_cap) per token; None: off
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
+    difficulty_sampling: bool = False  # draw prompts by their chance of an informative group (dapo_env.difficulty)
     overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
     overlong_cache_length: int = 4096  # L_cache: the penalty ramps over the last L_cache tokens
     overlong_penalty_factor: float = 1.0

@@ -327,6 +327,9 @@ class Trainer:
             "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
         }
+        difficulty = getattr(self.sampler.source, "difficulty", None)
+        if difficulty is not None:
+            record.update(difficulty.stats())
         if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
             record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
         update: dict[str, Any] = {}
