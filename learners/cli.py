@@ -64,17 +64,58 @@ def _train_parser(sub: Any) -> None:
 
 
 def _eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="accuracy of a model on a task split")
-    p.add_argument("--model", required=True, help="local HF model folder (e.g. a run's checkpoints/step_N/model)")
-    p.add_argument("--task", default="Arithmetic-v0")
-    p.add_argument("--split", default="test")
-    p.add_argument("--size", type=int, default=200, help="number of problems")
-    p.add_argument("--max-tokens", type=int, default=None, help="response budget (default: the run's or 1024)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--verifier", help="custom verifier 'module:function'")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="task knobs, e.g. max_value=50")
+    p = sub.add_parser(
+        "eval", help="pass@k / avg@k / maj@k / greedy accuracy of a checkpoint, with one record per sample",
+        description="Evaluate a checkpoint. Inside a run folder (runs/<name>/checkpoints/step_N/model, or runs/<name> "
+                    "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
+                    "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
+                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
+    p.add_argument("--model", required=True, metavar="PATH",
+                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder")
+    p.add_argument("--task", help="task name or id (default: the run's; required outside a run folder)")
+    p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
+    p.add_argument("--size", help="the first N problems, or 'all' (default: the run's eval_size, else 200)")
+    p.add_argument("--n", type=int, default=0, metavar="K",
+                   help="sampled responses per problem: pass@k for k = 1, 2, 4, ..., K, avg@K and maj@K "
+                        "(default 0: greedy only)")
+    p.add_argument("--no-greedy", action="store_true", help="skip the greedy response of each problem")
+    p.add_argument("--temperature", type=float, help="temperature of the K samples (default: the run's)")
+    p.add_argument("--top-p", type=float, help="nucleus mass of the K samples (default: the run's, else 1.0)")
+    p.add_argument("--max-response-tokens", type=int,
+                   help="response budget (default: the run's, else min(1024, half the model's context))")
+    p.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=None,
+                   help="wrap prompts with the tokenizer's chat template (default: as the run did)")
+    p.add_argument("--verifier", help="custom verifier 'module:function' replacing the task's")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="task knobs, merged over the run's, e.g. max_value=50 or data_files=path/test.jsonl")
+    p.add_argument("--engine", help="rollout engine: hf or vllm (default: the run's, else hf)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's")
+    p.add_argument("--device", help="cpu, cuda, ... (default: the run's, else cpu)")
+    p.add_argument("--seed", type=int, help="sampling seed (default 0)")
+    p.add_argument("--batch-size", type=int, help="responses per generation call (default 256, as the trainer)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="eval folder (default: <run>/evals/step_<N>-<task>-<split>-n<K>, else ./evals/...)")
+    p.add_argument("--overwrite", action="store_true", help="start the eval folder over instead of resuming it")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The eval settings the ``eval`` flags set (everything else comes from the run, see ``eval_run``)."""
+    out: dict[str, Any] = {}
+    for flag in ("task", "split", "temperature", "top_p", "max_response_tokens", "chat_template", "verifier",
+                 "engine", "precision", "seed", "batch_size"):
+        if getattr(args, flag) is not None:
+            out[flag] = getattr(args, flag)
+    if args.size is not None:
+        if args.size != "all" and not args.size.isdigit():
+            raise ValueError(f"--size {args.size!r}: pass a number of problems or 'all'")
+        out["size"] = None if args.size == "all" else int(args.size)
+    if args.set:
+        out["task_kwargs"] = parse_overrides(args.set)
+    out["n"] = args.n
+    if args.no_greedy:
+        out["greedy"] = False
+    return out
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
@@ -128,25 +169,34 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    import torch
+    from .eval_run import evaluate_checkpoint
 
-    from .engine import HFEngine
-    from .rollout import evaluate_accuracy, resolve_task
-    from .trainer import build_model
-
-    knobs = parse_overrides(args.set)
-    model, tok = build_model(build_config("dapo", overrides={"model": args.model}))
-    model.to(torch.device(args.device))
-    positions = getattr(model.config, "max_position_embeddings", None) or 2048
-    max_tokens = args.max_tokens or min(1024, positions // 2)
-    cfg = build_config("dapo", overrides=dict(
-        model=args.model, task=args.task, eval_split=args.split, eval_size=args.size, device=args.device,
-        eval_temperature=args.temperature, verifier=args.verifier, seed=args.seed, task_kwargs=knobs,
-        max_response_tokens=max_tokens, overlong_penalty=False))
-    engine = HFEngine(model, tok, device=args.device)
-    acc = evaluate_accuracy(engine, resolve_task(cfg), cfg, tokenizer=tok)
-    print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": args.size,
-                      "temperature": args.temperature, "accuracy": acc}))
+    try:
+        outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
+                                      progress=not args.no_progress, **eval_overrides(args))
+    except (FileNotFoundError, KeyError) as exc:  # a missing folder, an unknown task: one line, no traceback
+        raise ValueError(exc.args[0] if exc.args else str(exc)) from None
+    except KeyboardInterrupt:
+        print("dapo-env eval: interrupted; rerun the same command to resume (finished problems are kept)",
+              file=sys.stderr)
+        return 130
+    summary = outcome.summary
+    settings = summary["settings"]
+    what = "greedy" if settings["greedy"] else ""
+    if settings["n"]:
+        what += f"{' + ' if what else ''}{settings['n']} samples (temperature {settings['temperature']})"
+    print(f"dapo-env eval: {settings['task']} {settings['split']}, {summary['problems']} problems, {what}")
+    print(f"{'metric':<10} {'value':>7}   95% CI")
+    for name, m in summary["metrics"].items():
+        print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
+    metrics = outcome.metrics
+    accuracy = metrics.get("greedy", metrics.get(f"avg@{settings['n']}"))
+    print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
+                      "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
+                      "out": str(outcome.out_dir)}))
     return 0
 
 
@@ -171,4 +221,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["config_from_args", "main", "parse_overrides"]
+__all__ = ["config_from_args", "eval_overrides", "main", "parse_overrides"]
