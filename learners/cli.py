@@ -118,6 +118,12 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _report_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="write a run folder's self-contained HTML report (curves, evals, samples)")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, e.g. runs/<name>")
+    p.add_argument("--out", type=Path, help="HTML file to write (default RUN_DIR/report.html)")
+
+
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     """The run's config and whether to resume, from parsed ``train`` arguments."""
     flags: dict[str, Any] = {}
@@ -211,10 +217,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     _eval_parser(sub)
+    _report_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
                    help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
     args = parser.parse_args(argv)
     try:
+        if args.command == "report":
+            from .report import write_report
+
+            print(f"dapo-env report: {write_report(args.run_dir, out=args.out)}")
+            return 0
         return _cmd_train(args) if args.command == "train" else _cmd_eval(args)
     except ValueError as exc:
         print(f"dapo-env {args.command}: error: {exc}", file=sys.stderr)
