@@ -308,6 +308,10 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     total = len(problems) * per_problem
     finished = sum(1 for i, g, s in done if i < len(problems) and (s < settings.n or g))
     bar = tqdm(total=total, initial=finished, desc=f"eval {settings.task}", unit="resp", disable=not progress)
+    tally = {True: [0, 0], False: [0, 0]}  # greedy / sampled: [correct, responses], shown on the bar
+    for r in kept:
+        tally[bool(r["greedy"])][0] += bool(r["correct"])
+        tally[bool(r["greedy"])][1] += 1
     try:
         for greedy, start, stop in _units(len(problems), settings):
             count = 1 if greedy else settings.n
@@ -323,13 +327,17 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
             _append(out_dir / SAMPLES_FILE, fresh)
             done.update((r["index"], greedy, r["sample"]) for r in fresh)
+            tally[greedy][0] += sum(bool(r["correct"]) for r in fresh)
+            tally[greedy][1] += len(fresh)
+            bar.set_postfix({name: f"{c / t:.3f}" for name, (c, t) in
+                             (("greedy", tally[True]), ("sampled", tally[False])) if t}, refresh=False)
             bar.update(len(fresh))
     finally:
         bar.close()
     records = [r for r in read_samples(out_dir / SAMPLES_FILE)
                if r["index"] < len(problems) and (r["greedy"] or r["sample"] < settings.n)]
     summary = summarize_records(records, same=answer_equivalence(task.verifier))
-    summary = {**summary, "task": settings.task, "split": settings.split, **{k: v for k, v in manifest["model"].items()},
+    summary = {**summary, "task": settings.task, "split": settings.split, **manifest["model"],
                "stats": {"greedy": _length_stats(records, True), "sampled": _length_stats(records, False)},
                "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
     _write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
