@@ -492,6 +492,10 @@ class _Record:
 def _generate(engine: Any, task: Any, problems: Sequence[Problem], *, samples: int, temperature: float,
               top_p: float, seed: int, max_response_tokens: int, chat_template: Any) -> list[_Record]:
     from dapo_env.verifiers import VerifierPool
+
+    if task.turns == "multi-turn":
+        return _episodes(engine, task, problems, samples=samples, temperature=temperature, top_p=top_p, seed=seed,
+                         max_response_tokens=max_response_tokens, chat_template=chat_template)
     from dapo_env.wrappers import apply_chat_template
 
     from .engine import SamplingParams
@@ -508,6 +512,49 @@ def _generate(engine: Any, task: Any, problems: Sequence[Problem], *, samples: i
                     correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
                     finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
             for (p, prompt, k, c), v in zip(flat, verdicts)]
+
+
+@dataclass(frozen=True)
+class _GivenProblems:
+    """A problem source that serves problems already loaded (whatever split is asked)."""
+
+    problems: tuple[Problem, ...]
+
+    def load(self, split: str, data_files: Any = None, **kwargs: Any) -> Sequence[Problem]:
+        return self.problems
+
+
+def _episodes(engine: Any, task: Any, problems: Sequence[Problem], *, samples: int, temperature: float, top_p: float,
+              seed: int, max_response_tokens: int, chat_template: Any) -> list[_Record]:
+    """``samples`` episodes of each problem of a multi-turn task, played to their ends by the env layer's
+    :class:`~dapo_env.episodes.EpisodeGroupEnv` (one engine call per round over the live episodes, the
+    conversation so far as the prompt); one record per episode: ``completion`` is every turn and reply
+    after the prompt, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong)."""
+    import dataclasses
+    import itertools
+
+    from dapo_env.episodes import EpisodeGroupEnv
+
+    from .engine import SamplingParams
+    from .rollout import derive_seed
+
+    rounds = itertools.count()
+
+    def generate(requests: list[Any]) -> list[Any]:
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_response_tokens,
+                                  seed=derive_seed(seed, next(rounds), 2))
+        return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=sampling)]
+
+    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))),
+                          num_prompts=len(problems), group_size=samples, tokenizer=chat_template)
+    with env:
+        env.reset(options={"indices": list(range(len(problems)))})
+        groups = env.rollout(generate)
+    return [_Record(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
+                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
+                    finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+            for p, g in zip(problems, groups)
+            for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos))]
 
 
 __all__ = ["Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir", "evaluate_checkpoint",

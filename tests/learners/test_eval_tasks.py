@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ class ScriptedEngine:
             group = []
             for _ in range(n):
                 ok = zlib.crc32(prompt.encode()) % 3 != 0 if sampling.temperature == 0 else coin.random() < 0.5
-                text = self.right[prompt] if ok else self.wrong
+                text = self.right.get(prompt, self.wrong) if ok else self.wrong
                 cut = ok and self.truncate_right
                 group.append(Completion(text, num_tokens=len(text), finish_reason="length" if cut else "stop"))
             out.append(group)
@@ -61,7 +62,11 @@ def right_response(task_id: str, task: Any, problem: Any) -> str:
     return f"The answer is $\\boxed{{{problem.answer}}}$."
 
 
-@pytest.mark.parametrize("task_id", list_tasks())
+SINGLE_TURN = [t for t in list_tasks() if get_task(t).turns == "single-turn"]
+MULTI_TURN = [t for t in list_tasks() if get_task(t).turns == "multi-turn"]
+
+
+@pytest.mark.parametrize("task_id", SINGLE_TURN)
 def test_every_task_id_evaluates_and_grades(task_id: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     knobs: dict[str, Any] = {}
     if task_id in DATA:
@@ -86,6 +91,52 @@ def test_every_task_id_evaluates_and_grades(task_id: str, tmp_path: Path, reques
         assert r["correct"] == (r["completion"] == right[r["prompt"]]), (r["completion"][:200], r["reason"])
     assert set(outcome.metrics) == {"pass@1", "pass@2", "avg@2", "maj@2", "greedy"}
     assert json.loads(outcome.summary_path.read_text())["task"] == task_id
+
+
+class Bisection:
+    """Plays GuessNumber from the conversation text it is given: halves the range after each reply."""
+
+    def generate(self, prompts: list[str], n: int, sampling: Any) -> list[list[Completion]]:
+        out = []
+        for text in prompts:
+            low, high = 1, int(re.search(r"from 1 to (\d+)", text).group(1))
+            for guess, reply in re.findall(r"Answer: (\d+)\s*(higher|lower)", text):
+                low, high = (int(guess) + 1, high) if reply == "higher" else (low, int(guess) - 1)
+            out.append([Completion(f"Answer: {(low + high) // 2}", num_tokens=3)] * n)
+        return out
+
+    def fingerprint(self) -> str:
+        return "bisection"
+
+
+@pytest.mark.parametrize("task_id", MULTI_TURN)
+def test_every_multi_turn_id_plays_episodes(task_id: str, tmp_path: Path) -> None:
+    task = get_task(task_id)
+    loaded = task.load(split="test")
+    problems = [loaded[i] for i in range(4)]
+    constant = {task.format_prompt(p): "Answer: 1" for p in problems}
+    outcome = run_eval(ScriptedEngine(constant, "Answer: 1"), task, problems, EvalSettings(task=task_id, n=2),
+                       tmp_path, progress=False)
+    records = read_samples(outcome.samples_path)
+    assert len(records) == 4 * 3 and {r["index"] for r in records} == {0, 1, 2, 3}
+    assert all(r["prompt"] == task.format_prompt(problems[r["index"]]) and r["tokens"] > 0 for r in records)
+    assert set(outcome.metrics) == {"pass@1", "pass@2", "avg@2", "maj@2", "greedy"}
+
+
+def test_guess_number_episodes_are_played_to_the_end_and_graded_by_the_game(tmp_path: Path) -> None:
+    task = get_task("GuessNumber-v0")
+    loaded = task.load(split="test")
+    problems = [loaded[i] for i in range(12)]
+    solved = run_eval(Bisection(), task, problems, EvalSettings(task="GuessNumber-v0", n=2), tmp_path / "b",
+                      progress=False)
+    records = read_samples(solved.samples_path)
+    assert all(r["correct"] and r["reason"] == "correct" and r["extracted"] == r["answer"] for r in records)
+    assert any(r["completion"].count("Answer:") >= 3 for r in records)  # several turns, replies in between
+    assert "higher" in records[0]["completion"] or "lower" in records[0]["completion"] or records[0]["answer"] == "8"
+    constant = {task.format_prompt(p): "Answer: 1" for p in problems}
+    blind = run_eval(ScriptedEngine(constant, "Answer: 1"), task, problems, EvalSettings(task="GuessNumber-v0"),
+                     tmp_path / "c", progress=False)
+    assert [r["correct"] for r in read_samples(blind.samples_path)] == [p.answer == "1" for p in problems]
 
 
 def _largest(size: int = 6) -> tuple[Any, list, dict[str, str]]:
