@@ -1,8 +1,11 @@
 """The ``dapo-env`` command line: ``train``, ``eval``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
-model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. With
-``--model PATH`` the default preset is ``dapo`` (the paper's settings). ``dapo-env tasks`` lists the
+model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. A preset is an
+algorithm (``dapo``, ``grpo``) on a scale: without ``--model`` every preset runs at the tiny model's scale;
+with ``--model PATH`` at the paper's (the default preset is then ``dapo``). A fresh run refuses a run
+folder that already holds files (``--resume`` continues it, ``--overwrite`` replaces it); Ctrl-C during
+training finishes the step, checkpoints it and prints the resume command. ``dapo-env tasks`` lists the
 registered task ids with their kind and data source.
 
 A user error (a bad flag value, an unknown task, a missing file or optional extra) ends the command with
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import PRESETS, TrainConfig, build_config, preset
+from .engine import engine_names
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
@@ -84,7 +88,8 @@ def _train_parser(sub: Any) -> None:
                        formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
-                        "run) (default: tiny, or dapo when --model is given)")
+                        "run); without --model every preset runs at the tiny model's scale "
+                        "(default: tiny, or dapo when --model is given)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
     p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
@@ -93,11 +98,14 @@ def _train_parser(sub: Any) -> None:
                                                    "(default: a tiny random-init model built locally)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (default: start a new run)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing run folder of the same name (default: a fresh run refuses one)")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="your verifier, fn(response, reference) -> VerifyResult, bool or score in [0, 1], "
                         "imported from the working directory first (default: the task's)")
-    p.add_argument("--engine", choices=["hf", "vllm"],
-                   help="rollout engine: hf (transformers, CPU/GPU) or vllm (optional extra) (default: hf)")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
+                        "can run) (default: hf)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
     p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
@@ -245,31 +253,41 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
         return cfg.with_overrides(flags), True
     preset_name = args.preset or ("dapo" if args.model else "tiny")
-    return build_config(preset_name, config_file=args.config, overrides=flags), False
+    scale = None if args.model else "tiny"  # without a model every preset runs at the tiny model's scale
+    return build_config(preset_name, scale=scale, config_file=args.config, overrides=flags), False
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .trainer import train
+    from .trainer import TrainingInterrupted, train
 
     cfg, resume = config_from_args(args)
     from .distributed import launched_with_torchrun
 
-    if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
-        from .distributed import train_distributed
+    try:
+        if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
+            from .distributed import train_distributed
 
-        rank0 = os.environ.get("RANK", "0") == "0"
-        result = train_distributed(cfg, resume=resume, fsdp=args.fsdp)
-        if rank0:
-            print(f"dapo-env train: {os.environ['WORLD_SIZE']} ranks, run files: {result.run_dir}", flush=True)
-        return 0
-    if args.fsdp:
-        raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
-    print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
-          f"run_dir={cfg.run_dir}", flush=True)
-    result = train(cfg, resume=resume)
+            rank0 = os.environ.get("RANK", "0") == "0"
+            result = train_distributed(cfg, resume=resume, overwrite=args.overwrite, fsdp=args.fsdp)
+            if rank0:
+                print(f"dapo-env train: {os.environ['WORLD_SIZE']} ranks, run files: {result.run_dir}", flush=True)
+            return 0
+        if args.fsdp:
+            raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
+        print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
+              f"run_dir={cfg.run_dir}", flush=True)
+        result = train(cfg, resume=resume, overwrite=args.overwrite)
+    except TrainingInterrupted as stop:
+        if os.environ.get("RANK", "0") == "0":
+            print(f"dapo-env train: {stop}", file=sys.stderr, flush=True)
+        return 130
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
     print(f"held-out accuracy ({cfg.eval_split}, {cfg.eval_size} problems): "
           f"{start if start is None else f'{start:.3f}'} -> {end if end is None else f'{end:.3f}'}")
+    partial = max((r.get("rollout/partial_batches") or 0 for r in result.metrics), default=0)
+    if partial:
+        print(f"partial batches: {partial} of {cfg.max_steps} steps had fewer than {cfg.batch_size} informative groups "
+              f"(dynamic sampling ran out of its {cfg.max_gen_rounds} generation rounds; rollout/partial in metrics.jsonl)")
     print(f"run files: {result.run_dir} (config.json, metrics.jsonl, curves.png, checkpoints/)")
     return 0
 

@@ -297,7 +297,8 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     """
     from tqdm.auto import tqdm
 
-    from .rollout import derive_seed
+    from .evaluation import evaluate
+    from .update import derive_seed
 
     out_dir = Path(out_dir)
     manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
@@ -318,10 +319,10 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             missing = [i for i in range(start, stop) if any((i, greedy, k) not in done for k in range(count))]
             if not missing:
                 continue
-            records = _generate(engine, task, problems[start:stop], samples=count, chat_template=chat,
-                                temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
-                                seed=0 if greedy else derive_seed(settings.seed, start, 1),
-                                max_response_tokens=settings.max_response_tokens)
+            records = evaluate(engine, task, problems[start:stop], samples=count, chat_template=chat,
+                               temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
+                               seed=0 if greedy else derive_seed(settings.seed, start, 1),
+                               max_response_tokens=settings.max_response_tokens).records
             fresh = [dict(asdict(r), index=start + offset // count, greedy=greedy)
                      for offset, r in enumerate(records)]
             fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
@@ -415,24 +416,12 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
         device: where the model runs (default: the run's device, else ``cpu``).
         overrides: :class:`EvalSettings` fields (``task`` is required outside a run folder).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     ckpt = locate_checkpoint(model)
     run_config = ckpt.run_config or {}
     if not run_config and "task" not in overrides:
         raise ValueError(f"{model} is not inside a run folder (runs/<name>/checkpoints/step_N/model), so there is no "
                          "run to take the task from: pass --task, e.g. --task GSM8K-v0")
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # transformers' loading bars would break the eval's own
-    try:
-        lm = AutoModelForCausalLM.from_pretrained(str(ckpt.model_dir), dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(str(ckpt.model_dir))
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
+    lm, tokenizer = load_model(ckpt.model_dir)
     if "max_response_tokens" not in run_config and "max_response_tokens" not in overrides:
         positions = getattr(lm.config, "max_position_embeddings", None) or 2048
         overrides["max_response_tokens"] = min(1024, positions // 2)
@@ -447,6 +436,40 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
                     identity=identity, overwrite=overwrite, progress=progress)
 
 
+#: The file that marks a model folder as a peft (LoRA) adapter rather than full weights.
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def load_model(model_dir: str | Path) -> tuple[Any, Any]:
+    """The model and tokenizer of a model folder, as the trainer loads them (fp32, no progress bars).
+
+    A folder holding a peft adapter (``adapter_config.json``) is loaded by the LoRA module's
+    ``load_lora_model`` (base model named in the adapter config, adapter injected, frozen); its tokenizer is
+    the folder's own when saved there, else the base model's.
+    """
+    from .config import preset
+    from .trainer import build_model
+
+    model_dir = Path(model_dir)
+    if not (model_dir / ADAPTER_CONFIG).exists():
+        return build_model(preset("dapo", model=str(model_dir)))
+    try:
+        from . import lora
+    except ImportError:
+        raise ImportError(f"{model_dir} holds a LoRA adapter ({ADAPTER_CONFIG}) but this dapo-env has no LoRA "
+                          "support (dapo_env.learners.lora): upgrade dapo-env, or merge the adapter into its "
+                          "base model and evaluate that folder") from None
+    from transformers import AutoTokenizer
+
+    from .checkpoint import quiet_progress
+
+    with quiet_progress():
+        lm = lora.load_lora_model(model_dir, trainable=False)
+        has_tokenizer = any((model_dir / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir if has_tokenizer else lora.resolve_base(model_dir)))
+    return lm, tokenizer
+
+
 def _resolve_task(settings: EvalSettings) -> Any:
     from .config import preset
     from .rollout import resolve_task
@@ -455,107 +478,27 @@ def _resolve_task(settings: EvalSettings) -> Any:
 
 
 def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:
-    problems = task.load(split=settings.split, **dict(settings.task_kwargs))
-    size = len(problems) if settings.size is None else min(settings.size, len(problems))
-    if size == 0:
+    from .evaluation import load_eval_problems
+
+    size = settings.size if settings.size is not None else len(task.load(split=settings.split,
+                                                                          **dict(settings.task_kwargs)))
+    problems = load_eval_problems(task, split=settings.split, size=size, task_kwargs=dict(settings.task_kwargs))
+    if not problems:
         raise ValueError(f"{settings.task} split {settings.split!r} has no problems: pass another --split")
-    return [problems[i] for i in range(size)]
+    return problems
 
 
 def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str) -> Any:
-    import torch
+    """The trainer's engine factory with the run's engine, device and precision; HF batches
+    ``settings.batch_size`` rows per forward (the trainer's 256 by default)."""
+    from .batch import autocast_dtype
+    from .engine import make_engine, resolve_engine_kind
 
-    from .config import preset
-    from .trainer import make_engine
-
-    cfg = preset("dapo", engine=settings.engine, device=device, precision=settings.precision)
-    engine = make_engine(cfg, model.to(torch.device(device)), tokenizer)
-    if hasattr(engine, "batch_size"):
-        engine.batch_size = settings.batch_size
-    return engine
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Record:
-    problem_id: str
-    prompt: str
-    completion: str
-    extracted: str | None
-    correct: bool
-    reason: str
-    tokens: int
-    finish_reason: str
-    sample: int = 0
-    answer: str | None = None
+    kind = resolve_engine_kind(settings.engine)
+    extra = {"batch_size": settings.batch_size} if kind == "hf" else {}
+    return make_engine(kind, model, tokenizer, device=device, seed=settings.seed,
+                       autocast_dtype=autocast_dtype(settings.precision), **extra)
 
 
-def _generate(engine: Any, task: Any, problems: Sequence[Problem], *, samples: int, temperature: float,
-              top_p: float, seed: int, max_response_tokens: int, chat_template: Any) -> list[_Record]:
-    from dapo_env.verifiers import VerifierPool
-
-    if task.turns == "multi-turn":
-        return _episodes(engine, task, problems, samples=samples, temperature=temperature, top_p=top_p, seed=seed,
-                         max_response_tokens=max_response_tokens, chat_template=chat_template)
-    from dapo_env.wrappers import apply_chat_template
-
-    from .engine import SamplingParams
-
-    prompts = [task.format_prompt(p) for p in problems]
-    if chat_template is not None:
-        prompts = [apply_chat_template(chat_template, p) for p in prompts]
-    sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_response_tokens, seed=seed)
-    outs = engine.generate(prompts, n=samples, sampling=sampling)
-    flat = [(p, prompt, k, c) for p, prompt, group in zip(problems, prompts, outs) for k, c in enumerate(group)]
-    with VerifierPool(0) as pool:
-        verdicts = pool.map(task.verifier, [c.text for *_, c in flat], [p.answer for p, *_ in flat])
-    return [_Record(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
-                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
-                    finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
-            for (p, prompt, k, c), v in zip(flat, verdicts)]
-
-
-@dataclass(frozen=True)
-class _GivenProblems:
-    """A problem source that serves problems already loaded (whatever split is asked)."""
-
-    problems: tuple[Problem, ...]
-
-    def load(self, split: str, data_files: Any = None, **kwargs: Any) -> Sequence[Problem]:
-        return self.problems
-
-
-def _episodes(engine: Any, task: Any, problems: Sequence[Problem], *, samples: int, temperature: float, top_p: float,
-              seed: int, max_response_tokens: int, chat_template: Any) -> list[_Record]:
-    """``samples`` episodes of each problem of a multi-turn task, played to their ends by the env layer's
-    :class:`~dapo_env.episodes.EpisodeGroupEnv` (one engine call per round over the live episodes, the
-    conversation so far as the prompt); one record per episode: ``completion`` is every turn and reply
-    after the prompt, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong)."""
-    import dataclasses
-    import itertools
-
-    from dapo_env.episodes import EpisodeGroupEnv
-
-    from .engine import SamplingParams
-    from .rollout import derive_seed
-
-    rounds = itertools.count()
-
-    def generate(requests: list[Any]) -> list[Any]:
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_response_tokens,
-                                  seed=derive_seed(seed, next(rounds), 2))
-        return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=sampling)]
-
-    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))),
-                          num_prompts=len(problems), group_size=samples, tokenizer=chat_template)
-    with env:
-        env.reset(options={"indices": list(range(len(problems)))})
-        groups = env.rollout(generate)
-    return [_Record(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
-                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
-                    finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
-            for p, g in zip(problems, groups)
-            for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos))]
-
-
-__all__ = ["Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir", "evaluate_checkpoint",
-           "locate_checkpoint", "read_samples", "run_eval", "settings_from_run"]
+__all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
+           "evaluate_checkpoint", "load_model", "locate_checkpoint", "read_samples", "run_eval", "settings_from_run"]

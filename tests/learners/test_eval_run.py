@@ -19,6 +19,7 @@ from dapo_env.learners.cli import main
 from dapo_env.learners.config import preset
 from dapo_env.learners.eval_run import locate_checkpoint, read_samples
 from dapo_env.learners.metrics import read_metrics
+from dapo_env.learners.run_folder import eval_samples_path, read_eval_samples
 from dapo_env.learners.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +58,9 @@ def test_eval_with_no_task_flags_reproduces_the_runs_final_held_out_accuracy(run
     records = read_samples(folder / "samples.jsonl")
     assert [r["index"] for r in records] == list(range(24)) and all(r["greedy"] for r in records)
     assert records[0]["prompt"].startswith("Largest of ")
+    trainer_records = read_eval_samples(eval_samples_path(run, 2))  # the trainer's own final evaluation
+    fields = ("problem_id", "prompt", "completion", "extracted", "correct", "reason", "tokens", "finish_reason")
+    assert [{f: r[f] for f in fields} for r in records] == [{f: getattr(r, f) for f in fields} for r in trainer_records]
 
 
 def test_pass_at_k_avg_and_maj_from_the_sample_file_match_an_independent_computation(run: Path, capsys) -> None:

@@ -236,3 +236,16 @@ def test_docstring_examples_run(name: str) -> None:
 
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_one_evaluation_function_plays_multi_turn_episodes() -> None:
+    """``learners.evaluation.evaluate`` (the trainer's held-out path too) plays a multi-turn task's episodes."""
+    from dapo_env.learners.evaluation import evaluate
+
+    task = get_task("GuessNumber-v0")
+    loaded = task.load(split="test")
+    problems = [loaded[i] for i in range(5)]
+    result = evaluate(Bisection(), task, problems, max_response_tokens=8, samples=2)
+    assert [(r.problem_id, r.sample) for r in result.records] == [(str(p.id), k) for p in problems for k in (0, 1)]
+    assert result.accuracy == 1.0 and all(r.extracted == r.answer for r in result.records)
+    assert evaluate(Bisection(), task, [], max_response_tokens=8).records == ()
