@@ -201,3 +201,41 @@ def test_locate_checkpoint_accepts_a_run_a_step_or_a_model_folder(run: Path) -> 
     assert (final.model_dir, final.run_dir, final.step) == (_final_model(run), run, 2)
     assert locate_checkpoint(run / "checkpoints" / "step_000001").step == 1
     assert locate_checkpoint(_final_model(run)).run_config["task"] == "Largest-v0"
+
+
+def test_a_lora_adapter_folder_is_evaluated_through_the_lora_module(run: Path, tmp_path: Path) -> None:
+    """A checkpoint folder holding a peft adapter (adapter_config.json) is base model + adapter; it evaluates
+    like the merged model. Before ``dapo_env.learners.lora`` exists the error names what is missing."""
+    import importlib.util
+
+    from dapo_env.learners.eval_run import evaluate_checkpoint
+
+    args = dict(task="Largest-v0", size=6, max_response_tokens=8, progress=False)
+    if importlib.util.find_spec("dapo_env.learners.lora") is None:
+        (tmp_path / "adapter").mkdir()
+        (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
+        with pytest.raises(ImportError, match="holds a LoRA adapter .*no LoRA support"):
+            evaluate_checkpoint(tmp_path / "adapter", out_dir=tmp_path / "e", **args)
+        return
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dapo_env.learners import lora
+
+    base = _final_model(run)
+    model = lora.add_lora(AutoModelForCausalLM.from_pretrained(str(base)), lora.LoraSettings(rank=2))
+    with torch.no_grad():  # a non-zero adapter, so it changes the outputs
+        for name, tensor in lora.adapter_state_dict(model).items():
+            tensor.copy_(torch.randn(tensor.shape, generator=torch.Generator().manual_seed(len(name))) * 0.5)
+    lora.save_adapter(model, tmp_path / "adapter", base_model=str(base.resolve()))
+    lora.merged_model(model).save_pretrained(tmp_path / "merged")
+    shutil.copy(base / "tokenizer.json", tmp_path / "merged")
+    shutil.copy(base / "tokenizer_config.json", tmp_path / "merged")
+    adapter = evaluate_checkpoint(tmp_path / "adapter", out_dir=tmp_path / "a", **args)
+    merged = evaluate_checkpoint(tmp_path / "merged", out_dir=tmp_path / "m", **args)
+    plain = evaluate_checkpoint(shutil.copytree(base, tmp_path / "plain"), out_dir=tmp_path / "p", **args)
+
+    def texts(outcome) -> list[str]:
+        return [r["completion"] for r in read_samples(outcome.samples_path)]
+
+    assert texts(adapter) == texts(merged) and texts(adapter) != texts(plain)
