@@ -153,7 +153,8 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
                    help="task knobs merged over the run's, e.g. --set max_value=50 or data_files=test.jsonl; may be "
                         "repeated (default: the run's knobs)")
-    p.add_argument("--engine", help="rollout engine: hf or vllm (default: the run's, else hf)")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="rollout engine, from the trainer's engine registry (default: the run's, else hf)")
     p.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's, else fp32")
     p.add_argument("--device", help="torch device (default: the run's, else cpu)")
     p.add_argument("--seed", type=int, help="sampling seed of the K samples (default: 0)")
