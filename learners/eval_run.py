@@ -432,8 +432,35 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
     problems = _load_problems(task, settings)
     identity = {"model": str(ckpt.model_dir), "run": str(ckpt.run_dir) if ckpt.run_dir else None,
                 "checkpoint_step": ckpt.step, "fingerprint": engine.fingerprint()}
-    return run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings), tokenizer=tokenizer,
-                    identity=identity, overwrite=overwrite, progress=progress)
+    outcome = run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings),
+                       tokenizer=tokenizer, identity=identity, overwrite=overwrite, progress=progress)
+    publish_summary(ckpt, outcome)
+    return outcome
+
+
+def publish_summary(ckpt: Checkpoint, outcome: EvalOutcome) -> Path | None:
+    """Copy an eval's metrics to ``<run>/eval/step_<N>.summary.json`` (the pass@k table of ``dapo-env report``)
+    when the checkpoint lies in a run folder and the eval is of the run's own held-out problems (its task,
+    knobs, verifier and split); otherwise (not comparable with the run's own evaluations) nothing. Returns
+    the path written, or ``None``.
+    """
+    from .run_folder import eval_summary_path, write_text_atomic
+
+    config = ckpt.run_config
+    settings = outcome.summary["settings"]
+    same = (config is not None and ckpt.step is not None and _same_task(settings["task"], config.get("task"))
+            and settings["split"] == config.get("eval_split", "test")
+            and settings["task_kwargs"] == dict(config.get("task_kwargs") or {})
+            and settings["verifier"] == config.get("verifier"))
+    if not same:
+        return None
+    info = {"task": settings["task"], "split": settings["split"], "problems": outcome.summary["problems"],
+            "n": settings["n"], "temperature": settings["temperature"], "max_response_tokens":
+            settings["max_response_tokens"], "eval": os.path.relpath(outcome.out_dir, ckpt.run_dir)}
+    path = eval_summary_path(ckpt.run_dir, ckpt.step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"metrics": outcome.summary["metrics"], **info}, indent=2))
+    return path
 
 
 #: The file that marks a model folder as a peft (LoRA) adapter rather than full weights.
@@ -501,4 +528,4 @@ def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str
 
 
 __all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
-           "evaluate_checkpoint", "load_model", "locate_checkpoint", "read_samples", "run_eval", "settings_from_run"]
+           "evaluate_checkpoint", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]

@@ -19,7 +19,8 @@ from dapo_env.learners.cli import main
 from dapo_env.learners.config import preset
 from dapo_env.learners.eval_run import locate_checkpoint, read_samples
 from dapo_env.learners.metrics import read_metrics
-from dapo_env.learners.run_folder import eval_samples_path, read_eval_samples
+from dapo_env.learners.report import write_report
+from dapo_env.learners.run_folder import eval_samples_path, eval_summary_path, read_eval_samples, read_eval_summary
 from dapo_env.learners.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,6 +97,10 @@ def test_pass_at_k_avg_and_maj_from_the_sample_file_match_an_independent_computa
     for metric in summary["metrics"].values():
         low, high = metric["ci95"]
         assert 0.0 <= low <= metric["value"] <= high <= 1.0
+    published = read_eval_summary(eval_summary_path(run, 2))  # the run's own held-out set: the report's table
+    assert published.metrics == {k: (v["value"], tuple(v["ci95"])) for k, v in summary["metrics"].items()}
+    assert published.info["n"] == 4 and published.info["problems"] == 16
+    assert 'id="summary-table"' in write_report(run).read_text() and "maj@4" in (run / "report.html").read_text()
 
 
 KILLER = textwrap.dedent("""
@@ -179,6 +184,8 @@ def test_a_model_outside_a_run_folder_needs_a_task(run: Path, tmp_path: Path, mo
 
 def test_flags_override_the_run_and_knobs_merge(run: Path, tmp_path: Path, capsys) -> None:
     base = ["eval", "--model", str(run), "--size", "4", "--no-progress", "--out"]
+    summary_file = eval_summary_path(run, 2)
+    before = summary_file.read_text() if summary_file.exists() else None
     assert main([*base, str(tmp_path / "k"), "--set", "max_value=5"]) == 0
     settings = json.loads((tmp_path / "k" / "eval.json").read_text())["settings"]
     assert settings["task_kwargs"] == {"min_value": 0, "max_value": 5, "min_count": 5, "max_count": 6,
@@ -189,6 +196,8 @@ def test_flags_override_the_run_and_knobs_merge(run: Path, tmp_path: Path, capsy
     settings = json.loads((tmp_path / "t" / "eval.json").read_text())["settings"]
     assert (settings["task"], settings["task_kwargs"], settings["split"]) == ("Arithmetic-v0", {}, "train")
     assert read_samples(tmp_path / "t" / "samples.jsonl")[0]["prompt"].startswith("Compute ")
+    after = summary_file.read_text() if summary_file.exists() else None
+    assert after == before  # other problems than the run's held-out set are not published into the run
     capsys.readouterr()
     for bad, message in ((["--task", "Nope-v0"], "unknown task"), (["--size", "ten"], "--size"),
                          (["--n", "4", "--temperature", "0"], "temperature")):
