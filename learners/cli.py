@@ -317,6 +317,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     for note in summary["notes"]:
         print(f"note: {note}")
     print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
+    if outcome.published is not None:
+        print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
     metrics = outcome.metrics
     accuracy = metrics.get("greedy", metrics.get(f"avg@{settings['n']}"))
     print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],

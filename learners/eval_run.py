@@ -247,10 +247,12 @@ def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
 # --- the loop ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EvalOutcome:
-    """What :func:`run_eval` wrote: the folder, its files and the summary (as in ``summary.json``)."""
+    """What :func:`run_eval` wrote: the folder, its files and the summary (as in ``summary.json``);
+    ``published``: the run folder's ``eval/step_<N>.summary.json`` it was copied to, if any."""
 
     out_dir: Path
     summary: dict[str, Any]
+    published: Path | None = None
 
     @property
     def samples_path(self) -> Path:
@@ -427,6 +429,12 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
         overrides["max_response_tokens"] = min(1024, positions // 2)
     settings = settings_from_run(run_config, **overrides)
     device = device or run_config.get("device") or "cpu"
+    if str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: no CUDA device here (the run trained on {run_config.get('device')!r}); "
+                             "pass --device cpu")
     engine = _make_engine(settings, lm, tokenizer, device)
     task = _resolve_task(settings)
     problems = _load_problems(task, settings)
@@ -434,8 +442,7 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
                 "checkpoint_step": ckpt.step, "fingerprint": engine.fingerprint()}
     outcome = run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings),
                        tokenizer=tokenizer, identity=identity, overwrite=overwrite, progress=progress)
-    publish_summary(ckpt, outcome)
-    return outcome
+    return EvalOutcome(outcome.out_dir, outcome.summary, publish_summary(ckpt, outcome))
 
 
 def publish_summary(ckpt: Checkpoint, outcome: EvalOutcome) -> Path | None:

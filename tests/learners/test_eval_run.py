@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import torch
 
 from dapo_env.learners.cli import main
 from dapo_env.learners.config import preset
@@ -66,7 +67,8 @@ def test_eval_with_no_task_flags_reproduces_the_runs_final_held_out_accuracy(run
 
 def test_pass_at_k_avg_and_maj_from_the_sample_file_match_an_independent_computation(run: Path, capsys) -> None:
     assert main(["eval", "--model", str(run), "--n", "4", "--size", "16", "--no-progress"]) == 0
-    report = _last_json(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    report = _last_json(out)
     folder = Path(report["out"])
     records = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
     summary = json.loads((folder / "summary.json").read_text())
@@ -97,6 +99,7 @@ def test_pass_at_k_avg_and_maj_from_the_sample_file_match_an_independent_computa
     for metric in summary["metrics"].values():
         low, high = metric["ci95"]
         assert 0.0 <= low <= metric["value"] <= high <= 1.0
+    assert f"run summary: {eval_summary_path(run, 2)}" in out
     published = read_eval_summary(eval_summary_path(run, 2))  # the run's own held-out set: the report's table
     assert published.metrics == {k: (v["value"], tuple(v["ci95"])) for k, v in summary["metrics"].items()}
     assert published.info["n"] == 4 and published.info["problems"] == 16
@@ -199,8 +202,11 @@ def test_flags_override_the_run_and_knobs_merge(run: Path, tmp_path: Path, capsy
     after = summary_file.read_text() if summary_file.exists() else None
     assert after == before  # other problems than the run's held-out set are not published into the run
     capsys.readouterr()
-    for bad, message in ((["--task", "Nope-v0"], "unknown task"), (["--size", "ten"], "--size"),
-                         (["--n", "4", "--temperature", "0"], "temperature")):
+    bads = [(["--task", "Nope-v0"], "unknown task"), (["--size", "ten"], "--size"),
+            (["--n", "4", "--temperature", "0"], "temperature")]
+    if not torch.cuda.is_available():
+        bads.append((["--device", "cuda"], "no CUDA device here (the run trained on 'cpu'); pass --device cpu"))
+    for bad, message in bads:
         assert main([*base, str(tmp_path / "bad"), *bad]) == 2
         assert message in capsys.readouterr().err
 
