@@ -6,13 +6,13 @@ per problem): the record of a run folder's ``eval/step_<N>.jsonl`` lines, so pas
 (``dapo_env.evaluation``) can be computed from them.
 Prompts are rendered exactly as the group env renders them (the task's template, then the chat template
 when a tokenizer is given); verification runs in this process through ``verify_batch`` (the one inline
-verification path); a truncated response counts as wrong.
+verification path); a truncated response counts as wrong. A multi-turn task (``task.turns ==
+"multi-turn"``) is played as whole episodes by the env layer's :class:`~dapo_env.episodes.EpisodeGroupEnv`
+(one engine call per round over the live episodes): one record per episode, ``correct`` = solved.
 
-A multi-turn task (one with an interaction, e.g. ``GuessNumber-v0``) is evaluated on whole episodes, played
-by the same :class:`~dapo_env.episodes.EpisodeGroupEnv` that produces training episodes (token-exact
-through the chat template, the engine's ``generate_turns``): a record's ``correct`` is "solved and not
-truncated", its ``completion`` the episode's text after the prompt (turns and replies), ``tokens`` the
-tokens the model sampled over the episode.
+With a chat template and an engine that has ``generate_turns`` (``HFEngine``, ``VLLMEngine``) episodes are
+token-exact, as in training: each turn is sampled after exactly the recorded tokens (the HF engine keeps
+each episode's KV cache); otherwise each turn is generated from the conversation's text.
 
 Example:
     >>> from dapo_env.learners.engine import HFEngine
@@ -27,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,15 +70,15 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         max_response_tokens: the response budget.
         samples: responses per problem (``k`` of avg@k / pass@k).
         temperature: 0 decodes greedily; otherwise samples with ``top_p`` and ``seed``.
-        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env);
-            required for a multi-turn task.
+        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env); for a
+            multi-turn task it records the episodes' exact tokens (turns sampled token-exact by ``generate_turns``).
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training); ignored otherwise.
     """
     if getattr(task, "turns", "single-turn") == "multi-turn":
-        return _evaluate_episodes(engine, task, problems, max_response_tokens=max_response_tokens, samples=samples,
-                                  temperature=temperature, top_p=top_p, seed=seed, chat_template=chat_template,
-                                  system_prompt=system_prompt, max_turns=max_turns,
-                                  max_episode_tokens=max_episode_tokens)
+        return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, chat_template=chat_template,
+                                    system_prompt=system_prompt, max_turns=max_turns,
+                                    max_episode_tokens=max_episode_tokens, sampling=dict(
+                                        temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens)))
     prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
     outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
@@ -96,7 +94,7 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
 
 @dataclass(frozen=True)
 class _GivenProblems:
-    """A problem source that returns exactly the problems it holds (the evaluation set), whatever the split."""
+    """A problem source serving problems already loaded (whatever split is asked)."""
 
     problems: tuple[Problem, ...]
 
@@ -104,42 +102,45 @@ class _GivenProblems:
         return self.problems
 
 
-def _evaluate_episodes(engine: Any, task: Any, problems: Sequence[Problem], *, max_response_tokens: int, samples: int,
-                       temperature: float, top_p: float, seed: int, chat_template: Any, system_prompt: str | None,
-                       max_turns: int | None, max_episode_tokens: int | None) -> EvalResult:
-    """:func:`evaluate` for a multi-turn task: ``samples`` episodes per problem through ``EpisodeGroupEnv``."""
+def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, samples: int, seed: int,
+              chat_template: Any, system_prompt: str | None, sampling: dict[str, Any], max_turns: int | None = None,
+              max_episode_tokens: int | None = None) -> tuple[EvalSample, ...]:
+    """``samples`` episodes of each problem of a multi-turn task, played to their ends; one record per episode:
+    ``prompt`` the first observation, ``completion`` every turn and reply after it, ``extracted``/``reason``
+    the last turn's verdict, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong),
+    ``tokens`` the sampled tokens. Round ``r`` samples with seed ``derive_seed(seed, r, 2)``."""
+    import dataclasses
+    import itertools
+
     from dapo_env.episodes import EpisodeGroupEnv
 
+    from .update import derive_seed
+
     if not problems:
-        return EvalResult(())
-    if chat_template is None:
-        raise ValueError(f"{task.env_id} is multi-turn: its episodes are played token by token through a chat "
-                         "template; pass chat_template=<the model's tokenizer>")
-    generate_turns = getattr(engine, "generate_turns", None)
-    if generate_turns is None:
-        raise TypeError(f"{task.env_id} is multi-turn: the engine {type(engine).__name__} needs a "
-                        "generate_turns(requests, sampling) method (HFEngine and VLLMEngine have one)")
-    calls = itertools.count()
+        return ()
+    rounds = itertools.count()
+    generate_turns = getattr(engine, "generate_turns", None) if chat_template is not None else None
 
     def generate(requests: list[Any]) -> list[Any]:
-        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens,
-                                  seed=seed + next(calls))
-        return generate_turns(requests, sampling)
+        params = SamplingParams(**sampling, seed=derive_seed(seed, next(rounds), 2))
+        if generate_turns is not None:  # token-exact: sampled after exactly each episode's recorded tokens
+            return generate_turns(requests, params)
+        return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
 
-    fixed = dataclasses.replace(task, source=_GivenProblems(tuple(problems)))
-    with EpisodeGroupEnv(fixed, num_prompts=len(problems), group_size=samples, tokenizer=chat_template,
-                         system_prompt=system_prompt, max_turns=max_turns, max_episode_tokens=max_episode_tokens) as env:
+    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_prompts=len(problems),
+                          group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
+                          max_turns=max_turns, max_episode_tokens=max_episode_tokens)
+    with env:
         env.reset(options={"indices": list(range(len(problems)))})
         groups = env.rollout(generate)
-    release = getattr(engine, "release", None)
+    release = getattr(engine, "release", None)  # the episodes have ended: drop their kept caches
     if callable(release):
         release()
-    return EvalResult(tuple(
-        EvalSample(problem_id=str(p.id), prompt=group.prompt, completion=t.text, extracted=info["extracted"],
-                   correct=bool(info["correct"]) and not t.truncated, reason=str(info["reason"]),
-                   tokens=int(t.length or 0), finish_reason=t.finish_reason, sample=k,
-                   answer=p.answer if isinstance(p.answer, str) else None)
-        for p, group in zip(problems, groups) for k, (t, info) in enumerate(zip(group.completions, group.infos))))
+    return tuple(
+        EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
+                   correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
+                   finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+        for p, g in zip(problems, groups) for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos)))
 
 
 __all__ = ["EvalResult", "evaluate", "load_eval_problems"]
