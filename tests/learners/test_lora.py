@@ -8,11 +8,12 @@ import sys
 
 import pytest
 import torch
+from optional_extras import require
 
 from dapo_env.learners.engine import HFEngine, SamplingParams
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-pytest.importorskip("peft", reason="LoRA needs peft: pip install 'dapo-env[lora]'")
+require("peft", "LoRA tests")
 
 from dapo_env.learners import lora  # noqa: E402
 from dapo_env.learners.lora import LoraSettings  # noqa: E402
