@@ -21,6 +21,10 @@ from dapo_env.envs import ReasoningEnv  # noqa: E402
 from dapo_env.sampler import DynamicSampler  # noqa: E402
 from dapo_env.spaces import UnicodeText  # noqa: E402
 from dapo_env.vector import GroupVectorEnv  # noqa: E402
+from dapo_env.chat_tokens import ChatTokens  # noqa: E402
+from dapo_env.episodes import EpisodeGroupEnv  # noqa: E402
+from dapo_env.multiturn import MultiTurnEnv, TurnRequest  # noqa: E402
+from dapo_env.types import History, Interaction, Trajectory, TrajectoryTurn, Turn  # noqa: E402
 from dapo_env.wrappers import (  # noqa: E402
     ChatTemplate,
     OverlongFilter,
@@ -53,3 +57,5 @@ __all__ = [
     "map_reward",
     "soft_overlong_penalty",
 ]
+__all__ += ["ChatTokens", "EpisodeGroupEnv", "History", "Interaction", "MultiTurnEnv", "Trajectory",  # multi-turn
+            "TrajectoryTurn", "Turn", "TurnRequest"]

@@ -260,14 +260,14 @@ def task_kind(task: Any) -> str:
         >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
         ['math', 'code', 'procedural']
     """
-    own = getattr(task, "kind", None)
+    own = getattr(task, "kind", None)  # a task class may say what it is
     if isinstance(own, str) and own:
         return own
     from dapo_env.tasks.procedural import ProceduralSource
     from dapo_env.verifiers import CodeVerifier, MathVerifier
 
-    if isinstance(task.source, ProceduralSource):
-        return "procedural"
+    if isinstance(task.source, ProceduralSource) or getattr(task.source, "default", None) is not None:
+        return "procedural"  # generated problems (a procedural source, or one with a default config)
     if isinstance(task.verifier, CodeVerifier):
         return "code"
     return "math" if isinstance(task.verifier, MathVerifier) else "custom"
@@ -295,16 +295,17 @@ def task_source(task: Any) -> str:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from dapo_env.tasks import get_task, list_tasks
 
-    rows = [{"id": env_id, "kind": task_kind(task), "source": task_source(task), "description": task.description}
-            for env_id in list_tasks() for task in [get_task(env_id)]]
+    rows = [{"id": env_id, "kind": task_kind(task), "turns": task.turns, "source": task_source(task),
+             "description": task.description} for env_id in list_tasks() for task in [get_task(env_id)]]
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
-    widths = [max(len(str(row[key])) for row in [dict(id="ID", kind="KIND", source="SOURCE"), *rows])
-              for key in ("id", "kind", "source")]
-    for row in [dict(id="ID", kind="KIND", source="SOURCE", description="DESCRIPTION"), *rows]:
-        cells = [str(row[key]).ljust(width) for key, width in zip(("id", "kind", "source"), widths)]
+    columns = ("id", "kind", "turns", "source")
+    header = {"id": "ID", "kind": "KIND", "turns": "TURNS", "source": "SOURCE", "description": "DESCRIPTION"}
+    widths = [max(len(str(row[key])) for row in [header, *rows]) for key in columns]
+    for row in [header, *rows]:
+        cells = [str(row[key]).ljust(width) for key, width in zip(columns, widths)]
         print("  ".join([*cells, row["description"]]).rstrip())
     return 0
 

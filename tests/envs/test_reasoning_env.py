@@ -17,7 +17,7 @@ from dapo_env.tasks import TaskDataError, list_tasks
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_check_env_passes_without_warnings_on_every_id(env_id: str, tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -42,7 +42,7 @@ def test_check_env_on_the_real_data(env_id: str, shared_data: Path) -> None:
 def test_every_builtin_id_is_registered() -> None:
     expected = {"DAPOMath-v0", "MATH500-v0", "AIME24-v0", "AIME25-v0", "GSM8K-v0", "Arithmetic-v0", "Countdown-v0"}
     assert expected <= set(list_tasks())
-    for env_id in list_tasks():
+    for env_id in list_tasks("single-turn"):
         spec = gym.spec(env_id)
         assert spec.entry_point == "dapo_env.envs:ReasoningEnv"
         assert spec.vector_entry_point == "dapo_env.vector:GroupVectorEnv"

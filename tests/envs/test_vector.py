@@ -194,12 +194,12 @@ def _check_std_vector_env(env_id: str, tmp_path: Path, mode: str) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_sync_vector_env_on_every_id(env_id: str, tmp_path: Path) -> None:
     _check_std_vector_env(env_id, tmp_path, "sync")
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_async_vector_env_without_shared_memory_on_every_id(env_id: str, tmp_path: Path) -> None:
     _check_std_vector_env(env_id, tmp_path, "async")
 
