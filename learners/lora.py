@@ -322,19 +322,29 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def merged_model(model: torch.nn.Module) -> torch.nn.Module:
-    """A plain copy of ``model`` (its own class, no adapter) with the adapter merged into the weights: the
-    model to export or to serve without peft. ``model`` keeps its adapter."""
-    merged = merged_state_dict(model)
+def _plain_copy(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> torch.nn.Module:
+    """A copy of ``model`` with its adapter layers replaced by their base layers, holding ``state``."""
     plain = copy.deepcopy(model)
     for name, layer in _lora_layers(plain):
         parent, _, child = name.rpartition(".")
         setattr(plain.get_submodule(parent) if parent else plain, child, layer.get_base_layer())
     del plain.peft_config
-    plain.load_state_dict(merged, strict=True)
+    plain.load_state_dict(dict(state), strict=True)
     for param in plain.parameters():
         param.requires_grad_(True)
     return plain
+
+
+def merged_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A plain copy of ``model`` (its own class, no adapter) with the adapter merged into the weights: the
+    model to export or to serve without peft. ``model`` keeps its adapter."""
+    return _plain_copy(model, merged_state_dict(model))
+
+
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A plain copy of ``model``'s frozen base (its own class, no adapter, the adapter NOT merged): what a
+    LoRA run saves once as the base its checkpoints' adapters apply to."""
+    return _plain_copy(model, base_state_dict(model))
 
 
 def load_lora_model(folder: str | Path, *, base_model: Any = None, trainable: bool = True,
@@ -407,6 +417,7 @@ __all__ = [
     "LoraSettings",
     "adapter_state_dict",
     "add_lora",
+    "base_model",
     "base_state_dict",
     "count_parameters",
     "default_target_modules",

@@ -163,7 +163,7 @@ def test_hf_engine_generates_with_the_adapter_like_the_merged_model(tok, tempera
     merged = lora.merged_model(model)
     base = tiny(tok)  # the same base without the adapter
     prompts = ["12+34=", "7*8=", "Largest of 3 9 1 ?"]
-    sampling = SamplingParams(temperature=temperature, max_tokens=12, seed=5)
+    sampling = SamplingParams(temperature=temperature, max_response_tokens=12, seed=5)
     with_adapter = HFEngine(model, tok).generate(prompts, n=4, sampling=sampling)
     from_merged = HFEngine(merged, tok).generate(prompts, n=4, sampling=sampling)
     from_base = HFEngine(base, tok).generate(prompts, n=4, sampling=sampling)
@@ -179,7 +179,7 @@ def test_dropout_is_off_while_generating(tok) -> None:
     model = lora.add_lora(tiny(tok), LoraSettings(rank=4, dropout=0.5))
     perturb_adapter(model)
     model.train()
-    sampling = SamplingParams(temperature=0.0, max_tokens=10, seed=0)
+    sampling = SamplingParams(temperature=0.0, max_response_tokens=10, seed=0)
     engine = HFEngine(model, tok)
     first = engine.generate(["1+2="], n=1, sampling=sampling)[0][0]
     second = engine.generate(["1+2="], n=1, sampling=sampling)[0][0]
