@@ -80,15 +80,13 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
-    """Load ``cfg.model`` (a local HF folder) or build the tiny random-init model and tokenizer."""
+    """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
+    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
     if cfg.model is not None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if not Path(cfg.model).is_dir():
             raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
                                     "pass a folder written by save_pretrained")
-        with ckpt.quiet_progress():
-            return AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32), AutoTokenizer.from_pretrained(cfg.model)
+        return ckpt.load_pretrained(cfg.model)
     from .tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
@@ -263,7 +261,7 @@ class Trainer:
 
             base = json.loads((latest / "model" / CONFIG_FILE).read_text()).get("base_model_name_or_path")
             return None if base == ckpt.RUN_BASE_REF else base
-        if base_unchanged and self.cfg.model is not None:
+        if base_unchanged and self.cfg.model is not None and not ckpt.is_adapter_folder(self.cfg.model):
             return str(Path(self.cfg.model).resolve())
         if self.collective.is_main:
             ckpt.save_base_model(self.run_dir, model, tokenizer)

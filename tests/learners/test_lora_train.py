@@ -89,6 +89,11 @@ def test_a_moved_run_folder_still_loads(tmp_path: Path) -> None:
     result.run_dir.rename(moved)
     model, _ = ckpt.load_pretrained(moved / "checkpoints" / "step_000001" / "model")
     assert lora.has_lora(model)
+    # --model accepts the adapter folder too (what `dapo-env eval --model` and a new run load).
+    from dapo_env.learners.trainer import build_model
+
+    again, _ = build_model(preset("dapo", model=str(moved / "checkpoints" / "step_000001" / "model")))
+    assert lora.has_lora(again) and all(torch.equal(t, model.state_dict()[n]) for n, t in again.state_dict().items())
 
 
 def test_resume_continues_exactly(tmp_path: Path) -> None:
@@ -127,3 +132,20 @@ def test_an_adapter_model_needs_lora_rank(tmp_path: Path) -> None:
         Trainer(tiny_config(tmp_path), model=model, tokenizer=tok)
     with pytest.raises(ValueError, match="resume with the run's own settings"):
         Trainer(tiny_config(tmp_path, lora_rank=8), model=model, tokenizer=tok)
+
+
+# ---- learning ----------------------------------------------------------------------------------------
+#: The tiny default run with a rank-16 adapter (docs/learner.md): the adapter needs a ~4x higher learning rate
+#: than full fine-tuning's 5e-4 (5e-3 collapsed to 0 held-out accuracy); measured 0.135 -> 0.76 in 60 steps,
+#: ~100 CPU-s.
+LORA_TINY = dict(lora_rank=16, lr=2e-3, max_steps=60, eval_every=10, checkpoint_every=0)
+
+
+@pytest.mark.slow
+def test_the_tiny_default_run_learns_with_lora(tmp_path: Path) -> None:
+    result = train(preset("tiny", out_dir=str(tmp_path), progress=False, **LORA_TINY))
+    start, end = result.initial_eval_accuracy, result.final_eval_accuracy
+    assert lora.has_lora(result.model)
+    assert start is not None and end is not None
+    assert start <= 0.30, f"the warm start should leave held-out accuracy low, got {start:.2f}"
+    assert end >= start + 0.30 and end >= 0.50, f"held-out accuracy {start:.2f} -> {end:.2f} with LoRA: did not learn"
