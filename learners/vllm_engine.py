@@ -329,6 +329,12 @@ class VLLMEngine:
         """Whether this engine holds a frozen base and serves a LoRA adapter (adapter-only sync)."""
         return self._lora is not None
 
+    @property
+    def lora_request(self) -> Any:
+        """LoRA mode: the ``vllm.lora.request.LoRARequest`` every generation now carries (a new id per push);
+        ``None`` otherwise."""
+        return self._lora_request
+
     def _serve_adapter(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Write ``tensors`` (the whole adapter, ``state_dict`` names) as a new adapter folder, register it with
         vLLM under a fresh id, and drop the previous one."""

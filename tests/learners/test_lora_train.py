@@ -13,7 +13,7 @@ import torch
 from optional_extras import require
 
 from dapo_env.learners import checkpoint as ckpt
-from dapo_env.learners.cli import config_from_args, build_parser
+from dapo_env.learners.cli import build_parser, config_from_args
 from dapo_env.learners.config import TrainConfig, preset
 from dapo_env.learners.engine import HFEngine, SamplingParams
 from dapo_env.learners.metrics import strip_timing

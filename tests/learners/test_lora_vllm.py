@@ -82,13 +82,14 @@ def test_adapter_only_push_takes_effect_every_time(setup) -> None:
     names = list(adapter_state_dict(learner))
     sampling = SamplingParams(temperature=1.0, max_response_tokens=12, seed=3)
     previous = engine.generate(PROMPTS[:1], 2, sampling)[0]
+    start_id = engine.lora_request.lora_int_id
     for step in range(3):
         train_adapter(learner, seed=10 + step)
         start = engine.weights_version
         engine.load_weights(adapter_state_dict(learner))  # the adapter only: no base tensor moves
         assert engine.weights_version == start + 1
         assert engine.fingerprint(names) == weights_fingerprint(adapter_state_dict(learner))
-        assert engine._llm.llm_engine.list_loras() == {engine._lora_request.lora_int_id}  # the old one is gone
+        assert engine.lora_request.lora_int_id == start_id + step + 1  # a new adapter id per push
         out = engine.generate(PROMPTS[:1], 2, sampling)[0]
         plain = merged_model(learner)  # the same policy without peft: what vLLM must now sample from
         for c in out:
