@@ -239,7 +239,8 @@ COLUMNS = (("mode", "mode", "{:<10}"), ("trainable", "trainable_params", "{:>11,
            ("peak RSS MB", "peak_rss_mb", "{:>11.0f}"), ("growth MB", "peak_rss_growth_mb", "{:>9.0f}"),
            ("optim MB", "optimizer_state_mb", "{:>8.1f}"), ("push MB", "push_mb", "{:>8.2f}"),
            ("upd tok/s", "update_tokens_per_s", "{:>9.0f}"), ("tok/CPU-s", "update_tokens_per_cpu_s", "{:>9.0f}"),
-           ("x full tok/s", "ratio_update_tokens_per_s", "{:>12.2f}"), ("x full RSS", "ratio_peak_rss", "{:>10.2f}"))
+           ("x full tok/s", "ratio_update_tokens_per_s", "{:>12.2f}"),
+           ("x full tok/CPU-s", "ratio_update_tokens_per_cpu_s", "{:>16.2f}"), ("x full RSS", "ratio_peak_rss", "{:>10.2f}"))
 
 
 def format_table(result: dict[str, Any]) -> str:

@@ -64,7 +64,7 @@ def test_modes_run_the_same_update_and_account_memory(bench) -> None:
 def test_table_has_one_row_per_mode(bench) -> None:
     row = dict(mode="full", trainable_params=10, peak_rss_mb=100.0, peak_rss_growth_mb=50.0, optimizer_state_mb=1.0,
                push_mb=0.5, update_tokens_per_s=10.0, update_tokens_per_cpu_s=9.0, ratio_update_tokens_per_s=1.0,
-               ratio_peak_rss=1.0)
+               ratio_update_tokens_per_cpu_s=1.0, ratio_peak_rss=1.0)
     table = bench.format_table({"modes": {"full": row, "lora-r8": {**row, "mode": "lora-r8"}}})
     lines = table.splitlines()
     assert len(lines) == 3 and "peak RSS MB" in lines[0] and lines[2].startswith("lora-r8")
