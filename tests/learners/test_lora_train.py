@@ -149,3 +149,36 @@ def test_the_tiny_default_run_learns_with_lora(tmp_path: Path) -> None:
     assert start is not None and end is not None
     assert start <= 0.30, f"the warm start should leave held-out accuracy low, got {start:.2f}"
     assert end >= start + 0.30 and end >= 0.50, f"held-out accuracy {start:.2f} -> {end:.2f} with LoRA: did not learn"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fsdp", [False, True], ids=["ddp", "fsdp"])
+def test_lora_under_torchrun_trains_checkpoints_and_resumes(tmp_path: Path, fsdp: bool) -> None:
+    import os
+    import socket
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parents[1]), str(here)]), OMP_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false")
+    sizes = ["warmstart_steps=0", "batch_size=4", "group_size=4", "mini_batch_size=2", "micro_batch_size=8",
+             "tiny_hidden_size=64", "tiny_heads=2", "tiny_layers=1", "eval_size=4", "eval_every=2",
+             "max_response_tokens=8", "overlong_cache_length=2", "num_threads=1", "checkpoint_every=1",
+             "verifier=trainer_helpers:even_length", "lora_rank=4"]
+
+    def torchrun(args: list[str]) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+               "-m", "dapo_env.learners.train", *(["--fsdp"] if fsdp else []), "--no-progress", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    torchrun(["--run-name", "r", "--max-steps", "2", "--set", *sizes])
+    run = tmp_path / "runs" / "r"
+    torchrun(["--resume", str(run), "--max-steps", "3"])
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2, 3]
+    model, _ = ckpt.load_pretrained(run / "checkpoints" / "step_000003" / "model")
+    assert lora.lora_settings(model).rank == 4
