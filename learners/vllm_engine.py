@@ -39,6 +39,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -354,8 +355,6 @@ class VLLMEngine:
         self._adapter = read_adapter(folder)[2]  # what vLLM loaded, read back from its file
         if previous is not None:
             engine.remove_lora(previous.lora_int_id)
-            import shutil
-
             shutil.rmtree(previous.lora_path, ignore_errors=True)
 
     # ---- weights -------------------------------------------------------------------------------
