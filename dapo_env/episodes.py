@@ -26,49 +26,31 @@ from dapo_env.envs import as_completion, build_id_index, load_problems, resolve_
 from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
-from dapo_env.wrappers import (DEFAULT_CACHE_LENGTH, DEFAULT_MAX_LENGTH, check_overlong_args, check_reward_map_args,
-                               map_reward, soft_overlong_penalty)
+from dapo_env.shaping import OverlongPenalty, Shaping, shape
 
 GenerateTurns = Callable[[list[TurnRequest]], Sequence["Completion | str"]]
 
 
-def overlong_settings(value: Mapping[str, Any] | bool | None) -> dict[str, Any] | None:
-    """``overlong_penalty=`` as keyword arguments of :func:`~dapo_env.wrappers.soft_overlong_penalty`
-    (``True``: the paper's 20480/4096/1.0), or ``None`` when off."""
-    if value is None or value is False:
-        return None
-    settings: dict[str, Any] = {"max_length": DEFAULT_MAX_LENGTH, "cache_length": DEFAULT_CACHE_LENGTH, "factor": 1.0}
-    if value is not True:
-        unknown = set(value) - set(settings)
-        if unknown:
-            raise ValueError(
-                f"overlong_penalty takes max_length, cache_length and factor; unknown keys {sorted(unknown)}")
-        settings.update(value)
-    check_overlong_args(settings["max_length"], settings["cache_length"], settings["factor"])
-    return settings
-
-
-def shape_episode(episode_return: float, length: int | None, truncated: bool, *,
-                  reward_map: tuple[float, float] | None = None, overlong_penalty: Mapping[str, Any] | None = None,
-                  overlong_filter: bool = False) -> tuple[float, dict[str, float], bool]:
-    """An episode's shaped reward, its terms and its loss mask (pure).
+def shape_episode(episode_return: float, length: int | None, truncated: bool,
+                  shaping: Shaping = Shaping()) -> tuple[float, dict[str, float], bool]:
+    """An episode's shaped reward, its terms and its loss mask (pure; :func:`~dapo_env.shaping.shape` on the
+    episode as one response).
 
     Terms: ``env`` (the episode return), ``reward_map`` (``map_reward(return) - return``: the return, 0 for
     a failed and 1 for a solved episode in the built-in tasks, mapped onto ``[low, high]``), and
     ``overlong_penalty`` (DAPO's soft penalty of the tokens the model sampled in the episode). The loss mask
-    is False for a truncated episode when ``overlong_filter`` is on.
+    is False for a truncated episode when ``shaping.overlong_filter`` is on.
 
     Example:
-        >>> shape_episode(1.0, 90, False, reward_map=(-1.0, 1.0),
-        ...               overlong_penalty={"max_length": 100, "cache_length": 20, "factor": 1.0})
+        >>> shape_episode(1.0, 90, False, Shaping(reward_map=(-1.0, 1.0),
+        ...               overlong_penalty={"max_response_tokens": 100, "cache_length": 20}))
         (0.5, {'env': 1.0, 'reward_map': 0.0, 'overlong_penalty': -0.5}, True)
     """
-    terms = {"env": float(episode_return)}
-    if reward_map is not None:
-        terms["reward_map"] = map_reward(episode_return, low=reward_map[0], high=reward_map[1]) - episode_return
-    if overlong_penalty is not None:
-        terms["overlong_penalty"] = 0.0 if length is None else soft_overlong_penalty(length, **overlong_penalty)
-    return float(sum(terms.values())), terms, not (overlong_filter and truncated)
+    info = {"score": float(episode_return), "reward_terms": {"env": float(episode_return)},
+            "response_length": length, "response_truncated": bool(truncated), "loss_mask": True}
+    shaped, _ = shape(info, shaping)
+    terms = shaped["reward_terms"]
+    return float(sum(terms.values())), terms, bool(shaped["loss_mask"])
 
 
 class EpisodeGroupEnv:
@@ -87,7 +69,8 @@ class EpisodeGroupEnv:
         threads: answer the live episodes' turns in this many threads (for interactions that run tools or
             sandboxes in ``respond``; they must then be thread-safe, e.g. stateless); 1 answers them in order.
         reward_map: ``(low, high)``: map the episode return onto ``[low, high]`` (``(-1.0, 1.0)`` in DAPO).
-        overlong_penalty: ``dict(max_length=, cache_length=, factor=)`` (or ``True``): DAPO's soft penalty of
+        overlong_penalty: an :class:`~dapo_env.shaping.OverlongPenalty`, ``dict(max_response_tokens=,
+            cache_length=, factor=)`` or ``True`` (the paper's 20480/4096): DAPO's soft penalty of
             the tokens the model sampled in the episode.
         overlong_filter: exclude truncated episodes from the loss (``loss_mask`` False).
         **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``).
@@ -115,25 +98,20 @@ class EpisodeGroupEnv:
                  system_prompt: str | None = None, template_kwargs: Mapping[str, Any] | None = None,
                  max_turns: int | None = None, max_episode_tokens: int | None = None, workers: int = 0,
                  timeout_s: float = 10.0, threads: int = 1, reward_map: tuple[float, float] | None = None,
-                 overlong_penalty: Mapping[str, Any] | bool | None = None, overlong_filter: bool = False,
+                 overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
+                 overlong_filter: bool = False,
                  **task_kwargs: Any) -> None:
         for name, value in (("num_prompts", num_prompts), ("group_size", group_size), ("threads", threads)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         check_budget("max_turns", max_turns)
         check_budget("max_episode_tokens", max_episode_tokens)
-        if reward_map is not None:
-            if len(reward_map) != 2:
-                raise ValueError(f"reward_map must be a (low, high) pair, got {reward_map!r}")
-            check_reward_map_args(*reward_map)
-            reward_map = (float(reward_map[0]), float(reward_map[1]))
+        self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
         self.task = resolve_task(task, prompt_template)
         self.problems: Sequence[Problem] = load_problems(self.task, split, data_files, task_kwargs)
         self.chat = chat_tokens(tokenizer, system_prompt, template_kwargs)
         self.num_prompts, self.group_size = num_prompts, group_size
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
-        self.reward_map, self.overlong_filter = reward_map, bool(overlong_filter)
-        self.overlong_penalty = overlong_settings(overlong_penalty)
         self._np_random, _ = seeding.np_random(None)
         self._indices: np.ndarray | None = None  # (B,) problem indices of the next rollout
         self._id_index: dict[str, int] | None = None
@@ -248,9 +226,8 @@ class EpisodeGroupEnv:
         trajectories, rewards, masks, infos = [], [], [], []
         for e in episodes:
             trajectory = e.trajectory()
-            reward, terms, mask = shape_episode(
-                trajectory.episode_return, trajectory.num_tokens, trajectory.truncated, reward_map=self.reward_map,
-                overlong_penalty=self.overlong_penalty, overlong_filter=self.overlong_filter)
+            reward, terms, mask = shape_episode(trajectory.episode_return, trajectory.num_tokens, trajectory.truncated,
+                                                self.shaping)
             last = e.verdicts[-1]
             trajectories.append(trajectory)
             rewards.append(reward)
@@ -304,4 +281,4 @@ class EpisodeGroupEnv:
         self.close()
 
 
-__all__ = ["EpisodeGroupEnv", "GenerateTurns", "overlong_settings", "shape_episode"]
+__all__ = ["EpisodeGroupEnv", "GenerateTurns", "shape_episode"]

@@ -52,6 +52,9 @@ class Completion:
         token_ids: the response's token ids, if the engine has them.
         logprobs: per-token log-probabilities of ``token_ids`` under the sampling policy.
         prompt_token_ids: the prompt's token ids, if the engine has them.
+        policy_version: the engine's ``weights_version`` when it sampled this response (``None`` when
+            unknown): the learner compares engine and learner log-probs only on samples of the current
+            version, and an asynchronous learner bounds staleness with it.
 
     Example:
         >>> Completion("Answer: 4", num_tokens=3, finish_reason="stop").truncated
@@ -64,6 +67,7 @@ class Completion:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     prompt_token_ids: tuple[int, ...] | None = None
+    policy_version: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -94,6 +98,31 @@ class Completion:
         if self.num_tokens is not None:
             return self.num_tokens
         return len(self.token_ids) if self.token_ids is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (checkpoints hold the sampler's surplus groups this way).
+
+        Example:
+            >>> c = Completion("Answer: 4", num_tokens=2, token_ids=(7, 2), policy_version=3)
+            >>> Completion.from_dict(c.to_dict()) == c
+            True
+        """
+        def listed(values: tuple[Any, ...] | None) -> list[Any] | None:
+            return None if values is None else list(values)
+
+        return {"text": self.text, "num_tokens": self.num_tokens, "finish_reason": self.finish_reason,
+                "token_ids": listed(self.token_ids), "logprobs": listed(self.logprobs),
+                "prompt_token_ids": listed(self.prompt_token_ids), "policy_version": self.policy_version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Completion:
+        """Inverse of :meth:`to_dict`."""
+        def tupled(values: Any) -> tuple[Any, ...] | None:
+            return None if values is None else tuple(values)
+
+        return cls(data["text"], num_tokens=data.get("num_tokens"), finish_reason=data.get("finish_reason", "stop"),
+                   token_ids=tupled(data.get("token_ids")), logprobs=tupled(data.get("logprobs")),
+                   prompt_token_ids=tupled(data.get("prompt_token_ids")), policy_version=data.get("policy_version"))
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -192,14 +221,24 @@ class Verifier(Protocol):
 class Group:
     """G responses to one prompt, verified: the unit every group-relative algorithm works on.
 
+    The native output of :meth:`~dapo_env.vector.GroupVectorEnv.step_groups`; each fact is stored once
+    (``correct`` and ``loss_mask`` here, not again in ``infos``).
+
     Attributes:
         problem_id: the problem's id within its task.
         prompt: the observation the policy saw (after any chat template).
-        completions: the G responses, in sampling order.
-        rewards: the shaped reward of each response (verifier reward plus any wrapper terms).
+        completions: the G responses, in sampling order (:class:`Completion`, or any completion-like
+            sample with ``text``, ``length``, ``truncated`` and ``to_dict``, such as a multi-turn trajectory).
+        rewards: the shaped reward of each response (verifier reward plus any shaping terms).
         correct: the verifier's verdict for each response (used by dynamic sampling).
-        loss_mask: False for responses a wrapper excluded from the loss (overlong filtering).
-        infos: the per-response info dicts from the environment.
+        loss_mask: False for responses shaping excluded from the loss (overlong filtering).
+        infos: the rest of each response's step info (``score``, ``reason``, ``extracted``,
+            ``reward_terms``, ``response_length``, ...).
+
+    Example:
+        >>> g = Group("7", "1+1=", (Completion("2"), Completion("3")), (1.0, -1.0), (True, False), (True, True))
+        >>> g.size, g.num_correct, g.informative
+        (2, 1, True)
     """
 
     problem_id: str

@@ -16,6 +16,8 @@ from . import multiturn_tasks  # noqa: E402,F401  (multi-turn, on the code sandb
 from .arithmetic import ArithmeticConfig
 from .countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 from .largest import LargestConfig
+from .loading import DatasetSource
+from .procedural import ProceduralSource
 from .sort import SortConfig, SortVerifier
 
 __all__ = [
@@ -24,18 +26,14 @@ __all__ = [
     "CountdownConfig",
     "CountdownVerifier",
     "DataFiles",
+    "DatasetSource",
     "LargestConfig",
     "ProblemSource",
+    "ProceduralSource",
     "SortConfig",
     "SortVerifier",
     "Task",
     "TaskDataError",
-    "arithmetic",
-    "code_tasks",
-    "countdown",
-    "largest",
-    "math_tasks",
-    "sort",
     "get_task",
     "list_tasks",
     "register_task",

@@ -14,6 +14,7 @@ from multiturn_helpers import CHATML, ScriptedEngine, bisection_policy, bpe_chat
 import dapo_env.episodes
 from dapo_env import Completion, EpisodeGroupEnv, Group, Trajectory, TurnRequest
 from dapo_env.episodes import shape_episode
+from dapo_env.shaping import Shaping
 
 
 def bisect_text(request: TurnRequest) -> str:
@@ -99,7 +100,7 @@ def test_bisection_always_solves_and_reply_ignoring_policies_stay_under_k_over_n
 
 def test_shaping_reward_map_overlong_penalty_and_filter() -> None:
     env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2, max_turns=2, reward_map=(-1.0, 1.0),
-                          overlong_penalty={"max_length": 20, "cache_length": 10, "factor": 1.0},
+                          overlong_penalty={"max_response_tokens": 20, "cache_length": 10, "factor": 1.0},
                           overlong_filter=True)
     env.reset(seed=1)
 
@@ -122,8 +123,9 @@ def test_shaping_reward_map_overlong_penalty_and_filter() -> None:
 
 def test_shape_episode_by_hand() -> None:
     assert shape_episode(0.0, None, True) == (0.0, {"env": 0.0}, True)
-    reward, terms, mask = shape_episode(0.5, 30, True, reward_map=(-1.0, 1.0), overlong_filter=True,
-                                        overlong_penalty={"max_length": 20, "cache_length": 10, "factor": 2.0})
+    reward, terms, mask = shape_episode(0.5, 30, True, Shaping(
+        reward_map=(-1.0, 1.0), overlong_filter=True,
+        overlong_penalty={"max_response_tokens": 20, "cache_length": 10, "factor": 2.0}))
     assert (reward, mask) == (pytest.approx(0.5 - 0.5 - 2.0), False)
     assert terms == {"env": 0.5, "reward_map": 0.0 - 0.5, "overlong_penalty": -2.0}
 

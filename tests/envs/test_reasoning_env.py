@@ -181,7 +181,8 @@ def test_gym_make_with_module_prefix_needs_no_prior_import(tmp_path: Path) -> No
 
 def test_import_never_loads_torch_or_learners() -> None:
     out = _run(
-        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.interop\n"
+        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.shaping\n"
+        "import dapo_env.interop, dapo_env.verifiers.callable\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dapo_env.learners') or m == 'transformers'))\n"
     )
     assert out.strip() == "[]"
@@ -199,3 +200,15 @@ def test_public_names() -> None:
     for name in ("ReasoningEnv", "GroupVectorEnv", "DynamicSampler", "SoftOverlongPenalty", "OverlongFilter",
                  "ChatTemplate", "RewardMap", "UnicodeText", "Completion"):
         assert hasattr(dapo_env, name), name
+
+
+def test_a_plain_function_verifier_is_wrapped(toy_task) -> None:
+    import dataclasses
+
+    def score_by_length(response: str, reference: str) -> float:
+        return len(response) / 10
+
+    env = ReasoningEnv(dataclasses.replace(toy_task, verifier=score_by_length))
+    env.reset(seed=0)
+    _, reward, *_, info = env.step("12345")
+    assert (reward, info["correct"], info["reason"]) == (0.5, False, "custom:score")

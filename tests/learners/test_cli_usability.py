@@ -177,7 +177,7 @@ def test_verifier_module_resolves_from_the_working_directory(tmp_path: Path) -> 
     assert config["verifier"] == "myverify:even_length"
     model = tmp_path / "runs" / "r" / "checkpoints" / "step_000001" / "model"
     evaluated = _console(["eval", "--model", str(model), "--task", "Arithmetic-v0", "--size", "4",
-                          "--max-tokens", "8", "--verifier", "myverify:even_length"], cwd=tmp_path)
+                          "--max-response-tokens", "8", "--verifier", "myverify:even_length"], cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["size"] == 4
     elsewhere = _console(["eval", "--model", str(model), "--verifier", "myverify:even_length"], cwd=tmp_path / "runs")
