@@ -550,15 +550,16 @@ class EpisodeReward:
         if len(environments) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
         from dapo_env.episodes import shape_episode
+        from dapo_env.shaping import Shaping
 
-        rewards = []
+        shaping, rewards = Shaping(reward_map=self.reward_map), []
         for environment, completion in zip(environments, completions):
             if not isinstance(environment, TRLEnvironment):
                 raise TypeError(f"{self.__name__} scores environments built by trl_environment_factory, got "
                                 f"{type(environment).__name__}")
             environment._finish(completion)
             truncated = environment.episode is not None and environment.episode.truncated
-            rewards.append(shape_episode(environment.episode_return, None, truncated, reward_map=self.reward_map)[0])
+            rewards.append(shape_episode(environment.episode_return, None, truncated, shaping)[0])
         log_metric = columns.get("log_metric")
         if callable(log_metric) and environments:
             log_metric(f"rewards/{self.__name__}/solved", sum(e.solved for e in environments) / len(environments))
