@@ -7,7 +7,8 @@
 * ``GSM8KTool-v0`` and ``DAPOMathTool-v0``: GSM8K's and DAPO-Math-17k's problems; a turn holding a
   ```` ```python ```` block is a tool call: the environment runs the program in the code sandbox
   (:func:`~dapo_env.verifiers.run_python`) and replies with what it printed (capped; the last lines of
-  stderr on an error). The episode ends at the first turn that commits to a final answer, graded by the
+  stderr on an error). The episode ends at the first turn that commits to a final answer outside code
+  blocks (GSM8KTool: a ``\\boxed{}``; DAPOMathTool: an ``Answer:`` line, the DAPO scorer's rule), graded by the
   math verifier; every turn without one uses one of ``max_tool_calls`` (:class:`PythonTool`).
 
 Each task reuses its single-turn twin's loading (hub id by default, ``data_files=`` for local files) and
@@ -441,7 +442,8 @@ MBPP_FEEDBACK = Task(
 GSM8K_TOOL = Task(
     name="GSM8KTool",
     source=RulesSource(GSM8K.source, ToolRules()),
-    verifier=FinalAnswerVerifier(MathVerifier(answer_format="auto")),
+    # only a box commits: with "auto", a short turn such as "hmm" would be a bare final answer
+    verifier=FinalAnswerVerifier(MathVerifier(answer_format="boxed")),
     prompt_template=GSM8K_TOOL_TEMPLATE,
     split=GSM8K.split,
     description="Multi-turn GSM8K with a sandboxed Python tool; the boxed final answer ends the episode "
