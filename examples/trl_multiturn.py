@@ -6,16 +6,16 @@ rollout whose ``reset(**row)`` starts an episode and whose one tool plays a turn
 TRL drives the conversation: the model calls the tool, TRL feeds the reply back as a tool message, the
 model calls again or answers; ``factory.reward`` plays the final message and returns the episode return.
 
-Runs offline in about a minute on a CPU: a tiny random Llama and a byte-level BPE tokenizer trained here on
+Runs offline in a few minutes on a CPU: a tiny random Llama and a byte-level BPE tokenizer trained here on
 the task's own text stand in for a real model, with the Qwen2.5 chat template (tool calls as
 ``<tool_call>{...}</tool_call>``, which TRL knows how to parse). A few supervised steps on scripted
-bisection games teach the tiny model the tool-call format first, so the two GRPO steps really play
-multi-turn games. For a real run swap in ``model="Qwen/Qwen2.5-0.5B-Instruct"`` (and drop the tokenizer
+bisection games teach the tiny model the tool-call format first (sampled at temperature 0.5 it then writes
+well-formed calls), so the two GRPO steps really play multi-turn games through TRL's tool loop. For a real run swap in ``model="Qwen/Qwen2.5-0.5B-Instruct"`` (and drop the tokenizer
 and the warm start). Needs the ``bench`` extra (``pip install "dapo-env[bench]"``, which pins TRL).
 
 Run:
     python examples/trl_multiturn.py
-    python examples/trl_multiturn.py --steps 2 --num-generations 4 --warm-steps 80
+    python examples/trl_multiturn.py --steps 2 --num-generations 4 --warm-steps 100 --temperature 0.5
 """
 
 from __future__ import annotations
@@ -139,7 +139,8 @@ def build(warm_steps: int, seed: int = 0) -> dict[str, Any]:
     return {"factory": factory, "train": train, "tokenizer": tokenizer, "model": model, "warm_losses": losses}
 
 
-def train(parts: dict[str, Any], output_dir: str, steps: int, num_generations: int, seed: int = 0) -> Any:
+def train(parts: dict[str, Any], output_dir: str, steps: int, num_generations: int, temperature: float = 0.5,
+          seed: int = 0) -> Any:
     """Two (``steps``) GRPOTrainer steps with DAPO's loss on the factory's environments."""
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -148,8 +149,8 @@ def train(parts: dict[str, Any], output_dir: str, steps: int, num_generations: i
     config = GRPOConfig(
         output_dir=output_dir, max_steps=steps, per_device_train_batch_size=num_generations,
         num_generations=num_generations, max_completion_length=192, max_tool_calling_iterations=6,
-        learning_rate=1e-4, loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0, logging_steps=1,
-        save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
+        temperature=temperature, learning_rate=1e-4, loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0,
+        logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     factory = parts["factory"]
     trainer = GRPOTrainer(model=parts["model"], reward_funcs=[factory.reward], args=config,
                           train_dataset=parts["train"], processing_class=parts["tokenizer"],
@@ -163,14 +164,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--num-generations", type=int, default=4)
-    parser.add_argument("--warm-steps", type=int, default=60, help="supervised steps on scripted games first")
+    parser.add_argument("--warm-steps", type=int, default=100, help="supervised steps on scripted games first")
+    parser.add_argument("--temperature", type=float, default=0.5, help="GRPO sampling temperature")
     args = parser.parse_args(argv)
 
     parts = build(args.warm_steps)
     print(f"warm start: loss {parts['warm_losses'][0]:.2f} -> {parts['warm_losses'][-1]:.2f} "
           f"over {args.warm_steps} steps")
     with tempfile.TemporaryDirectory(prefix="trl_multiturn_example_") as output_dir:
-        trainer = train(parts, output_dir, args.steps, args.num_generations)
+        trainer = train(parts, output_dir, args.steps, args.num_generations, args.temperature)
     name = parts["factory"].reward.__name__
     logged = [entry for entry in trainer.state.log_history if f"rewards/{name}/mean" in entry]
     for entry in logged:
