@@ -332,6 +332,11 @@ def trl_reward_function(task_or_id: str | Task | None = None, *, answer_column: 
 _RESERVED_TOOL_NAMES = frozenset({"reset", "get_reward"})
 _EPISODE_OVER = "The episode is over: reply with your final message, without a tool call."
 
+if __name__ != "dapo_env.interop":  # a module copy (see the end of this file): load the real module first, so
+    import importlib as _importlib   # the dataclass below can name it (dataclasses look their module up)
+
+    _importlib.import_module("dapo_env.interop")
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -358,6 +363,7 @@ class ToolSpec:
     description: str = "Send your next turn to the environment and return its reply."
     argument_description: str = "your turn, written as you would answer in plain text"
     action: str = "{message}"
+    __module__ = "dapo_env.interop"  # also when this file runs as a module copy (it then re-exports the real one)
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name.startswith("_") or self.name in _RESERVED_TOOL_NAMES:
