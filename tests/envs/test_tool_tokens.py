@@ -100,3 +100,22 @@ def test_feedback_episode_token_protocol_by_hand() -> None:
     assert [traj.context(t) for t in range(traj.num_turns)] == contexts
     assert traj.prompt_token_ids + traj.token_ids == tuple(context)
     assert "returned 'ello'" in tok.decode(contexts[1])
+
+
+@pytest.mark.parametrize("env_id", sorted(OFFLINE_DATA))
+def test_check_env_with_a_tokenizer_bound(env_id: str) -> None:
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    tok = bpe_chat_tokenizer(CHATML)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env = gym.make(env_id, tokenizer=tok, **OFFLINE_DATA[env_id])
+        check_env(env.unwrapped)
+    obs, info = env.reset(seed=1)
+    assert tok.decode(info["prompt_token_ids"]).endswith("<|im_start|>assistant\n")
+    obs, _, _, _, info = env.step("no idea")
+    assert tok.decode(info["reply_token_ids"]).startswith("<|im_end|>") and obs in tok.decode(info["reply_token_ids"])
+    env.close()

@@ -91,6 +91,23 @@ def test_make_vec_plays_whole_episodes(env_id: str) -> None:
         envs.close()
 
 
+@pytest.mark.parametrize("env_id", NEW_IDS)
+def test_episodes_are_deterministic_given_the_seed(env_id: str) -> None:
+    actions = ["```python\nprint(sum(range(10)))\n```", "```python\ndef f(x):\n    return x\n```"]
+
+    def play(seed: int) -> list:
+        env = _make(env_id)
+        out = [env.reset(seed=seed)[0]]
+        for action in actions:
+            obs, reward, terminated, truncated, _ = env.step(action)
+            out.append((obs, reward, terminated, truncated))
+        return out
+
+    first = play(5)
+    assert play(5) == first
+    assert any(play(s)[0] != first[0] for s in (6, 7, 8))
+
+
 # --- MBPPFeedback-v0 ----------------------------------------------------------------------------------------
 _REMOVE_OCC_BUGGY = "def remove_Occ(s, ch):\n    return s.replace(ch, '', 1)"  # removes the first occurrence only
 _REMOVE_OCC_FIXED = ("def remove_Occ(s, ch):\n    s = s.replace(ch, '', 1)\n    i = s.rfind(ch)\n"
