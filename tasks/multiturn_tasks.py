@@ -8,8 +8,9 @@
   ```` ```python ```` block is a tool call: the environment runs the program in the code sandbox
   (:func:`~dapo_env.verifiers.run_python`) and replies with what it printed (capped; the last lines of
   stderr on an error). The episode ends at the first turn that commits to a final answer outside code
-  blocks (GSM8KTool: a ``\\boxed{}``; DAPOMathTool: an ``Answer:`` line, the DAPO scorer's rule), graded by the
-  math verifier; every turn without one uses one of ``max_tool_calls`` (:class:`PythonTool`).
+  blocks, graded by the math verifier (GSM8KTool: any commitment GSM8K-v0 accepts, but only a ``\\boxed{}``
+  in a turn that also holds code; DAPOMathTool: an ``Answer:`` line, the DAPO scorer's rule, see
+  :class:`FinalAnswerVerifier`); every turn without one uses one of ``max_tool_calls`` (:class:`PythonTool`).
 
 Each task reuses its single-turn twin's loading (hub id by default, ``data_files=`` for local files) and
 adds its episode rules as load knobs (``gym.make("MBPPFeedback-v0", data_files=..., max_attempts=5)``),
@@ -290,17 +291,30 @@ class FinalAnswerVerifier:
     """Grades the final answer written outside code blocks, with a :class:`MathVerifier`.
 
     Code and its (hallucinated) output are not answers: ``print("Answer: 3")`` inside a ```` ```python ````
-    block commits nothing. ``extracted`` is ``None`` exactly when the turn commits no final answer.
+    block commits nothing. A turn without a complete ```` ```python ```` block is graded by ``math`` (every
+    commitment its ``answer_format`` knows); a turn with one is a tool call unless its prose commits in the
+    explicit form ``with_code`` knows (default: ``math``'s), so a calculation stated before the code that
+    checks it ("9 * 2 = 18 dollars.") does not end the episode. ``extracted`` is ``None`` exactly when the
+    turn commits no final answer.
+
+    Args:
+        math: the verifier of a turn without code (and the grader of every answer).
+        with_code: the verifier of a turn with code (``None``: ``math``).
 
     Example:
-        >>> verify = FinalAnswerVerifier(MathVerifier(answer_format="dapo"))
+        >>> verify = FinalAnswerVerifier(MathVerifier(), with_code=MathVerifier(answer_format="boxed"))
         >>> verify("```python\\nprint('Answer:', 6 * 7)\\n```", "42").reason
         'no_answer'
+        >>> verify("So 6 * 7 = 42 apples.\\n```python\\nprint(6 * 7)\\n```", "42").extracted is None
+        True
         >>> verify("The program printed 42.\\nAnswer: 42", "42").correct
+        True
+        >>> verify("\\\\boxed{42}\\n```python\\nprint(42)\\n```", "42").correct
         True
     """
 
     math: MathVerifier = field(default_factory=MathVerifier)
+    with_code: MathVerifier | None = None
 
     def prepare_reference(self, reference: Any) -> str:
         return self.math.prepare_reference(reference)
@@ -308,7 +322,8 @@ class FinalAnswerVerifier:
     def __call__(self, response: str, gold: str) -> VerifyResult:
         if not isinstance(response, str):
             return VerifyResult(False, 0.0, None, "error:TypeError")
-        return self.math(outside_code(response), gold)
+        verifier = self.math if self.with_code is None or _last_python_block(response) is None else self.with_code
+        return verifier(outside_code(response), gold)
 
 
 TOOL_PROTOCOL = (
@@ -442,11 +457,11 @@ MBPP_FEEDBACK = Task(
 GSM8K_TOOL = Task(
     name="GSM8KTool",
     source=RulesSource(GSM8K.source, ToolRules()),
-    # only a box commits: with "auto", a short turn such as "hmm" would be a bare final answer
-    verifier=FinalAnswerVerifier(MathVerifier(answer_format="boxed")),
+    # a turn without code commits as in GSM8K-v0; beside code only a box does
+    verifier=FinalAnswerVerifier(MathVerifier(answer_format="auto"), with_code=MathVerifier(answer_format="boxed")),
     prompt_template=GSM8K_TOOL_TEMPLATE,
     split=GSM8K.split,
-    description="Multi-turn GSM8K with a sandboxed Python tool; the boxed final answer ends the episode "
+    description="Multi-turn GSM8K with a sandboxed Python tool; a final answer (boxed) ends the episode "
                 "(knob: max_tool_calls).",
     interaction=PythonTool(answer_hint="your final answer within \\boxed{}"),
 )

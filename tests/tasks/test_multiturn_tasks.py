@@ -83,7 +83,7 @@ def test_make_vec_plays_whole_episodes(env_id: str) -> None:
         obs, _ = envs.reset(seed=0)
         prompts = tuple(obs)
         for step in range(turns):
-            obs, rewards, terminated, truncated, infos = envs.step(("pass", "pass"))
+            obs, rewards, terminated, truncated, infos = envs.step(("no idea", "no idea"))
             assert terminated.tolist() == [step == turns - 1] * 2 and not truncated.any()
         assert rewards.tolist() == [0.0, 0.0] and infos["_final_obs"].all()
         assert all("```python" in o and o != f for o, f in zip(obs, infos["final_obs"]))  # autoreset: next prompts
@@ -283,8 +283,8 @@ def test_tool_budget_ends_the_episode_and_max_turns_truncates() -> None:
     assert terminated and not truncated and reward == 0.0 and "episode is over" in obs
     env = MultiTurnEnv("GSM8KTool-v0", data_files=DATA["GSM8KTool-v0"], max_turns=2)
     env.reset(options={"index": 0})
-    env.step("thinking")
-    obs, reward, terminated, truncated, info = env.step("still thinking")
+    env.step("Let me think step by step.")
+    obs, reward, terminated, truncated, info = env.step("I need to check my work.")
     assert truncated and not terminated and info["truncated_by"] == "max_turns"
     with pytest.raises(ValueError, match="max_tool_calls must be an int >= 0"):
         get_task("GSM8KTool-v0").load(data_files=DATA["GSM8KTool-v0"], max_tool_calls=-1)
@@ -338,11 +338,17 @@ def test_hostile_tool_code_is_contained_and_the_episode_continues(name: str, tmp
 
 # --- pieces -------------------------------------------------------------------------------------------------
 def test_final_answer_verifier_follows_the_math_verifiers_commit_policy() -> None:
-    boxed, dapo = get_task("GSM8KTool-v0").verifier, get_task("DAPOMathTool-v0").verifier
-    assert boxed("Let me compute 6 * 7 first.\n" + _fenced("print(6 * 7)"), "42").extracted is None
-    assert boxed("The answer is \\boxed{42}.", "42").correct and not boxed("\\boxed{41}", "42").correct
-    for word in ("pass", "hmm", "So the result is 42.", "The answer is 42"):  # only a box commits in GSM8KTool
-        assert boxed(word, "42").extracted is None, word
+    gsm, dapo = get_task("GSM8KTool-v0").verifier, get_task("DAPOMathTool-v0").verifier
+    assert gsm("Let me compute 6 * 7 first.\n" + _fenced("print(6 * 7)"), "42").extracted is None
+    assert gsm("The answer is \\boxed{42}.", "42").correct and not gsm("\\boxed{41}", "42").correct
+    # without code, every commitment GSM8K-v0 accepts ends the episode
+    for text in ("Answer: 42", "The answer is 42.", "42", "So she makes 6 * 7 = 42 dollars."):
+        assert gsm(text, "42").correct, text
+    assert gsm("I need to check my work.", "42").extracted is None
+    # beside code, only a box: a calculation stated before the program that checks it is not an answer
+    for text in ("So she makes 6 * 7 = 42 dollars.", "The answer is 42.", "Answer: 42"):
+        assert gsm(text + "\n" + _fenced("print(6 * 7)"), "42").extracted is None, text
+    assert gsm("\\boxed{42}\n" + _fenced("print(6 * 7)"), "42").correct
     assert dapo("Answer: 42", "42").correct and dapo("\\boxed{42}", "42").extracted is None
     assert dapo(_fenced("print('Answer: 42')"), "42").extracted is None
     assert dapo(None, "42").reason == "error:TypeError"  # type: ignore[arg-type]
