@@ -373,3 +373,31 @@ def test_real_data_episodes(shared_data: Path) -> None:
         program = f"print(round({_last_calculation(problem.metadata['solution'])}, 6))"
         _, rewards, info = tool_then_answer(gsm, program, "\\boxed{{{}}}")
         assert info["num_turns"] == 2 and rewards == [0.0, 1.0] and info["solved"], problem.id
+
+
+def test_group_env_plays_feedback_episodes_with_pooled_verification_and_threads() -> None:
+    """B x G MBPPFeedback episodes through EpisodeGroupEnv, verified in a worker process and answered in two
+    threads: a stub first, the reference after the feedback; groups carry the shaped episode returns."""
+    from dapo_env import EpisodeGroupEnv
+
+    env = EpisodeGroupEnv("MBPPFeedback-v0", num_prompts=2, group_size=2, workers=1, threads=2,
+                          reward_map=(-1.0, 1.0), data_files=DATA["MBPPFeedback-v0"])
+    env.reset(seed=0)
+    problems = {p.id: p for p in env.problems}
+
+    def generate(requests):
+        out = []
+        for r in requests:
+            prompt = r.messages[-1 if r.turn == 0 else 0]["content"]
+            problem = next(p for p in problems.values() if p.answer.tests[0] in prompt)
+            out.append(_fenced(f"def {problem.answer.entry_point}(*a, **k):\n    return None") if r.turn == 0
+                       else _fenced(problem.metadata["code"]))
+        return out
+
+    groups = env.rollout(generate)
+    env.close()
+    assert len(groups) == 2 and all(g.size == 2 for g in groups)
+    for group in groups:
+        assert all(group.correct) and [t.num_turns for t in group.completions] == [2, 2]
+        assert group.rewards == pytest.approx([-1.0 + 2 * 0.9] * 2)
+        assert "returned None" in group.completions[0].turns[0].reply
