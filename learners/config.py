@@ -90,6 +90,7 @@ class TrainConfig:
     tis_cap: float | None = None  # truncated IS weights min(pi_learner / pi_engine, tis_cap) per token; None: off
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
+    difficulty_sampling: bool = False  # draw prompts by their chance of an informative group (dapo_env.difficulty)
     overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
     overlong_cache_length: int = 4096  # L_cache: the penalty ramps over the last L_cache tokens
     overlong_penalty_factor: float = 1.0
@@ -116,6 +117,7 @@ class TrainConfig:
     eval_size: int = 200  # held-out problems (greedy decoding)
     eval_temperature: float = 0.0  # 0 = greedy
     plot_every: int = 5
+    report_every_eval: bool = True  # rewrite report.html after each evaluation (cheap: ~0.03-0.2 s)
     checkpoint_every: int = 10  # steps; 0 disables
     keep_checkpoints: int = 2
     progress: bool = True  # tqdm progress bar
@@ -164,6 +166,7 @@ class TrainConfig:
         need(self.warmstart_target_accuracy is None or 0.0 < self.warmstart_target_accuracy <= 1.0,
              "warmstart_target_accuracy", "must be in (0, 1] or None")
         need(self.grad_clip > 0.0, "grad_clip", "must be > 0")
+        need(isinstance(self.report_every_eval, bool), "report_every_eval", "must be true or false")
         need(self.reward_high > self.reward_low, "reward_high", "must exceed reward_low")
         need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens,
              "overlong_cache_length", f"must be < max_response_tokens={self.max_response_tokens} "

@@ -41,8 +41,8 @@ def shaping_options(cfg: TrainConfig) -> dict[str, Any]:
 def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
                  tokenizer: Any = None) -> Any:
     """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over the
-    task's group env (B*G sub-envs, shaping from ``cfg``) made through Gymnasium's registry; the env is
-    ``sampler.source``."""
+    task's group env (B*G sub-envs, shaping from ``cfg``, difficulty-aware draws if
+    ``cfg.difficulty_sampling``) made through Gymnasium's registry; the env is ``sampler.source``."""
     import gymnasium as gym
 
     import dapo_env.tasks  # noqa: F401  (registers the built-in ids)
@@ -52,7 +52,7 @@ def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], li
                        vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
                        split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
                        chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
-                       **dict(cfg.task_kwargs))
+                       difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
     return DynamicSampler(env, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
                           filter_groups=cfg.dynamic_sampling, seed=cfg.seed)
 

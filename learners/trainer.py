@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -327,6 +328,9 @@ class Trainer:
             "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
         }
+        difficulty = getattr(self.sampler.source, "difficulty", None)
+        if difficulty is not None:
+            record.update(difficulty.stats())
         if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
             record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
         update: dict[str, Any] = {}
@@ -427,6 +431,7 @@ class Trainer:
                 if self.step == 0:
                     t = time.perf_counter()
                     self._log({"step": 0, "eval/accuracy": self.evaluate(), "time/eval_s": time.perf_counter() - t})
+                    self._refresh_report()
                 while self.step < cfg.max_steps:
                     record = self.train_step()
                     last = self.step == cfg.max_steps
@@ -435,6 +440,8 @@ class Trainer:
                         record["eval/accuracy"] = self.evaluate()
                         record["time/eval_s"] = time.perf_counter() - t
                     self._log(record)
+                    if "eval/accuracy" in record:
+                        self._refresh_report()
                     bar.update(1)
                     bar.set_postfix(acc=f"{record['rollout/accuracy_before_filter']:.2f}",
                                     eval=f"{self.eval_history[-1][1]:.2f}" if self.eval_history else "-",
@@ -452,6 +459,19 @@ class Trainer:
             self.env.close()
         metrics = read_metrics(self.metrics_log.path) if self.metrics_log is not None else list(self._records)
         return TrainResult(self.run_dir, metrics, self.model, self.tokenizer, list(self.eval_history))
+
+    def _refresh_report(self) -> None:
+        """Rewrite ``report.html`` after an evaluation (``report_every_eval``, main rank). The report is
+        written atomically; a failed refresh is warned about (once per cause) and never stops training."""
+        if not (self.cfg.report_every_eval and self.collective.is_main):
+            return
+        from .report import write_report
+
+        try:
+            write_report(self.run_dir)
+        except Exception as err:  # noqa: BLE001 (a report is a view of the run, never a reason to stop it)
+            warnings.warn(f"report.html not refreshed ({type(err).__name__}: {err}); `dapo-env report "
+                          f"{self.run_dir}` retries", RuntimeWarning, stacklevel=2)
 
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",
