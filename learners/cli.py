@@ -353,8 +353,8 @@ def task_kind(task: Any) -> str:
 
     Example:
         >>> from dapo_env.tasks import get_task
-        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
-        ['math', 'code', 'procedural']
+        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0", "GSM8KTool-v0")]
+        ['math', 'code', 'procedural', 'math']
     """
     own = getattr(task, "kind", None)  # a task class may say what it is
     if isinstance(own, str) and own:
@@ -366,7 +366,10 @@ def task_kind(task: Any) -> str:
         return "procedural"  # generated problems (a procedural source, or one with a default config)
     if isinstance(task.verifier, CodeVerifier):
         return "code"
-    return "math" if isinstance(task.verifier, MathVerifier) else "custom"
+    # a verifier that grades with a MathVerifier it holds (e.g. the tool tasks' final-answer grader) is math
+    if isinstance(task.verifier, MathVerifier) or isinstance(getattr(task.verifier, "math", None), MathVerifier):
+        return "math"
+    return "custom"
 
 
 def task_source(task: Any) -> str:

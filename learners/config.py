@@ -80,6 +80,11 @@ class TrainConfig:
     # truncate an episode when its tokens after the prompt (sampled + environment) would leave no room for another
     # turn; it is also the soft overlong penalty's L_max, counted over the tokens the model sampled in the episode
     max_episode_tokens: int | None = None
+    # --- LoRA (optional extra: pip install 'dapo-env[lora]'; docs/learner.md) -------------------------
+    lora_rank: int = 0  # 0 = full fine-tuning; r >= 1 trains a rank-r LoRA adapter on a frozen base
+    lora_alpha: float = 32.0  # the adapter's update is scaled by lora_alpha / lora_rank
+    lora_dropout: float = 0.0  # dropout on the adapter's input while training
+    lora_target_modules: tuple[str, ...] | None = None  # None: the architecture's attention + MLP projections
     # --- rollout ----------------------------------------------------------------------------------
     group_size: int = 16  # G responses per prompt
     batch_size: int = 512  # prompts (groups) per training step
@@ -199,6 +204,48 @@ class TrainConfig:
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
              "must be a pair (beta1, beta2)")
         object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
+        self._check_lora()
+
+    def _check_lora(self) -> None:
+        """Validate the LoRA fields (peft is not imported); ``lora_target_modules`` given as a list or a
+        comma-separated string becomes a tuple."""
+        targets = self.lora_target_modules
+        if isinstance(targets, str):
+            targets = tuple(t.strip() for t in targets.split(",") if t.strip())
+        elif isinstance(targets, (list, tuple)):
+            targets = tuple(targets)
+        object.__setattr__(self, "lora_target_modules", targets)
+        if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
+            raise ValueError(f"TrainConfig.lora_rank: must be an integer >= 0 (0 = full fine-tuning, e.g. 8 for a "
+                             f"rank-8 adapter) (got {self.lora_rank!r})")
+        if isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
+            raise ValueError(f"TrainConfig.lora_alpha: must be a number > 0 (got {self.lora_alpha!r})")
+        if (isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, (int, float))
+                or not 0 <= self.lora_dropout < 1):
+            raise ValueError(f"TrainConfig.lora_dropout: must be in [0, 1) (got {self.lora_dropout!r})")
+        if targets is not None and (not targets or not all(isinstance(t, str) and t for t in targets)):
+            raise ValueError("TrainConfig.lora_target_modules: module names such as q_proj,v_proj, 'all-linear', or "
+                             f"None for the architecture's default (got {self.lora_target_modules!r})")
+        if self.lora_rank == 0 and (targets is not None or self.lora_dropout):
+            raise ValueError("TrainConfig.lora_target_modules/lora_dropout: set lora_rank >= 1 to train a LoRA adapter "
+                             "(lora_rank=0 is full fine-tuning)")
+
+    @property
+    def lora(self) -> Any:
+        """The run's :class:`~dapo_env.learners.lora.LoraSettings`, or ``None`` for full fine-tuning.
+
+        Example:
+            >>> TrainConfig(lora_rank=8, lora_target_modules="q_proj,v_proj").lora.target_modules
+            ('q_proj', 'v_proj')
+            >>> TrainConfig().lora is None
+            True
+        """
+        if not self.lora_rank:
+            return None
+        from .lora import LoraSettings
+
+        return LoraSettings(rank=self.lora_rank, alpha=self.lora_alpha, dropout=self.lora_dropout,
+                            target_modules=self.lora_target_modules)
 
     # ----------------------------------------------------------------------------------------------
     @property
@@ -222,6 +269,8 @@ class TrainConfig:
             out["verifier"] = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         out["adam_betas"] = list(self.adam_betas)
         out["task_kwargs"] = dict(self.task_kwargs)
+        if self.lora_target_modules is not None:
+            out["lora_target_modules"] = list(self.lora_target_modules)
         return out
 
     @classmethod

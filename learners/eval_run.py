@@ -475,33 +475,12 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 
 def load_model(model_dir: str | Path) -> tuple[Any, Any]:
-    """The model and tokenizer of a model folder, as the trainer loads them (fp32, no progress bars).
+    """The model (frozen, fp32) and tokenizer of a model folder, loaded as the trainer loads them: full
+    weights, or a folder holding a peft adapter (``adapter_config.json``: the base model its config names plus
+    the adapter; ``checkpoint.load_pretrained``, the one loader of both kinds)."""
+    from .checkpoint import load_pretrained
 
-    A folder holding a peft adapter (``adapter_config.json``) is loaded by the LoRA module's
-    ``load_lora_model`` (base model named in the adapter config, adapter injected, frozen); its tokenizer is
-    the folder's own when saved there, else the base model's.
-    """
-    from .config import preset
-    from .trainer import build_model
-
-    model_dir = Path(model_dir)
-    if not (model_dir / ADAPTER_CONFIG).exists():
-        return build_model(preset("dapo", model=str(model_dir)))
-    try:
-        from . import lora
-    except ImportError:
-        raise ImportError(f"{model_dir} holds a LoRA adapter ({ADAPTER_CONFIG}) but this dapo-env has no LoRA "
-                          "support (dapo_env.learners.lora): upgrade dapo-env, or merge the adapter into its "
-                          "base model and evaluate that folder") from None
-    from transformers import AutoTokenizer
-
-    from .checkpoint import quiet_progress
-
-    with quiet_progress():
-        lm = lora.load_lora_model(model_dir, trainable=False)
-        has_tokenizer = any((model_dir / f).exists() for f in ("tokenizer.json", "tokenizer_config.json"))
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir if has_tokenizer else lora.resolve_base(model_dir)))
-    return lm, tokenizer
+    return load_pretrained(model_dir, trainable=False)
 
 
 def _resolve_task(settings: EvalSettings) -> Any:
