@@ -50,6 +50,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from dapo_env.types import VerifierConfigError
 from .seccomp import filter_program
@@ -395,7 +396,7 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
         else:
             env = _sandbox_env(workdir)
             preexec = functools.partial(_weak_preexec, limits)
-        proc = subprocess.Popen(
+        proc = _popen(
             argv, stdin=fds["stdin_r"], stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, cwd=workdir, env=env,
             pass_fds=passed, start_new_session=True, preexec_fn=preexec)
@@ -424,6 +425,20 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
         raise RuntimeError(f"bubblewrap did not start the sandbox (exit status {outcome.returncode}"
                            + (f": {said[0][:200]})" if said else ")"))
     return outcome
+
+
+def _popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``, tried again (twice, after a short pause) when the launcher's pre-exec step
+    fails: rare and transient on a loaded machine, and harmless to retry, since the child died before
+    ``exec`` and nothing of the candidate ran. A persistent failure raises as before."""
+    for attempt in range(3):
+        try:
+            return subprocess.Popen(argv, **kwargs)
+        except subprocess.SubprocessError:  # "Exception occurred in preexec_fn"
+            if attempt == 2:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _pipe_with(data: bytes) -> int:

@@ -32,6 +32,31 @@ def test_run_python_returns_what_the_program_printed() -> None:
 
 
 @needs_bwrap
+def test_a_launch_that_fails_before_exec_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-exec failure of the launcher (the child died before exec: no candidate code ran) is retried; a
+    persistent one still surfaces as an error, never as a verdict on the program."""
+    import subprocess
+
+    real, calls = subprocess.Popen, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise subprocess.SubprocessError("Exception occurred in preexec_fn.")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", flaky)
+    assert run_python("print(6 * 7)").stdout.strip() == "42" and len(calls) == 2
+
+    def broken(*args, **kwargs):
+        raise subprocess.SubprocessError("Exception occurred in preexec_fn.")
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", broken)
+    with pytest.raises(subprocess.SubprocessError):
+        run_python("print(1)")
+
+
+@needs_bwrap
 def test_run_python_reports_errors_timeouts_and_floods() -> None:
     crash = run_python("x = 1\nraise ValueError('bad input')", limits=LIMITS)
     assert crash.exit_code == 1 and not crash.ok
