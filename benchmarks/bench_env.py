@@ -1,12 +1,15 @@
 """Verified DAPO-style responses per second through `GroupVectorEnv.step`: inline vs a worker pool.
 
-B=64 prompts x G=16 responses per step on DAPOMath-v0 (the real DAPO-Math-17k file in ../shared/data
+B=64 prompts x G=16 responses per step on DAPOMath-v0 (the real DAPO-Math-17k file from ``$DAPO_ENV_DATA``
 when present, else a generated fixture file). Every response is a few hundred characters of working
 that ends with ``Answer: N``; half are right. Each configuration runs the same steps (same seed, same
 responses); the table compares responses verified per second side by side.
 
 Run:
-    python benchmarks/bench_env.py [--steps 5] [--workers 2]
+    python benchmarks/bench_env.py [--steps 5] [--workers 2] [--out PATH]
+
+Writes benchmarks/out/bench_env.json (git-ignored); ``--out benchmarks/results/bench_env.json`` updates the
+tracked result.
 """
 
 from __future__ import annotations
@@ -22,13 +25,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from _paths import add_out_argument, data_file, out_path, write_json
 
 import dapo_env  # noqa: F401  (registers the ids)
 from dapo_env import Completion
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data" / "dapo_math_17k" / "dapo_math_17k.jsonl.gz"
-RESULTS = REPO / "benchmarks" / "results" / "bench_env.json"
+DAPO_FILE = "dapo_math_17k/dapo_math_17k.jsonl.gz"
 
 
 def fixture_file(directory: Path, n: int = 2000, seed: int = 0) -> Path:
@@ -83,14 +85,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--groups", type=int, default=64, help="B")
     parser.add_argument("--group-size", type=int, default=16, help="G")
     parser.add_argument("--data", choices=("auto", "fixture"), default="auto",
-                        help="auto: the shared DAPO-Math-17k file when present; fixture: a generated file")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+                        help="auto: the real DAPO-Math-17k file when $DAPO_ENV_DATA has it; fixture: a generated file")
+    add_out_argument(parser, "bench_env")
     args = parser.parse_args(argv)
+    real = data_file(DAPO_FILE) if args.data == "auto" else None
     with tempfile.TemporaryDirectory() as tmp:
-        data = SHARED if SHARED.is_file() and args.data == "auto" else fixture_file(Path(tmp))
+        data = real if real is not None else fixture_file(Path(tmp))
         rows = [run(data, w, args.steps, args.groups, args.group_size) for w in (0, args.workers)]
     inline = rows[0]["responses_per_s"]
-    print(f"GroupVectorEnv.step, DAPOMath-v0 ({'shared data' if data == SHARED else 'fixture'}), "
+    print(f"GroupVectorEnv.step, DAPOMath-v0 ({'real data' if real is not None else 'fixture'}), "
           f"B={args.groups} G={args.group_size}, {args.steps} steps, {os.cpu_count()} CPUs visible")
     print(f"{'mode':<16}{'responses/s':>14}{'ms/step':>10}{'vs inline':>11}")
     for row in rows:
@@ -100,14 +103,13 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "benchmark": "bench_env",
         "command": "python benchmarks/bench_env.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "data": "shared DAPO-Math-17k" if data == SHARED else "generated fixture",
+        "data": "real DAPO-Math-17k" if real is not None else "generated fixture",
         "B": args.groups, "G": args.group_size, "steps": args.steps,
         "cpus_visible": os.cpu_count(), "python": platform.python_version(),
         "target_responses_per_s": 5000,
         "results": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out_path(args.out, "bench_env"), result)
     return result
 
 

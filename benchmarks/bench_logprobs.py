@@ -11,7 +11,8 @@ Time is that of a second run in the same process (best of three on CUDA). The tw
 compared too.
 
 Run: ``python benchmarks/bench_logprobs.py`` (CPU: about two minutes; with CUDA present it runs there,
-with larger shapes). Writes (merges into) ``benchmarks/results/bench_logprobs.json`` under the key ``"cpu"`` or ``"cuda"``.
+with larger shapes). Writes (merges into) ``benchmarks/out/bench_logprobs.json`` (git-ignored) under the key
+``"cpu"`` or ``"cuda"``; ``--out benchmarks/results/bench_logprobs.json`` updates the tracked result.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
+from collections.abc import Sequence
+
+from _paths import add_out_argument, out_path, write_json
 
 VOCAB = 151_936
 CPU_SHAPES = [(1, 256), (2, 512), (4, 512)]
@@ -103,7 +106,7 @@ def run_isolated(path: str, device: str, batch: int, length: int, chunk_size: in
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=["naive", "chunked"])
     parser.add_argument("--device", default=None)
@@ -111,8 +114,8 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--chunk-size", type=int, default=512)
     parser.add_argument("--shapes", default=None, help="comma-separated BxT, e.g. 1x512,4x512")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_logprobs.json"))
-    args = parser.parse_args()
+    add_out_argument(parser, "bench_logprobs")
+    args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.device, args.batch, args.length, args.chunk_size)))
         return
@@ -152,12 +155,10 @@ def main() -> None:
         "method": "fresh subprocess per (path, shape); CPU: ru_maxrss growth; CUDA: max_memory_allocated growth",
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = out_path(args.out, "bench_logprobs")
     merged = json.loads(out.read_text()) if out.exists() else {}
     merged["cuda" if device.startswith("cuda") else "cpu"] = result  # one entry per device kind
-    out.write_text(json.dumps(merged, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, merged)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """VerifierPool throughput: items/s inline (workers=0) vs a persistent pool, side by side.
 
 Verifiers: a trivial string comparison (pure pool overhead), ``MathVerifier`` on DAPO-style responses
-(``... Answer: N`` against DAPO-Math-17k integer answers; synthetic gold when the shared data is absent;
+(``... Answer: N`` against DAPO-Math-17k integer answers; synthetic gold when the real data is absent;
 a quarter of the responses are wrong) and ``CodeVerifier`` on MBPP canonical solutions (fixtures when
-the shared data is absent). Pool start-up is timed separately; each map is timed after one warm-up map.
+the real data is absent). Pool start-up is timed separately; each map is timed after one warm-up map.
 
-Run:  python benchmarks/bench_pool.py [--workers 2] [--items 20000] [--code-items 24]
-Writes benchmarks/results/bench_pool.json.
+Run:  python benchmarks/bench_pool.py [--workers 2] [--items 20000] [--code-items 24] [--out PATH]
+Writes benchmarks/out/bench_pool.json (git-ignored); ``--out benchmarks/results/bench_pool.json`` updates
+the tracked result. Real data: ``$DAPO_ENV_DATA`` (see ``benchmarks/_paths.py``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import gzip
 import json
 import os
 import time
-from pathlib import Path
+from collections.abc import Sequence
+
+from _paths import add_out_argument, data_file, out_path, write_json
 
 from dapo_env.types import CodeTests, VerifyResult
 from dapo_env.verifiers import CodeVerifier, MathVerifier, VerifierPool
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
 
 
 def exact(response: str, reference: str) -> VerifyResult:
@@ -31,8 +31,8 @@ def exact(response: str, reference: str) -> VerifyResult:
 
 
 def math_batch(n: int) -> tuple[list[str], list[str]]:
-    path = SHARED / "dapo_math_17k" / "dapo_math_17k.jsonl.gz"
-    if path.exists():
+    path = data_file("dapo_math_17k/dapo_math_17k.jsonl.gz")
+    if path is not None:
         with gzip.open(path, "rt") as fh:
             golds = [json.loads(line)["answer"] for _, line in zip(range(n), fh)]
     else:
@@ -46,9 +46,9 @@ def math_batch(n: int) -> tuple[list[str], list[str]]:
 
 
 def code_batch(n: int) -> tuple[list[str], list[CodeTests]]:
-    path = SHARED / "mbpp" / "mbpp.jsonl"
+    path = data_file("mbpp/mbpp.jsonl")
     rows = []
-    if path.exists():
+    if path is not None:
         with open(path) as fh:
             rows = [json.loads(line) for _, line in zip(range(n), fh)]
     if not rows:
@@ -67,12 +67,13 @@ def timed_map(pool: VerifierPool, verifier, responses, references) -> tuple[floa
     return time.perf_counter() - start, out
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--items", type=int, default=20000)
     parser.add_argument("--code-items", type=int, default=24)
-    args = parser.parse_args()
+    add_out_argument(parser, "bench_pool")
+    args = parser.parse_args(argv)
 
     math_responses, golds = math_batch(args.items)
     code_responses, code_tests = code_batch(args.code_items)
@@ -103,11 +104,9 @@ def main() -> None:
     for row in rows:
         print(f"{row['verifier']:<10}{row['items']:>8}{row['inline_items_per_s']:>12.0f}"
               f"{row['pool_items_per_s']:>12.0f}{row['pool_over_inline']:>13.2f}{row['accuracy']:>10.2f}")
-    out = ROOT / "benchmarks" / "results" / "bench_pool.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"workers": args.workers, "cpu_count": os.cpu_count(), "startup_s": startup_s,
-                               "rows": rows}, indent=2) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
+    result = {"workers": args.workers, "cpu_count": os.cpu_count(), "startup_s": startup_s, "rows": rows}
+    write_json(out_path(args.out, "bench_pool"), result)
+    return result
 
 
 if __name__ == "__main__":

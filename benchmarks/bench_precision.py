@@ -13,25 +13,22 @@ rollout row runs the engine with one prompt forward per sequence instead of one 
 (``HFEngine`` prefills each prompt once and re-indexes its KV cache for the group's G rows).
 
 Run: ``python benchmarks/bench_precision.py`` (about a minute with 2 threads). Writes
-``benchmarks/results/bench_precision.json``. bf16 only pays on hardware with bf16 matmul units (CPUs with
+``benchmarks/out/bench_precision.json`` (git-ignored; ``--out benchmarks/results/bench_precision.json`` updates
+the tracked result). bf16 only pays on hardware with bf16 matmul units (CPUs with
 AMX or AVX512-BF16, GPUs); elsewhere it can be slower than fp32, which the table then shows.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from _paths import add_out_argument, out_path, write_json
 
 
 def smollm2_shaped(layers: int = 30, seed: int = 0) -> Any:
@@ -129,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=4, help="rollout prompts")
     parser.add_argument("--group-size", type=int, default=8, help="samples per rollout prompt")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=RESULTS / "bench_precision.json")
+    add_out_argument(parser, "bench_precision")
     args = parser.parse_args(argv)
     result = run(args)
     sec = result["seconds"]
@@ -141,9 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"shared prefill (fp32, sdpa rollout): one forward per sequence {sec['rollout_fp32_sdpa_unshared_s']:.2f} s "
           f"vs one per distinct prompt {sec['rollout_fp32_sdpa_s']:.2f} s = {result['speedup_shared_prefill']:.2f}x")
     print(f"max |logp_fp32 - logp_bf16| = {result['max_abs_logprob_diff']:.3g}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "bench_precision"), result, indent=1)
     return 0
 
 

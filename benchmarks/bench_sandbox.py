@@ -3,7 +3,7 @@ without it (``isolation="weak"``: a process group, rlimits, a temporary folder, 
 root machine actually got before bubblewrap), side by side in one run.
 
 Candidates: MBPP reference solutions (which pass) and broken variants (another task's solution, which
-fails), from the real MBPP file when it is found (``$DAPO_ENV_DATA`` or ``../shared/data``), else a small
+fails), from the real MBPP file when it is found (``$DAPO_ENV_DATA``, see ``docs/tasks.md``), else a small
 built-in set. Measured per mode: the latency of one candidate run sequentially (median, p95) and the
 throughput with a 2-worker ``VerifierPool``. Target: full isolation at most 2x the weak path's median.
 
@@ -15,18 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # this checkout
+from _paths import add_out_argument, data_file, out_path, write_json
 
-from common import add_out_argument, data_dir, write_json  # noqa: E402
-
-from dapo_env.types import CodeTests  # noqa: E402
-from dapo_env.verifiers import CodeVerifier, VerifierPool  # noqa: E402
-from dapo_env.verifiers.sandbox import SandboxLimits  # noqa: E402
+from dapo_env.types import CodeTests
+from dapo_env.verifiers import CodeVerifier, VerifierPool
+from dapo_env.verifiers.sandbox import SandboxLimits
 
 BUILTIN = [
     ("def add(a, b):\n    return a + b", ("assert add(1, 2) == 3", "assert add(-1, 1) == 0")),
@@ -38,10 +34,10 @@ BUILTIN = [
 
 def candidates(count: int) -> tuple[list[str], list[CodeTests], list[bool]]:
     """``count`` (response, tests, expected verdict) triples: half reference solutions, half broken."""
-    root = data_dir()
+    mbpp = data_file("mbpp/mbpp.jsonl")
     rows: list[tuple[str, tuple[str, ...], str]] = []
-    if root is not None and (root / "mbpp" / "mbpp.jsonl").exists():
-        with open(root / "mbpp" / "mbpp.jsonl") as fh:
+    if mbpp is not None:
+        with open(mbpp) as fh:
             for line in fh:
                 row = json.loads(line)
                 if row["task_id"] not in (367, 927):  # their setup needs the solution's own class
@@ -104,8 +100,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
               f"{row['verdicts_as_expected']:>12.3f}")
     print(f"full / weak median latency: {ratio:.2f}x (target <= 2x)")
     result = {"candidates": args.candidates, "workers": args.workers, "rows": rows, "latency_ratio": ratio,
-              "data": "mbpp" if data_dir() else "builtin"}
-    print(f"wrote {write_json(args.out, result)}")
+              "data": "mbpp" if data_file("mbpp/mbpp.jsonl") else "builtin"}
+    write_json(out_path(args.out, "bench_sandbox"), result)
     return result
 
 

@@ -15,7 +15,8 @@ Two runs with identical learner updates (same seeds), in one process and one eng
 round-off (~1e-6); skipped grows with every step. The weight-push time is reported too.
 
 Run (needs vLLM, e.g. the vLLM CI venv): ``python benchmarks/vllm_mismatch.py`` (~1-2 min on 2 CPU
-cores, mostly vLLM start-up). Writes ``benchmarks/results/vllm_mismatch.json``.
+cores, mostly vLLM start-up). Writes ``benchmarks/out/vllm_mismatch.json`` (git-ignored);
+``--out benchmarks/results/vllm_mismatch.json`` updates the tracked result.
 """
 
 from __future__ import annotations
@@ -26,16 +27,16 @@ import json
 import os
 import platform
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from _paths import add_out_argument, out_path, write_json
 
 from dapo_env.learners.engine import SamplingParams
 from dapo_env.learners.logprobs import pack_batch, token_logprobs_and_entropy
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.vllm_engine import VLLMEngine
-
-RESULTS = Path(__file__).resolve().parent / "results" / "vllm_mismatch.json"
 
 
 def prompts_for(count: int) -> list[str]:
@@ -101,7 +102,7 @@ def run(engine: VLLMEngine, initial: torch.nn.Module, tok, *, sync: bool, args: 
     return {"steps": steps, "push_ms_mean": sum(push_ms) / len(push_ms) if push_ms else None}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--prompts", type=int, default=8)
@@ -109,8 +110,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    add_out_argument(parser, "vllm_mismatch")
+    args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     tok = build_tokenizer()
@@ -153,9 +154,7 @@ def main() -> None:
         "synced": synced,
         "skipped": skipped,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "vllm_mismatch"), result, indent=1)
 
 
 if __name__ == "__main__":

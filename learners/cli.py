@@ -1,17 +1,26 @@
-"""The ``dapo-env`` command line: ``dapo-env train``, ``dapo-env eval`` and ``dapo-env prepare-model``.
+"""The ``dapo-env`` command line: ``train``, ``eval``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
-model, warm-started on Arithmetic-v0, trained with DAPO on the CPU in a few minutes. With ``--model PATH``
-the default preset is ``dapo`` (the paper's settings).
+model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. With
+``--model PATH`` the default preset is ``dapo`` (the paper's settings). ``dapo-env tasks`` lists the
+registered task ids with their kind and data source.
+
+A user error (a bad flag value, an unknown task, a missing file or optional extra) ends the command with
+one line naming the fix and exit status 2; ``--debug`` shows the traceback instead. Ctrl-C exits with
+status 130 and no traceback. ``--verifier module:function`` imports from the working directory first,
+as ``python -m`` would (the console script alone does not put it on ``sys.path``).
 
 Example:
     >>> parse_overrides(["group_size=8", "overlong_filter=true", "lr=1e-4", "lr_schedule=cosine"])
     {'group_size': 8, 'overlong_filter': True, 'lr': 0.0001, 'lr_schedule': 'cosine'}
+    >>> build_parser().parse_args(["eval", "--model", "runs/r/checkpoints/step_000010/model"]).task
+    'Arithmetic-v0'
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -19,7 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS, TrainConfig, build_config
+from .config import PRESETS, TrainConfig, build_config, preset
+
+#: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -41,40 +53,126 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default: ``(default: X)`` is added where the text gives none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.nargs == 0 or any(action.default is v for v in (None, argparse.SUPPRESS)):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _preset_default(name: str) -> str:
+    """``TrainConfig.<name>`` in each preset, e.g. ``'tiny: 200, dapo: 100, grpo: 100'`` (one value if equal)."""
+    values = {key: getattr(preset(key), name) for key in sorted(PRESETS, key=lambda k: (k != "tiny", k))}
+    distinct = set(map(repr, values.values()))
+    if len(distinct) == 1:
+        return str(next(iter(values.values())))
+    return ", ".join(f"{key}: {value}" for key, value in values.items())
+
+
+def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--debug", action="store_true",
+                   help="on an error, show the full traceback (default: a one-line message naming the fix)")
+    return p
+
+
 def _train_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="train a model with DAPO (no arguments: the tiny default run)",
-                       description="Train with DAPO. Precedence: preset < --config file < flags/--set.")
+                       description="Train with DAPO. Precedence: preset < --config file < flags/--set.",
+                       formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                   help="named settings (default: tiny, or dapo when --model is given)")
-    p.add_argument("--config", type=Path, help="YAML/TOML/JSON file of TrainConfig fields (may set 'preset')")
-    p.add_argument("--task", help="registered task name or Gymnasium id, e.g. Arithmetic-v0")
-    p.add_argument("--model", help="local Hugging Face model folder (never downloaded)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
-    p.add_argument("--verifier", help="custom verifier 'module:function' replacing the task's")
-    p.add_argument("--engine", choices=["hf", "vllm"], help="rollout engine (default hf)")
-    p.add_argument("--run-name", help="run folder name (default <task>-<preset>-s<seed>)")
-    p.add_argument("--out-dir", help="parent folder of runs (default ./runs)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--device", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override any config field")
-    p.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+                   help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
+                        "run) (default: tiny, or dapo when --model is given)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
+    p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
+                                  f"(default: the preset's, {_preset_default('task')})")
+    p.add_argument("--model", metavar="PATH", help="local Hugging Face model folder, never downloaded "
+                                                   "(default: a tiny random-init model built locally)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its newest checkpoint (default: start a new run)")
+    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
+                   help="your verifier, fn(response, reference) -> VerifyResult, bool or score in [0, 1], "
+                        "imported from the working directory first (default: the task's)")
+    p.add_argument("--engine", choices=["hf", "vllm"],
+                   help="rollout engine: hf (transformers, CPU/GPU) or vllm (optional extra) (default: hf)")
+    p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
+    p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
+    p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
+                                            f"(default: {_preset_default('seed')})")
+    p.add_argument("--max-steps", type=int, metavar="N",
+                   help=f"training steps, one rollout batch each (default: {_preset_default('max_steps')})")
+    p.add_argument("--device", help=f"torch device: cpu, cuda, cuda:1, ... (default: {_preset_default('device')})")
+    p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                   help="override any TrainConfig field, e.g. --set group_size=8 lr=1e-5; may be repeated "
+                        "(default: none)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
     p.add_argument("--fsdp", action="store_true",
-                   help="under torchrun: shard the learner with FSDP2 (see docs/scaling.md)")
+                   help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
+    _common(p)
 
 
 def _eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="accuracy of a model on a task split")
-    p.add_argument("--model", required=True, help="local HF model folder (e.g. a run's checkpoints/step_N/model)")
-    p.add_argument("--task", default="Arithmetic-v0")
-    p.add_argument("--split", default="test")
+    p = sub.add_parser("eval", help="accuracy of a model on a task split", formatter_class=_HelpFormatter,
+                       description="Accuracy of a local model on a task split (greedy by default).")
+    p.add_argument("--model", required=True, metavar="PATH",
+                   help="local HF model folder, e.g. a run's checkpoints/step_N/model (required, no default)")
+    p.add_argument("--task", default="Arithmetic-v0", help="registered task id or name; `dapo-env tasks` lists them")
+    p.add_argument("--split", default="test", help="task split to evaluate on")
     p.add_argument("--size", type=int, default=200, help="number of problems")
-    p.add_argument("--max-tokens", type=int, default=None, help="response budget (default: the run's or 1024)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--verifier", help="custom verifier 'module:function'")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="task knobs, e.g. max_value=50")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="response budget in tokens (default: 1024, at most half the model's context)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy")
+    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
+                   help="your verifier, imported from the working directory first (default: the task's)")
+    p.add_argument("--device", default="cpu", help="torch device")
+    p.add_argument("--seed", type=int, default=0, help="seed of the problem order and sampling")
+    p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                   help="task knobs, e.g. --set max_value=50; may be repeated (default: the task's)")
+    _common(p)
+
+
+def _tasks_parser(sub: Any) -> None:
+    p = sub.add_parser("tasks", help="list the registered task ids with their kind and data source",
+                       formatter_class=_HelpFormatter,
+                       description="The registered task ids (built-in and any registered on import), their "
+                                   "kind (math, code, procedural, ...) and data source (hub id or generator).")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead of a table (default: a table)")
+    _common(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dapo-env`` argument parser (``prepare-model`` only named here: it has its own parser)."""
+    parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.",
+                                     epilog="`dapo-env COMMAND --help` describes each command's flags.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _train_parser(sub)
+    _eval_parser(sub)
+    _tasks_parser(sub)
+    _report_parser(sub)
+    sub.add_parser("prepare-model", add_help=False,
+                   help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
+    return parser
+
+
+def _report_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="write a run folder's self-contained HTML report (curves, evals, samples)",
+                       formatter_class=_HelpFormatter,
+                       description="One self-contained HTML file (no network) with the run's curves, eval tables "
+                                   "and sampled completions; open it in any browser.")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, e.g. runs/<name>")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="HTML file to write (default: RUN_DIR/report.html)")
+    _common(p)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    print(f"dapo-env report: {write_report(args.run_dir, out=args.out)}")
+    return 0
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
@@ -150,25 +248,122 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def task_kind(task: Any) -> str:
+    """What kind of task this is: the task's own ``kind`` when it has one, else read off its parts.
+
+    A generated source makes it ``procedural``; otherwise the verifier decides (``code`` for
+    :class:`~dapo_env.verifiers.CodeVerifier`, ``math`` for :class:`~dapo_env.verifiers.MathVerifier`,
+    ``custom`` for anything else).
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
+        ['math', 'code', 'procedural']
+    """
+    own = getattr(task, "kind", None)
+    if isinstance(own, str) and own:
+        return own
+    from dapo_env.tasks.procedural import ProceduralSource
+    from dapo_env.verifiers import CodeVerifier, MathVerifier
+
+    if isinstance(task.source, ProceduralSource):
+        return "procedural"
+    if isinstance(task.verifier, CodeVerifier):
+        return "code"
+    return "math" if isinstance(task.verifier, MathVerifier) else "custom"
+
+
+def task_source(task: Any) -> str:
+    """Where a task's problems come from: ``hub:<id> (<config>)``, ``procedural:<Config>`` or the source type.
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> task_source(get_task("GSM8K-v0")), task_source(get_task("Arithmetic-v0"))
+        ('hub:openai/gsm8k (main)', 'procedural:ArithmeticConfig')
+    """
+    source = task.source
+    hub_id = getattr(source, "hub_id", None)
+    if hub_id:
+        config = getattr(source, "hub_config", None)
+        return f"hub:{hub_id}" + (f" ({config})" if config else "")
+    default = getattr(source, "default", None)
+    if default is not None:
+        return f"procedural:{type(default).__name__}"
+    return type(source).__name__
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from dapo_env.tasks import get_task, list_tasks
+
+    rows = [{"id": env_id, "kind": task_kind(task), "source": task_source(task), "description": task.description}
+            for env_id in list_tasks() for task in [get_task(env_id)]]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    widths = [max(len(str(row[key])) for row in [dict(id="ID", kind="KIND", source="SOURCE"), *rows])
+              for key in ("id", "kind", "source")]
+    for row in [dict(id="ID", kind="KIND", source="SOURCE", description="DESCRIPTION"), *rows]:
+        cells = [str(row[key]).ljust(width) for key, width in zip(("id", "kind", "source"), widths)]
+        print("  ".join([*cells, row["description"]]).rstrip())
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's message on one line (a KeyError's without the quotes repr adds)."""
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"{exc.filename}: no such file or folder (relative paths start at {os.getcwd()})"
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _import_from_working_directory(verifier: str | None) -> None:
+    """Let ``--verifier mymodule:fn`` find ``./mymodule.py``, as ``python -m`` would; a module found nowhere
+    is reported with the fix before any work starts."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if not verifier or ":" not in verifier:
+        return  # no custom verifier, or a malformed one that the config rejects with its own message
+    module = verifier.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a missing parent package
+        found = False
+    if not found:
+        raise ValueError(f"--verifier {verifier}: no module {module!r} in the working directory {cwd} or on "
+                         f"sys.path; run from the folder that holds {module.replace('.', '/')}.py or add its "
+                         "folder to PYTHONPATH")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dapo-env`` console script."""
+    """Entry point of the ``dapo-env`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.pretrained.main
         from .pretrained import main as prepare_model
 
         return prepare_model(argv[1:])
-    parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _train_parser(sub)
-    _eval_parser(sub)
-    sub.add_parser("prepare-model", add_help=False,
-                   help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report}
     try:
-        return _cmd_train(args) if args.command == "train" else _cmd_eval(args)
-    except ValueError as exc:
-        print(f"dapo-env {args.command}: error: {exc}", file=sys.stderr)
+        if args.command in ("train", "eval"):
+            _import_from_working_directory(args.verifier)
+        return commands[args.command](args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"\ndapo-env {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as exc:
+        if args.debug:
+            raise
+        hint = "" if isinstance(exc, (ValueError, OSError)) else " (--debug shows the traceback)"
+        print(f"dapo-env {args.command}: error: {_one_line(exc)}{hint}", file=sys.stderr)
         return 2
 
 
-__all__ = ["config_from_args", "main", "parse_overrides"]
+__all__ = ["USER_ERRORS", "build_parser", "config_from_args", "main", "parse_overrides", "task_kind", "task_source"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,6 +37,76 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("drift from init (relative L2)", ("policy/drift_from_init",)),
 )
 
+#: Metrics computed from the training batch (the groups kept after dynamic sampling), by key or key prefix:
+#: a step whose batch is empty (``rollout/num_groups == 0``) has no value for them. Everything else
+#: (held-out accuracy, accuracy before filtering, lengths, rounds, drift, ...) describes every sample
+#: generated that step, or the weights, and stays meaningful.
+BATCH_KEYS = ("reward/", "loss/", "is/", "rollout/accuracy", "policy/entropy", "policy/clip_frac_high",
+              "policy/clip_frac_low", "policy/approx_kl", "policy/logprob_mismatch_mean",
+              "policy/logprob_mismatch_max", "optim/grad_norm", "perf/update_tokens_per_s", "time/update_s")
+
+
+def is_batch_metric(key: str) -> bool:
+    """Whether ``key`` is computed from the training batch (see :data:`BATCH_KEYS`).
+
+    Example:
+        >>> is_batch_metric("reward/mean"), is_batch_metric("rollout/accuracy_before_filter")
+        (True, False)
+    """
+    return any(key == k or (k.endswith("/") and key.startswith(k)) for k in BATCH_KEYS)
+
+
+def empty_batch(record: Mapping[str, Any]) -> bool:
+    """Whether the step of ``record`` trained on an empty batch (``rollout/num_groups == 0``)."""
+    return record.get("rollout/num_groups") == 0
+
+
+def metric_series(records: Iterable[Mapping[str, Any]], key: str) -> tuple[list[int], list[float | None]]:
+    """The points to draw for ``key``: ``(steps, values)``, where ``None`` is a gap (break the line).
+
+    A record without ``key`` is skipped (the metric was not measured that step, e.g. held-out accuracy
+    between evaluations: the line joins its neighbours). A gap is a value that is null or not finite, or
+    a batch metric (:func:`is_batch_metric`) of a step with an empty batch (:func:`empty_batch`), whatever
+    value the record holds: a trainer that wrote 0.0 there did not measure a collapse.
+
+    Example:
+        >>> recs = [{"step": 1, "reward/mean": 0.5, "rollout/num_groups": 4},
+        ...         {"step": 2, "reward/mean": 0.0, "rollout/num_groups": 0},
+        ...         {"step": 3, "rollout/num_groups": 2}]
+        >>> metric_series(recs, "reward/mean")
+        ([1, 2], [0.5, None])
+    """
+    steps: list[int] = []
+    values: list[float | None] = []
+    for r in records:
+        gap = empty_batch(r) and is_batch_metric(key)
+        if key not in r and not gap:
+            continue
+        v = r.get(key)
+        finite = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        steps.append(int(r["step"]))
+        values.append(None if gap or not finite else float(v))
+    return steps, values
+
+
+def empty_batch_spans(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Runs of consecutive steps with an empty batch, as inclusive ``(first, last)`` step pairs.
+
+    Example:
+        >>> empty_batch_spans([{"step": s, "rollout/num_groups": n} for s, n in enumerate([3, 0, 0, 2, 0], 1)])
+        [(2, 3), (5, 5)]
+    """
+    spans: list[tuple[int, int]] = []
+    for r in records:
+        if not empty_batch(r):
+            continue
+        step = int(r["step"])
+        if spans and spans[-1][1] == step - 1:
+            spans[-1] = (spans[-1][0], step)
+        else:
+            spans.append((step, step))
+    return spans
+
 
 class MetricsLog:
     """Append-only JSONL writer, flushed and fsynced per line so a killed run loses at most a line.
@@ -99,23 +169,32 @@ def strip_timing(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def plot_metrics(records: list[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:
     """Draw the main curves (accuracy, entropy, clip fractions, lengths, ...) into one PNG.
 
-    Panels whose metrics never appear are skipped. Written atomically (tmp file, then rename).
+    Panels whose metrics never have a value are skipped. Batch metrics of steps with an empty batch are
+    gaps (:func:`metric_series`), and those steps are shaded grey in panels that show a batch metric.
+    Written atomically (tmp file, then rename).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(t, keys) for t, keys in PANELS if any(k in r and r[k] is not None for r in records for k in keys)]
+    series = {k: metric_series(records, k) for _, keys in PANELS for k in keys}
+    panels = [(t, keys) for t, keys in PANELS if any(v is not None for k in keys for v in series[k][1])]
+    spans = empty_batch_spans(records)
     cols = 2
     rows = max(1, math.ceil(len(panels) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(10, 3.0 * rows), squeeze=False)
     for ax, (name, keys) in zip(axes.flat, panels):
         for key in keys:
-            pts = [(r["step"], r[key]) for r in records if r.get(key) is not None]
-            if pts:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="o" if len(pts) < 30 else None, markersize=3, label=key)
+            xs, ys = series[key]
+            drawn = [i for i, y in enumerate(ys) if y is not None]
+            if drawn:  # markers on every point of a short series, else on points isolated between gaps
+                alone = [i for i in drawn if (i == 0 or ys[i - 1] is None) and (i + 1 == len(ys) or ys[i + 1] is None)]
+                ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o",
+                        markevery=None if len(drawn) < 30 else alone, markersize=3, label=key)
+        if any(is_batch_metric(k) for k in keys):
+            for first, last in spans:
+                ax.axvspan(first - 0.5, last + 0.5, color="0.85", lw=0, zorder=0)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -133,4 +212,5 @@ def plot_metrics(records: list[Mapping[str, Any]], path: str | Path, *, title: s
     return path
 
 
-__all__ = ["PANELS", "TIMING_KEYS", "MetricsLog", "plot_metrics", "read_metrics", "strip_timing"]
+__all__ = ["BATCH_KEYS", "PANELS", "TIMING_KEYS", "MetricsLog", "empty_batch", "empty_batch_spans", "is_batch_metric",
+           "metric_series", "plot_metrics", "read_metrics", "strip_timing"]

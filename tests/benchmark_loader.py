@@ -1,4 +1,8 @@
-"""Import a benchmark script (benchmarks/ is a folder of scripts, not a package) for its smoke test."""
+"""Import a benchmark script (benchmarks/ is a folder of scripts, not a package) for its smoke test.
+
+The folder goes on ``sys.path`` as it does when a script runs (``python benchmarks/x.py``), so the scripts'
+shared helpers (``from _paths import ...``) import the same way in tests.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.append(str(BENCHMARKS))
 
 
 def load_benchmark(name: str) -> ModuleType:

