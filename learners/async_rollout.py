@@ -350,4 +350,82 @@ class AsyncGroupSource:
             self._submit(dataclasses.replace(self._requests[n], version=self._version))
 
 
-__all__ = ["MAX_CONSECUTIVE_LOSSES", "AsyncGroupSource", "RoundRequest", "RoundResult", "staleness_metrics"]
+# --- the worker's side: generate and verify one round ------------------------------------------------
+def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dtype = torch.float32,
+                device: str = "cpu", seed: int = 0, autocast_dtype: torch.dtype | None = None,
+                **engine_kwargs: Any) -> Any:
+    """A fresh engine of ``kind`` over a model built from ``model_config`` (its weights arrive with the
+    first ``Weights`` command): what a rollout worker runs. Picklable through ``functools.partial``."""
+    from transformers import AutoModelForCausalLM
+
+    from .engine import make_engine
+
+    model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
+    return make_engine(kind, model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype, **engine_kwargs)
+
+
+class _GroupExecutor:
+    """Inside the worker: the engine copy and the group env that verifies and shapes its samples."""
+
+    def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
+        self.engine, self.env, self.sampling = engine, env, sampling
+        self.version: int | None = None
+
+    def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.engine.load_weights(tensors)
+        self.version = version
+
+    def run(self, request: RoundRequest) -> RoundResult:
+        from dapo_env.sampler import grouped
+
+        if request.version != self.version:
+            raise RuntimeError(f"round {request.round} was issued for policy version {request.version} but the "
+                               f"worker holds version {self.version}: weights and rounds must share one ordered channel")
+        _, info = self.env.reset(options=dict(request.options))
+        shown = tuple(str(i) for i in info["problem_id"][:: self.env.group_size])
+        if shown != request.problem_ids:
+            raise RuntimeError("the rollout worker's env shows other problems than the learner's for round "
+                               f"{request.round} ({shown[:3]} vs {request.problem_ids[:3]}): build both from the same "
+                               "task, split and task_kwargs")
+        sampling = dataclasses.replace(self.sampling, seed=request.seed)
+        generate_s = 0.0
+
+        def generate_n(prompts: list[str], n: int) -> list[list[Any]]:
+            nonlocal generate_s
+            start = time.perf_counter()
+            rows = self.engine.generate(prompts, n=n, sampling=sampling)
+            generate_s += time.perf_counter() - start
+            return [[dataclasses.replace(c, policy_version=request.version) for c in row] for row in rows]
+
+        start = time.perf_counter()
+        groups = self.env.rollout(grouped(generate_n, self.env.group_size))
+        total = time.perf_counter() - start
+        return RoundResult(request.round, request.version, tuple(groups), generate_s, total - generate_s)
+
+
+@dataclass(frozen=True)
+class GroupRolloutJob:
+    """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
+    its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
+    verified, shaped groups (every sample stamped with the request's version).
+
+    Args:
+        make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
+        make_env: builds the worker's group env, configured like the learner's (same task, split, shaping).
+        sampling: the sampling settings (each round sets its own seed).
+        num_threads: torch CPU threads in the worker (``None``: torch's choice).
+    """
+
+    make_engine: Callable[[], Any]
+    make_env: Callable[[], Any]
+    sampling: Any
+    num_threads: int | None = 1
+
+    def build(self) -> _GroupExecutor:
+        if self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
+
+
+__all__ = ["MAX_CONSECUTIVE_LOSSES", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
+           "engine_copy", "staleness_metrics"]
