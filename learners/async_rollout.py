@@ -222,8 +222,9 @@ class AsyncGroupSource:
         return stats
 
     def close(self) -> None:
-        """Stop the worker."""
+        """Stop the worker and close the env."""
         self.worker.close()
+        self.env.close()
 
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
