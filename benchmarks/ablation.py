@@ -20,10 +20,12 @@ first one (the negative control: held-out accuracy cannot move).
 
 Run (full mode: 7 rows x 5 seeds, ~35 minutes on an idle 2-core box with ``--jobs 2``)::
 
-    python benchmarks/ablation.py --jobs 2   # writes benchmarks/results/ablation.json, docs/img/ablation_*.png
+    python benchmarks/ablation.py --jobs 2   # writes benchmarks/out/ablation.json and ablation_*.png (git-ignored)
     python benchmarks/ablation.py --largest --jobs 2      # ablation_largest.json, ablation_largest_*.png
     python benchmarks/ablation.py --arithmetic --jobs 2   # ablation_arithmetic.json, ablation_arithmetic_*.png
     python benchmarks/ablation.py --quick    # seconds; writes ablation_quick.json, no plots
+    # refresh the tracked result and the docs' plots:
+    python benchmarks/ablation.py --jobs 2 --out benchmarks/results/ablation.json --img-dir docs/img
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from _paths import UNTRACKED_DIR, out_path, write_json
 from dapo_env.learners.config import ABLATION, TrainConfig, preset
 from dapo_env.learners.engine import HFEngine, SamplingParams, WeightsLike
 from dapo_env.types import Completion
@@ -57,8 +60,6 @@ ROWS: tuple[tuple[str, dict[str, Any]], ...] = ABLATION + (
 GRPO_ROW, DAPO_ROW = 0, len(ABLATION) - 1
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-IMG = ROOT / "docs" / "img"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,7 +262,7 @@ def warm_started(settings: AblationSettings, seed: int, cache_dir: Path | None =
             return model, tok, json.loads(saved["stats"]) | {"cached": True}
     stats = warm_start(model, tok, resolve_task(cfg), steps=settings.warmstart_steps, lr=cfg.warmstart_lr,
                        batch_size=cfg.warmstart_batch_size,
-                       seed=seed, target_accuracy=settings.warmstart_target, max_tokens=cfg.max_response_tokens,
+                       seed=seed, target_accuracy=settings.warmstart_target, max_response_tokens=cfg.max_response_tokens,
                        probe_size=settings.warmstart_probe,
                        task_kwargs=dict(cfg.task_kwargs))
     if path is not None:
@@ -553,7 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (overrides the mode's)")
     parser.add_argument("--rows", type=int, nargs="+",
                         help=f"rows 0..{len(ROWS) - 1}: " + "; ".join(f"{i} {n}" for i, (n, _) in enumerate(ROWS)))
-    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/<mode's name>.json)")
+    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/out/<mode's name>.json, git-ignored; "
+                                                 "benchmarks/results/<name>.json updates the tracked result)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="override a shared TrainConfig field of every row, e.g. --set lr=5e-4")
     parser.add_argument("--warmstart-target", type=float, help="warm-start probe accuracy to stop at")
@@ -565,7 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for the runs (default 1)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--plot-only", type=Path, metavar="JSON", help="redraw the plots and table of a result file")
-    parser.add_argument("--img-dir", type=Path, default=IMG, help="where the PNG plots go (default docs/img)")
+    parser.add_argument("--img-dir", type=Path, default=UNTRACKED_DIR,
+                        help="where the PNG plots go (default benchmarks/out; docs/img updates the docs' plots)")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "runs" / "ablation_cache",
                         help="keeps warm-started models between runs ('none' disables)")
     args = parser.parse_args(argv)
@@ -605,10 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_ablation(settings, cache_dir=cache, jobs=max(1, args.jobs))
     result["seconds"] = time.perf_counter() - t0
     _report(result)
-    out = args.out or RESULTS / f"{settings.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=float) + "\n")
-    print(f"wrote {out} ({result['seconds']:.0f} s)")
+    write_json(out_path(args.out, settings.name), json.loads(json.dumps(result, default=float)), indent=1)
+    print(f"({result['seconds']:.0f} s)")
     if not args.quick and not args.no_plots:
         for p in plot(result["runs"], settings.rows, settings.budget_tokens, args.img_dir, settings.name):
             print(f"wrote {p}")

@@ -57,7 +57,7 @@ def responses(prompts: tuple[str, ...], book: dict[str, str], rng: np.random.Gen
 def run(data_file: Path, workers: int, steps: int, b: int, g: int) -> dict[str, float]:
     env = gym.make_vec("DAPOMath-v0", num_envs=b * g, vectorization_mode="vector_entry_point", group_size=g,
                        data_files=str(data_file), workers=workers, reward_map=(-1.0, 1.0),
-                       overlong_penalty={"max_length": 20480, "cache_length": 4096}, overlong_filter=True)
+                       overlong_penalty={"max_response_tokens": 20480, "cache_length": 4096}, overlong_filter=True)
     book = {env.task.format_prompt(p): p.answer for p in env.problems}
     rng = np.random.default_rng(0)
     prompts, _ = env.reset(seed=0)

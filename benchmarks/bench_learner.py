@@ -11,8 +11,9 @@ What is measured per training step:
 - rollout: generating the G responses per prompt and scoring them (ours: the DynamicSampler round
   through the env; TRL: ``_generate_and_score_completions``);
 - update: the optimisation on that batch, forward + backward (with gradient accumulation over
-  micro-batches) + gradient clipping + optimizer step (ours: ``Trainer._update``, which also pushes the
-  weights to the engine; TRL: the rest of its optimizer step, on_step_begin -> on_step_end minus rollout);
+  micro-batches) + gradient clipping + optimizer step (ours: the public ``update_policy`` the trainer calls,
+  which also pushes the weights to the engine; TRL: the rest of its optimizer step, on_step_begin ->
+  on_step_end minus rollout);
 - learner: everything in the step that is not rollout (ours adds the no-grad old-log-prob pass,
   the engine/learner mismatch metric and the parameter-drift metric; TRL skips the old-log-prob pass
   when the batch is used for exactly one optimizer step, as here);
@@ -28,8 +29,8 @@ that is the work itself) are reported too, since other load on a shared machine 
 Run:
     python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k)
     python benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b   # see bench_learner_gpu.sh
-Writes ``benchmarks/results/bench_learner.json`` (CPU) or ``bench_learner_gpu.json`` (CUDA); ``--out``
-overrides.
+Writes ``benchmarks/out/bench_learner.json`` (CPU) or ``bench_learner_gpu.json`` (CUDA), a git-ignored
+folder; ``--out benchmarks/results/bench_learner.json`` refreshes the tracked result.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from _paths import out_path, write_json
+
 
 #: Model shapes: (hidden, layers, heads, kv_heads, intermediate, vocab, architecture).
 MODEL_SHAPES: dict[str, dict[str, Any]] = {
@@ -203,9 +205,11 @@ def inverse_cdf_multinomial(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_ours(cfg: BenchConfig) -> dict[str, Any]:
-    """Our ``Trainer.train_step`` on the workload; ``Trainer._update`` timed by wrapping the bound method."""
+    """Our ``Trainer.train_step`` on the workload; the public ``update_policy`` it calls is timed by wrapping
+    the trainer module's reference to it (this worker process only)."""
     import torch
 
+    from dapo_env.learners import trainer as trainer_module
     from dapo_env.learners.config import preset
     from dapo_env.learners.trainer import Trainer
 
@@ -221,11 +225,11 @@ def run_ours(cfg: BenchConfig) -> dict[str, Any]:
                       micro_batch_size=cfg.micro_batch, max_response_tokens=cfg.length, dynamic_sampling=False,
                       overlong_penalty=False, temperature=1.0, top_p=1.0, lr=cfg.lr, warmup_steps=0,
                       eval_every=0, plot_every=0, checkpoint_every=0, progress=False)
-        trainer = Trainer(tcfg, model=model, tokenizer=tok)
+        trainer = Trainer(tcfg, model=model, tokenizer=tok, overwrite=True)
         update_times: list[tuple[float, float]] = []  # (wall s, main-thread CPU s)
-        original = trainer._update
+        original = trainer_module.update_policy
 
-        def timed_update(*args: Any, **kwargs: Any) -> dict[str, float]:
+        def timed_update(*args: Any, **kwargs: Any) -> Any:
             _sync(cfg.device)
             start, cpu_start = time.perf_counter(), time.thread_time()
             out = original(*args, **kwargs)
@@ -233,7 +237,7 @@ def run_ours(cfg: BenchConfig) -> dict[str, Any]:
             update_times.append((time.perf_counter() - start, time.thread_time() - cpu_start))
             return out
 
-        trainer._update = timed_update  # type: ignore[method-assign]
+        trainer_module.update_policy = timed_update
         rollout_cpu: list[float] = []
         sample = trainer.sampler.sample
 
@@ -497,7 +501,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--our-sampler", default="multinomial", choices=["multinomial", "inverse-cdf"],
                         help="our side's token sampler (inverse-cdf demonstrates a proposed HFEngine change)")
     parser.add_argument("--sides", default="ours,trl", help="comma-separated subset of ours,trl")
-    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/bench_learner[_gpu].json)")
+    parser.add_argument("--out", default=None, help="JSON path (default benchmarks/out/bench_learner[_gpu].json, "
+                                                    "git-ignored; benchmarks/results/... updates the tracked result)")
     args = parser.parse_args(argv)
     if args.worker:
         cfg = BenchConfig(**json.loads(args.config_json))
@@ -522,10 +527,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     print_table(result)
     if not result["sides"]:
         raise SystemExit(f"every side failed: {result.get('errors')}")
-    out = Path(args.out) if args.out else RESULTS / ("bench_learner_gpu.json" if cuda else "bench_learner.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out_path(args.out, "bench_learner_gpu" if cuda else "bench_learner"), result)
     return result
 
 

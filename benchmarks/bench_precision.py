@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     mask = torch.ones_like(ids)
     prompts = [" ".join(str(int(t)) for t in torch.randint(3, 49_152, (prompt_len,), generator=g))
                for _ in range(args.prompts)]
-    sampling = SamplingParams(temperature=1.0, max_tokens=response_len, seed=0)
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=response_len, seed=0)
     cells: dict[str, float] = {}
     logps: dict[str, torch.Tensor] = {}
     for attn in ("sdpa", "eager"):

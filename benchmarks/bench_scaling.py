@@ -4,7 +4,8 @@ Each configuration runs the real entry point (``torchrun --nproc-per-node N -m d
 for a few steps on the tiny model and reads the run's ``metrics.jsonl``: median step time, rollout time,
 update time and update tokens/s (summed over ranks), skipping the first step (warm-up). Dynamic sampling
 is off so every step does the same work (B groups, all generated in one round). Prints a table with the
-2-vs-1 ratios and writes ``benchmarks/results/bench_scaling.json``.
+2-vs-1 ratios and writes ``benchmarks/out/bench_scaling.json`` (git-ignored; ``--out
+benchmarks/results/bench_scaling.json`` refreshes the tracked result).
 
 Run:
     python benchmarks/bench_scaling.py            # 1 vs 2 processes, 6 steps each
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _paths import add_out_argument, out_path, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ["warmstart_steps=0", "batch_size=8", "group_size=8", "mini_batch_size=8", "micro_batch_size=16",
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--verify-items", type=int, default=400, help="0 skips the verification comparison")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_scaling.json")
+    add_out_argument(parser, "bench_scaling")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     results: dict[str, dict[str, Any]] = {}
@@ -135,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
                     "note": "2 cores shared with other agents' jobs; timings are noisy"},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "bench_scaling"), report)
     return 0
 
 

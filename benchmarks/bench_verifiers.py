@@ -1,19 +1,22 @@
-"""Math verifiers side by side on the labelled table (tests/verifiers/math_cases.py).
+"""Math verifiers side by side on the labelled tables (tests/verifiers/math_cases.py, math_lenient_cases.py).
 
-Compares, in one run: ``MathVerifier`` (``auto`` and ``dapo``), plain Math-Verify
-(``verify(parse(gold), parse(response))``) and the pure DAPO string rule (verl ``math_dapo``: last
-``Answer:`` in the last 300 characters, Minerva normalisation, string equality). Reports accuracy,
-false positives/negatives, cases over the time limit, median and worst per-case time, cases per second
-in one process and pooled through ``dapo_env.verifiers.verify_batch``.
+Compares, in one run and on the same cases: ``MathVerifier()`` (strict extraction, the RL default),
+``MathVerifier(extraction="lenient")`` (evaluation), plain Math-Verify (``verify(parse(gold),
+parse(response))``), ``MathVerifier(answer_format="dapo")`` and the bare DAPO string rule (verl's
+``math_dapo``: last ``Answer:`` in the last 300 characters, Minerva normalisation, string equality).
+For each table and system: accuracy, false positives/negatives, timeouts (a ``timeout`` verdict or a
+case over the time limit), median and worst per-case time, cases per second in one process, and the
+ratio of cases per second to Math-Verify's. ``--workers N`` adds cases per second pooled through
+``dapo_env.verifiers.verify_batch``.
 
-Run:  python benchmarks/bench_verifiers.py [--workers 2] [--limit-s 5]
-Writes benchmarks/results/bench_verifiers.json.
+Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import statistics
 import sys
@@ -21,16 +24,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dapo_env.types import VerifyResult
-from dapo_env.verifiers import MathVerifier
-from dapo_env.verifiers.math_normalize import dapo_normalize
-from dapo_env.verifiers.math_symbolic import warm_up
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "verifiers"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "verifiers")]  # measure this checkout's code and tables
+
+from dapo_env.types import VerifyResult  # noqa: E402
+from dapo_env.verifiers import MathVerifier  # noqa: E402
+from dapo_env.verifiers.math_normalize import dapo_normalize  # noqa: E402
+from dapo_env.verifiers.math_symbolic import get_helper, warm_up  # noqa: E402
 from math_cases import CASES  # noqa: E402
+from math_lenient_cases import LENIENT_CASES  # noqa: E402
+from _paths import add_out_argument, out_path, write_json  # noqa: E402
 
 _DAPO_ANSWER = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
+BASELINE = "math_verify.verify(parse)"
 
 
 @dataclass(frozen=True)
@@ -58,92 +64,103 @@ class DapoStringRule:
         return VerifyResult(ok, float(ok), pred, "equal" if ok else "not_equal")
 
 
-def run_single(verifier, limit_s: float) -> dict[str, float]:
-    verifier(CASES[0].response, CASES[0].gold)  # warm imports
+def run_single(verifier, cases: list[tuple[str, str, bool]], limit_s: float) -> dict[str, float]:
+    """Score every ``(response, gold, expected)`` case in this process; accuracy, errors and speed."""
+    verifier(cases[0][0], cases[0][1])  # warm imports
     verifier("Answer: \\sqrt{8}", "2\\sqrt{2}")
-    if isinstance(verifier, MathVerifier):
-        warm_up()  # start the symbolic helper before timing (otherwise the first case pays its start-up)
-    times, tp, tn, fp, fn, over = [], 0, 0, 0, 0, 0
+    times, tp, tn, fp, fn, timeouts = [], 0, 0, 0, 0, 0
     start_all = time.perf_counter()
-    for case in CASES:
+    for response, gold, expected in cases:
         start = time.perf_counter()
-        result = verifier(case.response, case.gold)
+        result = verifier(response, gold)
         elapsed = time.perf_counter() - start
         times.append(elapsed)
-        over += elapsed > limit_s
-        if result.correct and case.expected:
+        timeouts += elapsed > limit_s or result.reason == "timeout"
+        if result.correct and expected:
             tp += 1
         elif result.correct:
             fp += 1
-        elif case.expected:
+        elif expected:
             fn += 1
         else:
             tn += 1
     total = time.perf_counter() - start_all
     return {
-        "accuracy": (tp + tn) / len(CASES),
+        "accuracy": (tp + tn) / len(cases),
         "false_positives": fp,
         "false_negatives": fn,
-        "over_limit": over,
+        "timeouts": timeouts,
         "median_ms": statistics.median(times) * 1e3,
         "worst_ms": max(times) * 1e3,
-        "cases_per_s": len(CASES) / total,
+        "cases_per_s": len(cases) / total,
     }
 
 
-def run_pooled(verifier, workers: int, limit_s: float) -> float | None:
-    try:
-        from dapo_env.verifiers import VerifierPool, verify_batch
-    except (ImportError, AttributeError):
-        return None
-    responses, golds = [c.response for c in CASES], [c.gold for c in CASES]
+def run_pooled(verifier, cases: list[tuple[str, str, bool]], workers: int, limit_s: float) -> float:
+    """Steady-state cases per second through ``verify_batch`` with ``workers`` processes."""
+    from dapo_env.verifiers import VerifierPool, verify_batch
+
+    responses, golds = [c[0] for c in cases], [c[1] for c in cases]
     with VerifierPool(workers, timeout_s=limit_s * 2) as pool:
-        # Steady state: untimed passes warm every worker's imports and its own symbolic helper (a pair
-        # only the symbolic stage decides, spread over many chunks so that every worker gets some).
+        # Untimed passes warm every worker's imports and its own symbolic helper.
         verify_batch(verifier, ["Answer: \\frac{1}{0}"] * 64 * workers, ["1"] * 64 * workers, pool=pool)
         verify_batch(verifier, responses, golds, pool=pool)
         start = time.perf_counter()
         verify_batch(verifier, responses, golds, pool=pool)
-        return len(CASES) / (time.perf_counter() - start)
+        return len(cases) / (time.perf_counter() - start)
+
+
+def print_table(title: str, rows: dict[str, dict[str, float]]) -> None:
+    base = rows[BASELINE]["cases_per_s"]
+    header = (f"{'system':30s} {'acc':>6s} {'FP':>4s} {'FN':>4s} {'t/o':>4s} {'med ms':>8s} {'worst ms':>9s} "
+              f"{'cases/s':>9s} {'x MV':>7s}" + (f" {'pooled/s':>9s}" if "pooled_cases_per_s" in rows[BASELINE] else ""))
+    print(f"\n{title}")
+    print(header)
+    print("-" * len(header))
+    for name, r in rows.items():
+        pooled = f" {r['pooled_cases_per_s']:9.0f}" if "pooled_cases_per_s" in r else ""
+        print(f"{name:30s} {r['accuracy']:6.3f} {r['false_positives']:4d} {r['false_negatives']:4d} {r['timeouts']:4d} "
+              f"{r['median_ms']:8.3f} {r['worst_ms']:9.1f} {r['cases_per_s']:9.0f} {r['cases_per_s'] / base:7.1f}{pooled}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--limit-s", type=float, default=5.0, help="per-case time limit counted as a timeout")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_verifiers.json")
+    parser.add_argument("--workers", type=int, default=0, help="also time verify_batch with this many workers")
+    add_out_argument(parser, "bench_verifiers")
     args = parser.parse_args()
 
+    tables = {
+        "labelled": [(c.response, c.gold, c.expected) for c in CASES],
+        "lenient": [(c.prediction, c.gold, c.expected) for c in LENIENT_CASES],
+    }
     systems = {
-        "MathVerifier(auto)": MathVerifier(timeout_s=args.limit_s),
+        "MathVerifier() strict": MathVerifier(timeout_s=args.limit_s),
+        "MathVerifier(lenient)": MathVerifier(timeout_s=args.limit_s, extraction="lenient"),
+        BASELINE: MathVerifyBaseline(),
         "MathVerifier(dapo)": MathVerifier(answer_format="dapo"),
-        "math_verify.verify(parse)": MathVerifyBaseline(),
         "DAPO string rule": DapoStringRule(),
     }
-    rows: dict[str, dict[str, float | None]] = {}
-    for name, verifier in systems.items():
-        row: dict[str, float | None] = dict(run_single(verifier, args.limit_s))
-        row["pooled_cases_per_s"] = run_pooled(verifier, args.workers, args.limit_s)
-        rows[name] = row
-
-    base = rows["math_verify.verify(parse)"]
-    header = f"{'system':28s} {'acc':>6s} {'FP':>4s} {'FN':>4s} {'>lim':>5s} {'med ms':>8s} {'worst ms':>9s} " \
-             f"{'cases/s':>9s} {'x MV':>7s} {'pooled/s':>9s}"
-    print(f"{len(CASES)} labelled cases, time limit {args.limit_s}s, pooled workers={args.workers}")
-    print(header)
-    print("-" * len(header))
-    for name, r in rows.items():
-        pooled = "n/a" if r["pooled_cases_per_s"] is None else f"{r['pooled_cases_per_s']:.0f}"
-        print(f"{name:28s} {r['accuracy']:6.3f} {r['false_positives']:4d} {r['false_negatives']:4d} "
-              f"{r['over_limit']:5d} {r['median_ms']:8.3f} {r['worst_ms']:9.1f} {r['cases_per_s']:9.0f} "
-              f"{r['cases_per_s'] / base['cases_per_s']:7.1f} {pooled:>9s}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "cases": len(CASES), "limit_s": args.limit_s, "workers": args.workers,
-        "command": "python benchmarks/bench_verifiers.py", "systems": rows,
-        "speedup_vs_math_verify": {n: r["cases_per_s"] / base["cases_per_s"] for n, r in rows.items()},
-    }, indent=2) + "\n")
-    print(f"wrote {args.out.relative_to(ROOT)}")
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its per-case timeout warnings
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for table, cases in tables.items():
+        rows: dict[str, dict[str, float]] = {}
+        for name, verifier in systems.items():
+            if isinstance(verifier, MathVerifier):  # a fresh symbolic helper: no sympy cache from a previous system
+                get_helper().close()
+                warm_up()
+            rows[name] = run_single(verifier, cases, args.limit_s)
+            if args.workers > 0:
+                rows[name]["pooled_cases_per_s"] = run_pooled(verifier, cases, args.workers, args.limit_s)
+            rows[name]["x_math_verify"] = 0.0
+        for row in rows.values():
+            row["x_math_verify"] = row["cases_per_s"] / rows[BASELINE]["cases_per_s"]
+        results[table] = rows
+        print_table(f"{table} table: {len(cases)} cases, time limit {args.limit_s}s", rows)
+    write_json(out_path(args.out, "bench_verifiers"), {
+        "cases": {t: len(c) for t, c in tables.items()}, "limit_s": args.limit_s, "workers": args.workers,
+        "command": "python benchmarks/bench_verifiers.py " + " ".join(sys.argv[1:]), "tables": results,
+    })
 
 
 if __name__ == "__main__":

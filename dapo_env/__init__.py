@@ -18,17 +18,15 @@ from dapo_env.types import CodeTests, Completion, Group, Problem, RolloutBatch, 
 from dapo_env import tasks  # noqa: E402,F401  (registers the built-in tasks' Gymnasium ids)
 from dapo_env.completions import completion_from_token_ids, completions_from_token_ids  # noqa: E402
 from dapo_env.envs import ReasoningEnv  # noqa: E402
-from dapo_env.sampler import DynamicSampler  # noqa: E402
+from dapo_env.sampler import DynamicSampler, GroupSource  # noqa: E402
+from dapo_env.shaping import OverlongPenalty, Shaping, map_reward, shape, soft_overlong_penalty  # noqa: E402
 from dapo_env.spaces import UnicodeText  # noqa: E402
 from dapo_env.vector import GroupVectorEnv  # noqa: E402
-from dapo_env.wrappers import (  # noqa: E402
-    ChatTemplate,
-    OverlongFilter,
-    RewardMap,
-    SoftOverlongPenalty,
-    map_reward,
-    soft_overlong_penalty,
-)
+from dapo_env.chat_tokens import ChatTokens  # noqa: E402
+from dapo_env.episodes import EpisodeGroupEnv  # noqa: E402
+from dapo_env.multiturn import MultiTurnEnv, TurnRequest  # noqa: E402
+from dapo_env.types import History, Interaction, Trajectory, TrajectoryTurn, Turn  # noqa: E402
+from dapo_env.wrappers import ChatTemplate, OverlongFilter, RewardMap, SoftOverlongPenalty  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -38,12 +36,15 @@ __all__ = [
     "Completion",
     "DynamicSampler",
     "Group",
+    "GroupSource",
     "GroupVectorEnv",
     "OverlongFilter",
+    "OverlongPenalty",
     "Problem",
     "ReasoningEnv",
     "RewardMap",
     "RolloutBatch",
+    "Shaping",
     "SoftOverlongPenalty",
     "UnicodeText",
     "VerifyResult",
@@ -51,5 +52,8 @@ __all__ = [
     "completion_from_token_ids",
     "completions_from_token_ids",
     "map_reward",
+    "shape",
     "soft_overlong_penalty",
 ]
+__all__ += ["ChatTokens", "EpisodeGroupEnv", "History", "Interaction", "MultiTurnEnv", "Trajectory",  # multi-turn
+            "TrajectoryTurn", "Turn", "TurnRequest"]

@@ -7,7 +7,7 @@ hand-made completion exactly as one of ours:
 - a response ends at its first token that is ANY of the EOS ids; that EOS token counts in
   ``token_ids``/``num_tokens`` but is not decoded into ``text``; anything after it (padding, a second
   EOS) is dropped;
-- ``finish_reason`` is ``"length"`` only when ``max_tokens`` tokens were produced without an EOS; a row
+- ``finish_reason`` is ``"length"`` only when ``max_response_tokens`` tokens were produced without an EOS; a row
   that stopped earlier without one (a stop string, trailing padding stripped) is ``"stop"``;
 - the text is ``tokenizer.decode(ids_without_eos, skip_special_tokens=True)``.
 
@@ -52,7 +52,7 @@ def eos_ids_of(tokenizer: Any = None, eos_token_ids: int | Iterable[int] | None 
     return frozenset(found)
 
 
-def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int, tokenizer: Any = None,
+def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_response_tokens: int, tokenizer: Any = None,
                               eos_token_ids: int | Iterable[int] | None = None, text: str | None = None,
                               pad_token_id: int | None = None, logprobs: Sequence[float] | Any = None,
                               prompt_token_ids: Sequence[int] | Any = None) -> Completion:
@@ -60,7 +60,7 @@ def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int
 
     Args:
         token_ids: the generated ids (the response only, without the prompt).
-        max_tokens: the new-token limit the engine generated with (``max_new_tokens``).
+        max_response_tokens: the new-token limit the engine generated with (``max_new_tokens``).
         tokenizer: decodes the text and contributes its ``eos_token_id``.
         eos_token_ids: ids that end a response, on top of the tokenizer's (needed without a tokenizer).
         text: the decoded response, when the engine already decoded it (then no tokenizer is needed).
@@ -70,14 +70,14 @@ def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int
         prompt_token_ids: the prompt's ids, stored on the completion.
 
     Example:
-        >>> c = completion_from_token_ids([5, 6, 2, 0, 0], max_tokens=5, eos_token_ids=2, text="Answer: 4")
+        >>> c = completion_from_token_ids([5, 6, 2, 0, 0], max_response_tokens=5, eos_token_ids=2, text="Answer: 4")
         >>> c.token_ids, c.num_tokens, c.finish_reason
         ((5, 6, 2), 3, 'stop')
-        >>> completion_from_token_ids([5, 6, 7], max_tokens=3, eos_token_ids=2, text="Answer:").finish_reason
+        >>> completion_from_token_ids([5, 6, 7], max_response_tokens=3, eos_token_ids=2, text="Answer:").finish_reason
         'length'
     """
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int (the engine's max_new_tokens), got {max_tokens!r}")
+    if not isinstance(max_response_tokens, int) or isinstance(max_response_tokens, bool) or max_response_tokens < 1:
+        raise ValueError(f"max_response_tokens must be a positive int (the engine's max_new_tokens), got {max_response_tokens!r}")
     if tokenizer is None and text is None:
         raise ValueError("pass tokenizer=... to decode the text, or text=... when the engine already decoded it")
     eos = eos_ids_of(tokenizer, eos_token_ids)
@@ -88,8 +88,8 @@ def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int
     elif pad_token_id is not None:
         while ids and ids[-1] == pad_token_id:
             ids.pop()
-    if len(ids) > max_tokens:
-        raise ValueError(f"a response of {len(ids)} ids but max_tokens={max_tokens}: pass the limit the engine "
+    if len(ids) > max_response_tokens:
+        raise ValueError(f"a response of {len(ids)} ids but max_response_tokens={max_response_tokens}: pass the limit the engine "
                          "generated with, and only the response's ids (not the prompt's)")
     stopped = stop is not None
     if text is None:
@@ -103,14 +103,14 @@ def completion_from_token_ids(token_ids: Sequence[int] | Any, *, max_tokens: int
     return Completion(
         text=text,
         num_tokens=len(ids),
-        finish_reason="stop" if stopped or len(ids) < max_tokens else "length",
+        finish_reason="stop" if stopped or len(ids) < max_response_tokens else "length",
         token_ids=tuple(ids),
         logprobs=kept_logprobs,
         prompt_token_ids=tuple(_ids(prompt_token_ids)) if prompt_token_ids is not None else None,
     )
 
 
-def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_tokens: int, tokenizer: Any = None,
+def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_response_tokens: int, tokenizer: Any = None,
                                eos_token_ids: int | Iterable[int] | None = None, texts: Sequence[str] | None = None,
                                pad_token_id: int | None = None, logprobs: Sequence[Sequence[float]] | Any = None,
                                prompt_token_ids: Sequence[Sequence[int]] | Any = None) -> list[Completion]:
@@ -124,7 +124,7 @@ def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_
     Example:
         >>> rows = [[7, 8, 2, 0], [7, 8, 9, 9]]
         >>> [(c.num_tokens, c.finish_reason) for c in
-        ...  completions_from_token_ids(rows, max_tokens=4, eos_token_ids=[2], texts=["a", "b"])]
+        ...  completions_from_token_ids(rows, max_response_tokens=4, eos_token_ids=[2], texts=["a", "b"])]
         [(3, 'stop'), (4, 'length')]
     """
     rows = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
@@ -133,7 +133,7 @@ def completions_from_token_ids(token_ids: Sequence[Sequence[int]] | Any, *, max_
             raise ValueError(f"{len(rows)} rows of token ids but {len(values)} {name}: pass one per row")
     return [
         completion_from_token_ids(
-            row, max_tokens=max_tokens, tokenizer=tokenizer, eos_token_ids=eos_token_ids,
+            row, max_response_tokens=max_response_tokens, tokenizer=tokenizer, eos_token_ids=eos_token_ids,
             text=texts[i] if texts is not None else None, pad_token_id=pad_token_id,
             logprobs=logprobs[i] if logprobs is not None else None,
             prompt_token_ids=prompt_token_ids[i] if prompt_token_ids is not None else None,

@@ -17,19 +17,33 @@ import numpy as np
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task, get_task
 from dapo_env.types import Completion, Problem, VerifyResult
+from dapo_env.verifiers.callable import as_verifier
+from dapo_env.wrappers import apply_chat_template
 
 MAX_TEXT_LENGTH = 10_000_000
 """The longest prompt or response string (characters) the text spaces accept."""
 
 
 def resolve_task(task: str | Task, prompt_template: str | None = None) -> Task:
-    """The :class:`Task` named by ``task`` (name or Gymnasium id), with ``prompt_template`` if given."""
+    """The :class:`Task` named by ``task`` (name or Gymnasium id), with ``prompt_template`` if given.
+
+    A plain function as the task's verifier (one returning a bool or a score, TRL style) is wrapped here
+    with :func:`~dapo_env.verifiers.callable.as_verifier`, so every environment grades it properly.
+    """
     resolved = get_task(task) if isinstance(task, str) else task
     if not isinstance(resolved, Task):
         raise TypeError(f"task must be a task name, a Gymnasium id or a Task, got {type(task).__name__}")
     if prompt_template is not None:
         resolved = replace(resolved, prompt_template=prompt_template)
-    return resolved
+    verifier = as_verifier(resolved.verifier)
+    return resolved if verifier is resolved.verifier else replace(resolved, verifier=verifier)
+
+
+def render_prompt(task: Task, problem: Problem, chat_template: Any = None, system_prompt: str | None = None) -> str:
+    """The observation of ``problem``: the task's prompt template, then the chat template when a tokenizer
+    is given (what :class:`~dapo_env.vector.GroupVectorEnv` shows and what held-out evaluation must show)."""
+    prompt = task.format_prompt(problem)
+    return prompt if chat_template is None else apply_chat_template(chat_template, prompt, system_prompt)
 
 
 def load_problems(task: Task, split: str | None, data_files: Any, task_kwargs: dict[str, Any]) -> Sequence[Problem]:
@@ -195,7 +209,9 @@ class ReasoningEnv(gym.Env[str, str]):
             )
         completion = as_completion(action)
         problem, self._problem = self._problem, None
-        result = self.task.verifier(completion.text, problem.answer)
+        from dapo_env.verifiers.pool import verify_batch  # lazy, as in the group env
+
+        result = verify_batch(self.task.verifier, [completion.text], [problem.answer], workers=0)[0]  # the inline path
         info = step_info(result, completion, problem_id=problem.id, task=self.task.env_id,
                          max_response_tokens=self.max_response_tokens)
         self._last_response = completion.text
@@ -218,4 +234,5 @@ class ReasoningEnv(gym.Env[str, str]):
         return None
 
 
-__all__ = ["MAX_TEXT_LENGTH", "ReasoningEnv", "as_completion", "is_truncated", "step_info"]
+__all__ = ["MAX_TEXT_LENGTH", "ReasoningEnv", "as_completion", "is_truncated", "render_prompt", "resolve_task",
+           "step_info"]

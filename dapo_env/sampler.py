@@ -1,34 +1,71 @@
-"""`DynamicSampler`: DAPO's dynamic sampling on top of a :class:`~dapo_env.vector.GroupVectorEnv`.
+"""`DynamicSampler`: DAPO's dynamic sampling over any source of verified groups.
 
 A group whose G responses are all right or all wrong has zero advantage under any group-relative
 estimator, so it adds nothing to the gradient. The sampler keeps generating until it holds
 ``num_groups`` informative groups (``0 < #correct < G``, judged from the verifier's verdicts), keeps
 surplus informative groups for the next batch (first in, first out), counts generation rounds
-separately from batches, and gives up gracefully after ``max_rounds`` with a warning and a partial
-batch. It knows nothing about learners.
+separately from batches, and gives up gracefully after ``max_rounds`` with a partial batch (counted,
+and warned about once per cause). It knows nothing about learners.
+
+Its source is any :class:`GroupSource`: :class:`~dapo_env.vector.GroupVectorEnv` (one prompt, one
+response) or an episode group env whose groups hold multi-turn trajectories; both return
+:class:`~dapo_env.types.Group` s from ``rollout(generate)``.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dapo_env.envs import as_completion
 from dapo_env.types import Completion, Group, RolloutBatch
-from dapo_env.vector import GroupVectorEnv
 
 Generate = Callable[[list[str]], Sequence["Completion | str"]]
+
+
+@runtime_checkable
+class GroupSource(Protocol):
+    """What :class:`DynamicSampler` samples from: B groups of G verified samples per generation round."""
+
+    num_prompts: int  # B groups per generation round
+    group_size: int  # G
+
+    @property
+    def needs_reset(self) -> bool: ...
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any: ...
+
+    def rollout(self, generate: Callable[..., Any]) -> list[Group]: ...  # one generation round -> B groups
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def group_prompts(prompts: Sequence[str], group_size: int) -> list[str]:
+    """The distinct prompts of a group-major list (G consecutive copies of each); raises if it is not one.
+
+    Example:
+        >>> group_prompts(["a", "a", "b", "b"], 2)
+        ['a', 'b']
+    """
+    if len(prompts) % group_size:
+        raise ValueError(f"{len(prompts)} prompts is not a multiple of group_size={group_size}")
+    unique = list(prompts[::group_size])
+    for g, prompt in enumerate(unique):
+        if any(p != prompt for p in prompts[g * group_size:(g + 1) * group_size]):
+            raise ValueError(f"prompts are not group-major with group_size={group_size} (group {g} differs)")
+    return unique
 
 
 def grouped(generate_n: Callable[[list[str], int], Sequence[Sequence[Completion | str]]], group_size: int) -> Generate:
     """Adapt an engine-style ``generate_n(prompts, n) -> [[n responses] per prompt]`` to ``generate``.
 
     The group env shows each prompt G times in a row; engines usually take each distinct prompt once
-    with ``n`` samples. The adapter passes ``prompts[::G]`` and flattens the answer group-major.
+    with ``n`` samples. The adapter passes the distinct prompts and flattens the answer group-major.
 
     Example:
         >>> gen = grouped(lambda prompts, n: [[f"{p}-{k}" for k in range(n)] for p in prompts], 2)
@@ -39,13 +76,8 @@ def grouped(generate_n: Callable[[list[str], int], Sequence[Sequence[Completion 
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
 
     def generate(prompts: list[str]) -> list[Completion | str]:
-        if len(prompts) % group_size:
-            raise ValueError(f"{len(prompts)} prompts is not a multiple of group_size={group_size}")
-        unique = prompts[::group_size]
-        for g, prompt in enumerate(unique):
-            if any(p != prompt for p in prompts[g * group_size:(g + 1) * group_size]):
-                raise ValueError(f"prompts are not group-major with group_size={group_size} (group {g} differs)")
-        nested = generate_n(list(unique), group_size)
+        unique = group_prompts(prompts, group_size)
+        nested = generate_n(unique, group_size)
         if len(nested) != len(unique) or any(len(group) != group_size for group in nested):
             raise ValueError(f"generate_n must return {len(unique)} lists of {group_size} responses")
         return [response for group in nested for response in group]  # (B, G) -> (B*G,)
@@ -54,7 +86,7 @@ def grouped(generate_n: Callable[[list[str], int], Sequence[Sequence[Completion 
 
 
 def _plain(value: Any) -> Any:
-    """Numpy scalars and arrays as plain Python values (JSON-serialisable state, clean infos)."""
+    """Numpy scalars and arrays as plain Python values (JSON-serialisable state)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -64,59 +96,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def sample_infos(infos: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
-    """Split Gymnasium vector infos (``key -> array`` with ``_key`` masks) into ``n`` per-sample dicts."""
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for key, value in infos.items():
-        if key.startswith("_"):
-            continue
-        if isinstance(value, Mapping):
-            for i, sub in enumerate(sample_infos(value, n)):
-                out[i][key] = sub
-            continue
-        mask = infos.get(f"_{key}")
-        for i in range(n):
-            if mask is None or mask[i]:
-                out[i][key] = _plain(value[i])
-    return out
+def _completion_to_dict(sample: Any) -> dict[str, Any]:
+    kind = type(sample)
+    return {"type": f"{kind.__module__}:{kind.__qualname__}", **sample.to_dict()}
 
 
-# Step-level keys left out of each Group's per-sample infos (the prompt is Group.prompt already).
-_STEP_KEYS = frozenset({"final_obs", "next_problem_id"})
+def _completion_from_dict(data: Mapping[str, Any]) -> Any:
+    import importlib
 
-
-def groups_from_step(prompts: Sequence[str], completions: Sequence[Completion], rewards: np.ndarray,
-                     infos: Mapping[str, Any], group_size: int) -> list[Group]:
-    """Cut one group env step (B*G samples, group-major) into B :class:`Group` objects."""
-    n = len(completions)
-    per_sample = sample_infos({k: v for k, v in infos.items() if k.lstrip("_") not in _STEP_KEYS}, n)
-    groups = []
-    for start in range(0, n, group_size):
-        span = range(start, start + group_size)
-        groups.append(Group(
-            problem_id=str(per_sample[start]["problem_id"]),
-            prompt=prompts[start],
-            completions=tuple(completions[i] for i in span),
-            rewards=tuple(float(rewards[i]) for i in span),
-            correct=tuple(bool(per_sample[i]["correct"]) for i in span),
-            loss_mask=tuple(bool(per_sample[i]["loss_mask"]) for i in span),
-            infos=tuple(per_sample[i] for i in span),
-        ))
-    return groups
+    module, _, name = str(data.get("type", "dapo_env.types:Completion")).partition(":")
+    kind: Any = importlib.import_module(module)
+    for part in name.split("."):
+        kind = getattr(kind, part)
+    return kind.from_dict({k: v for k, v in data.items() if k != "type"})
 
 
 def group_to_dict(group: Group) -> dict[str, Any]:
-    """A JSON-serialisable form of a group (for checkpoints)."""
+    """A JSON-serialisable form of a group (for checkpoints); each sample through its ``to_dict``."""
     return {
         "problem_id": group.problem_id,
         "prompt": group.prompt,
-        "completions": [
-            {"text": c.text, "num_tokens": c.num_tokens, "finish_reason": c.finish_reason,
-             "token_ids": None if c.token_ids is None else list(c.token_ids),
-             "logprobs": None if c.logprobs is None else list(c.logprobs),
-             "prompt_token_ids": None if c.prompt_token_ids is None else list(c.prompt_token_ids)}
-            for c in group.completions
-        ],
+        "completions": [_completion_to_dict(c) for c in group.completions],
         "rewards": list(group.rewards),
         "correct": list(group.correct),
         "loss_mask": list(group.loss_mask),
@@ -126,18 +126,10 @@ def group_to_dict(group: Group) -> dict[str, Any]:
 
 def group_from_dict(data: Mapping[str, Any]) -> Group:
     """Inverse of :func:`group_to_dict`."""
-    def tup(x: Any) -> Any:
-        return None if x is None else tuple(x)
-
     return Group(
         problem_id=data["problem_id"],
         prompt=data["prompt"],
-        completions=tuple(
-            Completion(c["text"], num_tokens=c["num_tokens"], finish_reason=c["finish_reason"],
-                       token_ids=tup(c["token_ids"]), logprobs=tup(c["logprobs"]),
-                       prompt_token_ids=tup(c["prompt_token_ids"]))
-            for c in data["completions"]
-        ),
+        completions=tuple(_completion_from_dict(c) for c in data["completions"]),
         rewards=tuple(float(r) for r in data["rewards"]),
         correct=tuple(bool(c) for c in data["correct"]),
         loss_mask=tuple(bool(m) for m in data["loss_mask"]),
@@ -145,18 +137,58 @@ def group_from_dict(data: Mapping[str, Any]) -> Group:
     )
 
 
+def batch_stats(generated: Sequence[Group], *, rounds: int) -> dict[str, float]:
+    """Statistics of the groups generated for one batch, before filtering (``nan`` where undefined).
+
+    Example:
+        >>> g = Group("1", "p", (Completion("a", num_tokens=3), Completion("b", num_tokens=5, finish_reason="length")),
+        ...           (1.0, -1.0), (True, False), (True, True))
+        >>> s = batch_stats([g], rounds=1)
+        >>> s["accuracy_before_filter"], s["response_length_mean"], s["truncation_rate"], s["generated_tokens"]
+        (0.5, 4.0, 0.5, 8.0)
+    """
+    samples = [c for g in generated for c in g.completions]
+    lengths = [c.length for c in samples if c.length is not None]
+    n = len(generated)
+
+    def share(count: int) -> float:
+        return count / n if n else 0.0
+
+    return {
+        "rounds": float(rounds),
+        "samples_generated": float(len(samples)),
+        "accuracy_before_filter": sum(g.num_correct for g in generated) / len(samples) if samples else 0.0,
+        "all_correct_share": share(sum(g.num_correct == g.size for g in generated)),
+        "all_wrong_share": share(sum(g.num_correct == 0 for g in generated)),
+        "zero_advantage_share": share(sum(len(set(g.rewards)) <= 1 for g in generated)),
+        "informative_groups": float(sum(g.informative for g in generated)),
+        "response_length_mean": float(np.mean(lengths)) if lengths else float("nan"),
+        "response_length_max": float(max(lengths)) if lengths else float("nan"),
+        "truncation_rate": float(np.mean([c.truncated for c in samples])) if samples else float("nan"),
+        "generated_tokens": float(sum(lengths)),
+    }
+
+
 class DynamicSampler:
-    """Fills batches with informative groups from a :class:`GroupVectorEnv` and a ``generate`` callable.
+    """Fills batches with informative groups from a :class:`GroupSource` and a ``generate`` callable.
 
     Args:
-        env: the group environment (B prompts x G responses per step).
-        generate: ``generate(prompts) -> responses``: receives the B*G observations group-major and
-            returns B*G responses (``str`` or :class:`~dapo_env.types.Completion`) in the same order.
-        num_groups: groups per batch (default: the env's B).
-        max_rounds: generation rounds allowed per batch; when they run out, ``sample`` warns and
-            returns the groups it has (``stats["partial"] == 1.0``). Never raises for hard data.
+        source: the group source, e.g. a :class:`~dapo_env.vector.GroupVectorEnv` (B prompts x G responses).
+        generate: passed to ``source.rollout``; for a ``GroupVectorEnv``, ``generate(prompts) -> responses``
+            receives the B*G observations group-major and returns B*G responses (``str`` or
+            :class:`~dapo_env.types.Completion`) in the same order.
+        num_groups: groups per batch (default: the source's B).
+        max_rounds: generation rounds allowed per batch; when they run out, ``sample`` returns the groups it
+            has (``stats["partial"] == 1.0``), warns once per cause (too hard / too easy) and counts the rest
+            in ``stats["partial_batches"]``. Never raises for hard data.
         filter_groups: False returns the first ``num_groups`` groups unfiltered (plain GRPO).
-        seed: seed for the env's first reset (when the env has not been reset yet).
+        seed: seed for the source's first reset (when it has not been reset yet).
+
+    ``stats`` of each batch: ``rounds``, ``samples_generated``, ``accuracy_before_filter``,
+    ``all_correct_share``, ``all_wrong_share``, ``zero_advantage_share``, ``informative_groups`` and the
+    fresh samples' ``response_length_mean``/``_max``, ``truncation_rate``, ``generated_tokens`` (over every
+    sample generated for this batch, kept or not; surplus groups from earlier batches excluded), plus
+    ``surplus_groups``, ``partial`` and ``partial_batches`` (so far).
 
     Example:
         >>> from dapo_env import GroupVectorEnv
@@ -170,104 +202,103 @@ class DynamicSampler:
         >>> env.close()
     """
 
-    def __init__(self, env: GroupVectorEnv, generate: Generate, *, num_groups: int | None = None,
+    def __init__(self, source: GroupSource, generate: Callable[..., Any], *, num_groups: int | None = None,
                  max_rounds: int = 10, filter_groups: bool = True, seed: int | None = None) -> None:
-        if not isinstance(env, GroupVectorEnv):
-            raise TypeError(f"DynamicSampler needs a dapo_env GroupVectorEnv, got {type(env).__name__}")
+        if not isinstance(source, GroupSource):
+            missing = [m for m in ("num_prompts", "group_size", "needs_reset", "reset", "rollout", "state_dict",
+                                   "load_state_dict") if not hasattr(source, m)]
+            raise TypeError(f"DynamicSampler needs a group source such as a dapo_env GroupVectorEnv; "
+                            f"{type(source).__name__} lacks {missing}")
         if not callable(generate):
             raise TypeError("generate must be a callable: generate(prompts: list[str]) -> list[Completion | str]")
-        num_groups = env.num_prompts if num_groups is None else num_groups
+        num_groups = source.num_prompts if num_groups is None else num_groups
         if not isinstance(num_groups, int) or num_groups < 1:
             raise ValueError(f"num_groups must be a positive int, got {num_groups!r}")
         if not isinstance(max_rounds, int) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive int (generation rounds per batch), got {max_rounds!r}")
-        self.env, self.generate = env, generate
+        self.source, self.generate = source, generate
         self.num_groups, self.max_rounds = num_groups, max_rounds
         self.filter_groups, self.seed = bool(filter_groups), seed
         self._surplus: deque[Group] = deque()
+        self._round_in_batch = 0
+        self._warned: set[str] = set()
         self.total_rounds = 0  # generation rounds over the sampler's life
         self.total_batches = 0
         self.total_samples = 0
+        self.partial_batches = 0
 
-    def _round(self) -> list[Group]:
-        """One generation round: B*G responses for the current prompts, verified and grouped."""
-        if self.env.needs_reset:
-            self.env.reset(seed=self.seed)
-        prompts = list(self.env.prompts)
-        responses = self.generate(prompts)
-        if len(responses) != len(prompts):
-            raise ValueError(
-                f"generate returned {len(responses)} responses for {len(prompts)} prompts: return one per "
-                "prompt, in the same (group-major) order"
-            )
-        completions = [as_completion(r) for r in responses]
-        _, rewards, _, _, infos = self.env.step(completions)
-        return groups_from_step(prompts, completions, rewards, infos, self.env.group_size)
-
-    def sample(self) -> RolloutBatch:
-        """The next batch of ``num_groups`` groups (informative ones unless ``filter_groups=False``)."""
-        batch: list[Group] = []
-        while self._surplus and len(batch) < self.num_groups:
-            batch.append(self._surplus.popleft())
-        rounds = samples = correct = 0
-        generated: list[Group] = []
-        while len(batch) < self.num_groups and rounds < self.max_rounds:
-            groups = self._round()
-            rounds += 1
-            generated.extend(groups)
-            for group in groups:
-                samples += group.size
-                correct += group.num_correct
-                if self.filter_groups and not group.informative:
-                    continue
-                if len(batch) < self.num_groups:
-                    batch.append(group)
-                else:
-                    self._surplus.append(group)
-        self.total_rounds += rounds
-        self.total_samples += samples
-        self.total_batches += 1
-        partial = len(batch) < self.num_groups
-        if partial:
-            warnings.warn(
-                f"DynamicSampler: only {len(batch)} of {self.num_groups} informative groups after {rounds} "
-                f"generation rounds (max_rounds={self.max_rounds}); returning a partial batch. The data may be "
-                "too hard or too easy for the policy: raise max_rounds, lower num_groups or change the data",
-                RuntimeWarning, stacklevel=2,
-            )
-        return RolloutBatch(groups=tuple(batch), stats=self._stats(generated, rounds, samples, correct, partial))
-
-    def _stats(self, generated: list[Group], rounds: int, samples: int, correct: int, partial: bool) -> dict[str, float]:
-        n = len(generated)
-
-        def share(count: int) -> float:
-            return count / n if n else 0.0
-
-        return {
-            "rounds": float(rounds),
-            "samples_generated": float(samples),
-            "accuracy_before_filter": correct / samples if samples else 0.0,
-            "all_correct_share": share(sum(g.num_correct == g.size for g in generated)),
-            "all_wrong_share": share(sum(g.num_correct == 0 for g in generated)),
-            "zero_advantage_share": share(sum(len(set(g.rewards)) <= 1 for g in generated)),
-            "informative_groups": float(sum(g.informative for g in generated)),
-            "surplus_groups": float(len(self._surplus)),
-            "partial": 1.0 if partial else 0.0,
-        }
+    @property
+    def position(self) -> tuple[int, int]:
+        """``(batch, round)`` of the generation round running or about to run: the batch index (batches
+        completed so far) and the round within it. A pure function of the sampler's state (restored by
+        :meth:`load_state_dict`), so a ``generate`` callable can derive reproducible sampling seeds from it."""
+        return self.total_batches, self._round_in_batch
 
     @property
     def surplus(self) -> tuple[Group, ...]:
         """Groups kept for the next batch, oldest first."""
         return tuple(self._surplus)
 
+    def defer(self, groups: Iterable[Group]) -> None:
+        """Put ``groups`` back at the front of the surplus, in order: the next batch starts with them."""
+        self._surplus.extendleft(reversed(list(groups)))
+
+    def sample(self) -> RolloutBatch:
+        """The next batch of ``num_groups`` groups (informative ones unless ``filter_groups=False``)."""
+        batch: list[Group] = []
+        while self._surplus and len(batch) < self.num_groups:
+            batch.append(self._surplus.popleft())
+        generated: list[Group] = []
+        rounds = 0
+        while len(batch) < self.num_groups and rounds < self.max_rounds:
+            if self.source.needs_reset:
+                self.source.reset(seed=self.seed)
+            self._round_in_batch = rounds
+            groups = self.source.rollout(self.generate)
+            rounds += 1
+            generated.extend(groups)
+            for group in groups:
+                if self.filter_groups and not group.informative:
+                    continue
+                if len(batch) < self.num_groups:
+                    batch.append(group)
+                else:
+                    self._surplus.append(group)
+        stats = batch_stats(generated, rounds=rounds)
+        self.total_rounds += rounds
+        self.total_samples += int(stats["samples_generated"])
+        self.total_batches += 1
+        self._round_in_batch = 0
+        partial = len(batch) < self.num_groups
+        if partial:
+            self.partial_batches += 1
+            self._warn_partial(len(batch), rounds, stats)
+        stats.update(surplus_groups=float(len(self._surplus)), partial=1.0 if partial else 0.0,
+                     partial_batches=float(self.partial_batches))
+        return RolloutBatch(groups=tuple(batch), stats=stats)
+
+    def _warn_partial(self, got: int, rounds: int, stats: Mapping[str, float]) -> None:
+        """One line, once per cause; later partial batches are only counted."""
+        too_hard = stats["all_wrong_share"] >= stats["all_correct_share"]
+        cause = "too hard (most groups all wrong)" if too_hard else "too easy (most groups all right)"
+        if cause in self._warned:
+            return
+        self._warned.add(cause)
+        warnings.warn(
+            f"DynamicSampler: only {got} of {self.num_groups} informative groups after {rounds} generation rounds "
+            f"(max_rounds={self.max_rounds}): the data is {cause} for the policy; returning a partial batch. Raise "
+            "max_rounds, lower num_groups or change the data; later partial batches are counted in "
+            "stats['partial_batches'] without a warning", RuntimeWarning, stacklevel=3)
+
     def state_dict(self) -> dict[str, Any]:
-        """Surplus groups, counters and the env's RNG state (JSON-serialisable) for exact resume."""
+        """Surplus groups, counters and the source's state (JSON-serialisable) for exact resume."""
         return {
             "surplus": [group_to_dict(g) for g in self._surplus],
             "total_rounds": self.total_rounds,
             "total_batches": self.total_batches,
             "total_samples": self.total_samples,
-            "env": self.env.state_dict(),
+            "partial_batches": self.partial_batches,
+            "source": self.source.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -276,7 +307,10 @@ class DynamicSampler:
         self.total_rounds = int(state["total_rounds"])
         self.total_batches = int(state["total_batches"])
         self.total_samples = int(state["total_samples"])
-        self.env.load_state_dict(state["env"])
+        self.partial_batches = int(state.get("partial_batches", 0))
+        self._round_in_batch = 0
+        self.source.load_state_dict(state["source"])
 
 
-__all__ = ["DynamicSampler", "group_from_dict", "group_to_dict", "grouped", "groups_from_step", "sample_infos"]
+__all__ = ["DynamicSampler", "GroupSource", "batch_stats", "group_from_dict", "group_prompts", "group_to_dict",
+           "grouped"]

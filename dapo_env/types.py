@@ -52,6 +52,9 @@ class Completion:
         token_ids: the response's token ids, if the engine has them.
         logprobs: per-token log-probabilities of ``token_ids`` under the sampling policy.
         prompt_token_ids: the prompt's token ids, if the engine has them.
+        policy_version: the engine's ``weights_version`` when it sampled this response (``None`` when
+            unknown): the learner compares engine and learner log-probs only on samples of the current
+            version, and an asynchronous learner bounds staleness with it.
 
     Example:
         >>> Completion("Answer: 4", num_tokens=3, finish_reason="stop").truncated
@@ -64,6 +67,7 @@ class Completion:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     prompt_token_ids: tuple[int, ...] | None = None
+    policy_version: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -94,6 +98,31 @@ class Completion:
         if self.num_tokens is not None:
             return self.num_tokens
         return len(self.token_ids) if self.token_ids is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (checkpoints hold the sampler's surplus groups this way).
+
+        Example:
+            >>> c = Completion("Answer: 4", num_tokens=2, token_ids=(7, 2), policy_version=3)
+            >>> Completion.from_dict(c.to_dict()) == c
+            True
+        """
+        def listed(values: tuple[Any, ...] | None) -> list[Any] | None:
+            return None if values is None else list(values)
+
+        return {"text": self.text, "num_tokens": self.num_tokens, "finish_reason": self.finish_reason,
+                "token_ids": listed(self.token_ids), "logprobs": listed(self.logprobs),
+                "prompt_token_ids": listed(self.prompt_token_ids), "policy_version": self.policy_version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Completion:
+        """Inverse of :meth:`to_dict`."""
+        def tupled(values: Any) -> tuple[Any, ...] | None:
+            return None if values is None else tuple(values)
+
+        return cls(data["text"], num_tokens=data.get("num_tokens"), finish_reason=data.get("finish_reason", "stop"),
+                   token_ids=tupled(data.get("token_ids")), logprobs=tupled(data.get("logprobs")),
+                   prompt_token_ids=tupled(data.get("prompt_token_ids")), policy_version=data.get("policy_version"))
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -192,14 +221,24 @@ class Verifier(Protocol):
 class Group:
     """G responses to one prompt, verified: the unit every group-relative algorithm works on.
 
+    The native output of :meth:`~dapo_env.vector.GroupVectorEnv.step_groups`; each fact is stored once
+    (``correct`` and ``loss_mask`` here, not again in ``infos``).
+
     Attributes:
         problem_id: the problem's id within its task.
         prompt: the observation the policy saw (after any chat template).
-        completions: the G responses, in sampling order.
-        rewards: the shaped reward of each response (verifier reward plus any wrapper terms).
+        completions: the G responses, in sampling order (:class:`Completion`, or any completion-like
+            sample with ``text``, ``length``, ``truncated`` and ``to_dict``, such as a multi-turn trajectory).
+        rewards: the shaped reward of each response (verifier reward plus any shaping terms).
         correct: the verifier's verdict for each response (used by dynamic sampling).
-        loss_mask: False for responses a wrapper excluded from the loss (overlong filtering).
-        infos: the per-response info dicts from the environment.
+        loss_mask: False for responses shaping excluded from the loss (overlong filtering).
+        infos: the rest of each response's step info (``score``, ``reason``, ``extracted``,
+            ``reward_terms``, ``response_length``, ...).
+
+    Example:
+        >>> g = Group("7", "1+1=", (Completion("2"), Completion("3")), (1.0, -1.0), (True, False), (True, True))
+        >>> g.size, g.num_correct, g.informative
+        (2, 1, True)
     """
 
     problem_id: str
@@ -250,3 +289,305 @@ __all__ = [
     "VerifyResult",
     "Verifier",
 ]
+
+
+# -- multi-turn episodes ---------------------------------------------------------------------------
+# A multi-turn task answers each assistant turn with a `Turn` (computed by its `Interaction` from the
+# `History` so far); the environment records the episode as a `Trajectory`: the exact token sequence the
+# model conditioned on, with a mask marking the tokens it sampled. See docs/environments.md.
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The environment's answer to one assistant turn: what :meth:`Interaction.respond` returns.
+
+    Attributes:
+        reply: the environment's message to the model (a game's answer, test feedback, tool output): the
+            next observation. May be ``""`` when ``done``.
+        reward: this turn's reward; the episode return is the sum over its turns.
+        done: the episode is over (solved, a final answer was committed, or out of attempts); Gymnasium's
+            ``terminated``.
+        solved: the task was solved by this turn; the episode then counts as correct.
+        role: the chat role the reply is rendered with: ``"user"``, or ``"tool"`` (or another role the chat
+            template knows) for tool output; never ``"assistant"``.
+        terms: optional named parts of ``reward`` (e.g. ``{"pass": 1.0, "attempt_penalty": -0.2}``) that
+            sum to it; without them the turn's one term is ``{"env": reward}``.
+        info: anything else the step info should report (plain values).
+
+    Example:
+        >>> Turn("lower", 0.0).reward_terms
+        {'env': 0.0}
+        >>> Turn("", 0.8, done=True, solved=True, terms={"pass": 1.0, "attempts": -0.2}).reward_terms["pass"]
+        1.0
+    """
+
+    reply: str
+    reward: float = 0.0
+    done: bool = False
+    solved: bool = False
+    role: str = "user"
+    terms: Mapping[str, float] | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reply, str):
+            raise TypeError(f"Turn.reply must be a str (the environment's message), got {type(self.reply).__name__}")
+        if isinstance(self.reward, bool) or not isinstance(self.reward, (int, float)) or self.reward != self.reward:
+            raise TypeError(f"Turn.reward must be a finite number, got {self.reward!r}")
+        object.__setattr__(self, "reward", float(self.reward))
+        if not isinstance(self.role, str) or not self.role or self.role == "assistant":
+            raise ValueError(f"Turn.role is the environment's chat role ('user', 'tool', ...), got {self.role!r}")
+        if self.terms is not None:
+            terms = {str(k): float(v) for k, v in self.terms.items()}
+            if abs(sum(terms.values()) - self.reward) > 1e-9 * max(1.0, abs(self.reward)):
+                raise ValueError(f"Turn.terms {terms} must sum to reward={self.reward}: fix the terms or the reward")
+            object.__setattr__(self, "terms", terms)
+        object.__setattr__(self, "info", dict(self.info))
+
+    @property
+    def reward_terms(self) -> dict[str, float]:
+        """The named parts of the reward: ``terms``, else ``{"env": reward}``."""
+        return dict(self.terms) if self.terms is not None else {"env": self.reward}
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What an :class:`Interaction` sees when the assistant takes a turn.
+
+    Attributes:
+        problem: the episode's problem, hidden answer included (the environment side only: never shown
+            to the model).
+        messages: the conversation so far as chat messages: the user prompt first, then the assistant's
+            turns and the environment's replies alternating (no system message, not the current turn).
+        verdicts: the verifier's verdict on each earlier assistant turn.
+
+    Example:
+        >>> h = History(Problem("0", "Guess.", "7"), ({"role": "user", "content": "Guess."},
+        ...             {"role": "assistant", "content": "Answer: 4"}, {"role": "user", "content": "higher"}))
+        >>> h.turn, h.actions, h.prompt
+        (1, ('Answer: 4',), 'Guess.')
+    """
+
+    problem: Problem
+    messages: tuple[Mapping[str, str], ...]
+    verdicts: tuple[VerifyResult, ...] = ()
+
+    @property
+    def turn(self) -> int:
+        """The index of the current turn: the number of assistant turns before it."""
+        return sum(1 for m in self.messages if m["role"] == "assistant")
+
+    @property
+    def prompt(self) -> str:
+        """The first observation (the task's formatted prompt)."""
+        return self.messages[0]["content"]
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The assistant's earlier turns, oldest first."""
+        return tuple(m["content"] for m in self.messages if m["role"] == "assistant")
+
+
+@runtime_checkable
+class Interaction(Protocol):
+    """The one method a multi-turn task implements: answer the assistant's turn.
+
+    ``respond(history, action, verdict) -> Turn``: ``history`` is the problem and the conversation before
+    this turn, ``action`` the assistant's turn (its ``text`` is what to read), ``verdict`` the task
+    verifier's result on ``action.text`` against ``problem.answer`` (the environment computes it, in a
+    worker pool for batches). It must be deterministic and must not put the answer in a reply.
+    """
+
+    def respond(self, history: History, action: Completion, verdict: VerifyResult) -> Turn: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTurn:
+    """One assistant turn of a :class:`Trajectory` and what the environment answered.
+
+    Attributes:
+        text: what the model wrote (the text the verifier read).
+        num_tokens: tokens the model sampled in this turn; ``None`` when unknown (plain-text actions
+            without a tokenizer).
+        finish_reason: how the engine ended this turn (``"length"``: cut at its token limit).
+        reply: the environment's reply (message content), ``""`` when it had none.
+        reward: the turn's reward.
+        reply_text: the text appended after this turn for the model to read before its next turn (the
+            chat template's rendering of ``reply``; ``"\\n" + reply + "\\n"`` without a tokenizer); ``""``
+            after the last turn.
+        num_reply_tokens: how many environment tokens were appended after this turn (0 without a tokenizer).
+        policy_version: the engine's weights version that sampled the turn, if it said.
+    """
+
+    text: str
+    num_tokens: int | None = None
+    finish_reason: FinishReason = "stop"
+    reply: str = ""
+    reward: float = 0.0
+    reply_text: str = ""
+    num_reply_tokens: int = 0
+    policy_version: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not isinstance(self.reply, str) or not isinstance(self.reply_text, str):
+            raise TypeError("TrajectoryTurn.text, reply and reply_text must be str")
+        if self.finish_reason not in _FINISH_REASONS:
+            raise ValueError(f"TrajectoryTurn.finish_reason must be one of {_FINISH_REASONS}, got {self.finish_reason!r}")
+        if (self.num_tokens is not None and self.num_tokens < 0) or self.num_reply_tokens < 0:
+            raise ValueError("TrajectoryTurn token counts must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (``TrajectoryTurn(**d)`` reads it back)."""
+        return {"text": self.text, "num_tokens": self.num_tokens, "finish_reason": self.finish_reason,
+                "reply": self.reply, "reward": self.reward, "reply_text": self.reply_text,
+                "num_reply_tokens": self.num_reply_tokens, "policy_version": self.policy_version}
+
+
+def _ints(values: Any) -> tuple[int, ...] | None:
+    """A tuple of plain ints (numpy / torch integers converted), or ``None``."""
+    return None if values is None else tuple(int(v) for v in values)
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    """A whole multi-turn episode as one sample: the exact tokens the model conditioned on.
+
+    ``prompt_token_ids`` then ``token_ids``: per turn the tokens the model sampled (``sampled_mask`` 1,
+    the engine's ``logprobs``) followed by the tokens of the environment's reply (mask 0, log-prob 0.0),
+    appended incrementally and never re-tokenized. It reads like a :class:`Completion` (``text``,
+    ``num_tokens``/``length`` = sampled tokens, ``finish_reason``, ``truncated``, ``token_ids``,
+    ``logprobs``, ``prompt_token_ids``) so the env layer's helpers and the learner take either.
+
+    Attributes:
+        prompt: the first observation as the model saw it (chat-rendered when a tokenizer was bound).
+        turns: the assistant's turns and the replies, in order (at least one).
+        finish_reason: ``"length"`` when the episode was truncated (turn or token budget) or its last turn
+            was cut at the engine's token limit, else ``"stop"``.
+        prompt_token_ids: the prompt's tokens (``None`` without a tokenizer; then the token fields are all
+            ``None``).
+        token_ids: every token after the prompt: sampled and environment tokens.
+        logprobs: aligned with ``token_ids``: the engine's log-probs of sampled tokens, 0.0 for environment
+            tokens; ``None`` when a turn came without log-probs.
+        sampled_mask: aligned with ``token_ids``: 1 for a sampled token, 0 for an environment token.
+
+    Example:
+        >>> t = Trajectory("Guess:", (TrajectoryTurn("8", 2, reply="higher", reply_text=" higher ", num_reply_tokens=1),
+        ...                            TrajectoryTurn("12", 2, reply="correct", reward=1.0)),
+        ...                prompt_token_ids=(1, 2), token_ids=(5, 9, 7, 6, 9), logprobs=(-0.5, -0.1, 0.0, -0.2, -0.3),
+        ...                sampled_mask=(1, 1, 0, 1, 1))
+        >>> t.num_tokens, t.num_turns, t.text, t.context(1), t.episode_return
+        (4, 2, '8 higher 12', (1, 2, 5, 9, 7), 1.0)
+        >>> Trajectory.from_dict(t.to_dict()) == t
+        True
+    """
+
+    prompt: str
+    turns: tuple[TrajectoryTurn, ...]
+    finish_reason: FinishReason = "stop"
+    prompt_token_ids: tuple[int, ...] | None = None
+    token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    sampled_mask: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "turns", tuple(self.turns))
+        if not self.turns or not all(isinstance(t, TrajectoryTurn) for t in self.turns):
+            raise ValueError("Trajectory.turns must hold at least one TrajectoryTurn")
+        if self.finish_reason not in _FINISH_REASONS:
+            raise ValueError(f"Trajectory.finish_reason must be one of {_FINISH_REASONS}, got {self.finish_reason!r}")
+        for name in ("prompt_token_ids", "token_ids", "sampled_mask"):
+            object.__setattr__(self, name, _ints(getattr(self, name)))
+        if self.logprobs is not None:
+            object.__setattr__(self, "logprobs", tuple(float(v) for v in self.logprobs))
+        if self.token_ids is None:
+            if self.prompt_token_ids is not None or self.sampled_mask is not None or self.logprobs is not None:
+                raise ValueError("a Trajectory without token_ids has no prompt_token_ids, sampled_mask or logprobs")
+            return
+        self._check_tokens()
+
+    def _check_tokens(self) -> None:
+        n = len(self.token_ids)  # type: ignore[arg-type]
+        if self.prompt_token_ids is None or self.sampled_mask is None:
+            raise ValueError("a Trajectory with token_ids also needs prompt_token_ids and sampled_mask")
+        if len(self.sampled_mask) != n or (self.logprobs is not None and len(self.logprobs) != n):
+            raise ValueError(
+                f"Trajectory has {n} token_ids, {len(self.sampled_mask)} sampled_mask entries and "
+                f"{None if self.logprobs is None else len(self.logprobs)} logprobs: they must be aligned")
+        if any(m not in (0, 1) for m in self.sampled_mask):
+            raise ValueError("Trajectory.sampled_mask holds 1 (sampled token) or 0 (environment token) only")
+        if any(t.num_tokens is None for t in self.turns):
+            raise ValueError("every turn of a tokenized Trajectory needs num_tokens")
+        sampled = sum(t.num_tokens for t in self.turns)  # type: ignore[misc]
+        total = sampled + sum(t.num_reply_tokens for t in self.turns)
+        if sum(self.sampled_mask) != sampled or total != n:
+            raise ValueError(
+                f"Trajectory turns account for {sampled} sampled + {total - sampled} environment tokens, but "
+                f"token_ids has {n} with {sum(self.sampled_mask)} marked sampled")
+
+    @property
+    def text(self) -> str:
+        """Everything after the prompt as text: each turn's text, then the reply text appended after it."""
+        return "".join(t.text + t.reply_text for t in self.turns)
+
+    @property
+    def num_tokens(self) -> int | None:
+        """Tokens the model sampled over the episode (env tokens excluded); ``None`` when unknown."""
+        counts = [t.num_tokens for t in self.turns]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+
+    @property
+    def length(self) -> int | None:
+        """Same as :attr:`num_tokens` (the name :class:`Completion` uses for its length)."""
+        return self.num_tokens
+
+    @property
+    def truncated(self) -> bool:
+        """True when a budget cut the episode or its last turn was cut at the engine's token limit."""
+        return self.finish_reason == "length"
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def episode_return(self) -> float:
+        """The sum of the turns' rewards (before any shaping of the episode as a whole)."""
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def policy_version(self) -> int | None:
+        """The oldest weights version that sampled a turn; ``None`` when any turn's is unknown."""
+        versions = [t.policy_version for t in self.turns]
+        return None if any(v is None for v in versions) else min(versions)  # type: ignore[type-var]
+
+    def context(self, turn: int) -> tuple[int, ...]:
+        """The exact tokens the model conditioned on when it sampled turn ``turn`` (0-based)."""
+        if self.token_ids is None or self.prompt_token_ids is None:
+            raise ValueError("this Trajectory has no token ids: bind a tokenizer to the environment to record them")
+        if not 0 <= turn < len(self.turns):
+            raise IndexError(f"turn must be in [0, {len(self.turns)}), got {turn}")
+        start = sum(t.num_tokens + t.num_reply_tokens for t in self.turns[:turn])  # type: ignore[operator]
+        return self.prompt_token_ids + self.token_ids[:start]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (for checkpoints); :meth:`from_dict` reads it back."""
+        def lst(x: tuple | None) -> list | None:
+            return None if x is None else list(x)
+
+        return {"kind": "trajectory", "prompt": self.prompt, "turns": [t.to_dict() for t in self.turns],
+                "finish_reason": self.finish_reason, "prompt_token_ids": lst(self.prompt_token_ids),
+                "token_ids": lst(self.token_ids), "logprobs": lst(self.logprobs),
+                "sampled_mask": lst(self.sampled_mask)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
+        """Inverse of :meth:`to_dict`."""
+        if data.get("kind", "trajectory") != "trajectory":
+            raise ValueError(f"not a Trajectory dict (kind={data.get('kind')!r})")
+        return cls(
+            prompt=data["prompt"], turns=tuple(TrajectoryTurn(**t) for t in data["turns"]),
+            finish_reason=data["finish_reason"], prompt_token_ids=data["prompt_token_ids"],
+            token_ids=data["token_ids"], logprobs=data["logprobs"], sampled_mask=data["sampled_mask"])
+
+
+__all__ += ["History", "Interaction", "Trajectory", "TrajectoryTurn", "Turn"]

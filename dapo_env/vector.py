@@ -1,15 +1,18 @@
 """`GroupVectorEnv`: B prompts x G responses per step, verified in a persistent worker pool.
 
-Every sub-environment is a one-step episode, so the env resets in the same step (Gymnasium's
-``AutoresetMode.SAME_STEP``): the observations ``step`` returns are already the next B*G prompts and
-no generation is wasted on a reset step. Shaping (overlong penalty, overlong filter, reward map,
-chat template) is configured by constructor arguments and computed with the same pure functions as
-the single-env wrappers in :mod:`dapo_env.wrappers`.
+Its native output is a list of :class:`~dapo_env.types.Group` (:meth:`GroupVectorEnv.step_groups`, and
+:meth:`GroupVectorEnv.rollout` for a ``generate`` callable): what group-relative learners and
+:class:`~dapo_env.sampler.DynamicSampler` consume. ``step()`` is the thin Gymnasium adapter that stacks
+the groups into vector infos. Every sub-environment is a one-step episode, so the env resets in the same
+step (Gymnasium's ``AutoresetMode.SAME_STEP``): after a step the current prompts are already the next
+B*G ones and no generation is wasted on a reset step. Shaping (overlong penalty, overlong filter, reward
+map) is a :class:`~dapo_env.shaping.Shaping` applied by :func:`~dapo_env.shaping.shape`, the function
+the single-env wrappers use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -18,20 +21,20 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, build_id_index, load_problems, resolve_task, step_info
+from dapo_env.envs import (
+    MAX_TEXT_LENGTH,
+    as_completion,
+    build_id_index,
+    load_problems,
+    render_prompt,
+    resolve_task,
+    step_info,
+)
+from dapo_env.shaping import OverlongPenalty, Shaping, shape
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
-from dapo_env.types import Completion, Problem
-from dapo_env.wrappers import (
-    DEFAULT_CACHE_LENGTH,
-    DEFAULT_MAX_LENGTH,
-    ChatTokenizer,
-    apply_chat_template,
-    check_overlong_args,
-    check_reward_map_args,
-    map_reward,
-    soft_overlong_penalty,
-)
+from dapo_env.types import Completion, Group, Problem
+from dapo_env.wrappers import ChatTokenizer
 
 # Per-sample info keys whose values are Python objects (str / None) rather than numbers.
 _OBJECT_KEYS = ("extracted", "reason", "problem_id", "task", "response_length")
@@ -91,26 +94,30 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             for the math fast path (see ``benchmarks/bench_env.py``); use workers > 0 for slow
             verifiers (code, symbolic maths) to get parallelism and a per-item time limit.
         timeout_s: per-response time limit in worker processes (``workers > 0``).
-        overlong_penalty: ``dict(max_length=..., cache_length=..., factor=...)`` (or ``True`` for the
-            paper's 20480/4096/1.0) adds :func:`~dapo_env.wrappers.soft_overlong_penalty`.
-        overlong_filter: sets ``loss_mask`` False for truncated responses.
-        reward_map: ``(low, high)`` maps the verifier score onto ``[low, high]`` (``(-1.0, 1.0)`` in DAPO).
+        reward_map, overlong_penalty, overlong_filter: the fields of the env's
+            :class:`~dapo_env.shaping.Shaping` (``reward_map=(-1.0, 1.0)`` is DAPO's; ``overlong_penalty``
+            an :class:`~dapo_env.shaping.OverlongPenalty`, a dict of its fields or ``True``).
         chat_template: a tokenizer with ``apply_chat_template``; observations are chat-formatted.
         system_prompt: system message for the chat template.
         render_mode: unused; accepted for Gymnasium's ``make_vec``.
         **task_kwargs: passed to ``task.load``.
 
-    ``step(responses)`` takes B*G ``str`` or :class:`~dapo_env.types.Completion` in observation order
-    and returns ``(next_prompts, rewards, terminated, truncated, infos)``: ``next_prompts`` is a tuple
-    of B*G strings; ``infos`` holds, per sample, every key of ``ReasoningEnv``'s step info plus
-    ``group_id`` (0..B-1 within the step), ``group_accuracy``, ``group_num_correct``,
-    ``group_informative``, ``final_obs`` (the prompts the responses answered) and ``next_problem_id``.
+    ``step_groups(responses)`` takes B*G ``str`` or :class:`~dapo_env.types.Completion` in observation order
+    and returns the B verified, shaped :class:`~dapo_env.types.Group` s; ``rollout(generate)`` shows the
+    current prompts to ``generate`` and steps its responses. ``step(responses)`` returns
+    ``(next_prompts, rewards, terminated, truncated, infos)``: ``infos`` holds, per sample, every key of
+    ``ReasoningEnv``'s step info plus ``group_id`` (0..B-1 within the step), ``group_accuracy``,
+    ``group_num_correct``, ``group_informative``, ``final_obs`` (the prompts the responses answered) and
+    ``next_problem_id``.
 
     Example:
         >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4)
         >>> prompts, infos = env.reset(seed=0)
         >>> prompts[0] == prompts[3] != prompts[4]
         True
+        >>> groups = env.step_groups(["Answer: 0"] * 8)
+        >>> len(groups), groups[0].size, groups[0].prompt == prompts[0]
+        (2, 4, True)
         >>> _, rewards, *_ , infos = env.step(["Answer: 0"] * 8)
         >>> rewards.shape, infos["group_id"].tolist()
         ((8,), [0, 0, 0, 0, 1, 1, 1, 1])
@@ -131,9 +138,9 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         max_response_tokens: int | None = None,
         workers: int = 0,
         timeout_s: float = 10.0,
-        overlong_penalty: Mapping[str, Any] | bool | None = None,
-        overlong_filter: bool = False,
         reward_map: tuple[float, float] | None = None,
+        overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
+        overlong_filter: bool = False,
         chat_template: ChatTokenizer | None = None,
         system_prompt: str | None = None,
         render_mode: str | None = None,
@@ -149,12 +156,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             )
         if max_response_tokens is not None and (not isinstance(max_response_tokens, int) or max_response_tokens < 1):
             raise ValueError(f"max_response_tokens must be a positive int or None, got {max_response_tokens!r}")
-        self.overlong_penalty = self._overlong_settings(overlong_penalty)
-        if reward_map is not None:
-            if len(reward_map) != 2:
-                raise ValueError(f"reward_map must be a (low, high) pair, got {reward_map!r}")
-            check_reward_map_args(*reward_map)
-            reward_map = (float(reward_map[0]), float(reward_map[1]))
+        self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
         if chat_template is not None and not callable(getattr(chat_template, "apply_chat_template", None)):
             raise TypeError(f"chat_template must be a tokenizer with apply_chat_template, got {type(chat_template).__name__}")
         self.task = resolve_task(task, prompt_template)
@@ -163,8 +165,6 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         self.group_size = group_size
         self.num_prompts = num_envs // group_size
         self.max_response_tokens = max_response_tokens
-        self.overlong_filter = bool(overlong_filter)
-        self.reward_map = reward_map
         self.chat_template = chat_template
         self.system_prompt = system_prompt
         self.render_mode = render_mode
@@ -178,19 +178,6 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         from dapo_env.verifiers.pool import VerifierPool  # lazy: the pool module starts nothing on import
 
         self._pool = VerifierPool(workers, timeout_s=timeout_s)
-
-    @staticmethod
-    def _overlong_settings(value: Mapping[str, Any] | bool | None) -> dict[str, Any] | None:
-        if value is None or value is False:
-            return None
-        settings = {"max_length": DEFAULT_MAX_LENGTH, "cache_length": DEFAULT_CACHE_LENGTH, "factor": 1.0}
-        if value is not True:
-            unknown = set(value) - set(settings)
-            if unknown:
-                raise ValueError(f"overlong_penalty takes max_length, cache_length and factor; unknown keys {sorted(unknown)}")
-            settings.update(value)
-        check_overlong_args(settings["max_length"], settings["cache_length"], settings["factor"])
-        return settings
 
     # -- prompts -----------------------------------------------------------------------------------
     @property
@@ -221,75 +208,89 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             return np.array([self._id_index[i] for i in ids], dtype=np.int64)
         return self.np_random.choice(n, size=b, replace=b > n)
 
-    def _show(self, indices: np.ndarray) -> tuple[tuple[str, ...], list[str]]:
+    def _show(self, indices: np.ndarray) -> None:
         self._indices = indices
         prompts: list[str] = []
-        ids: list[str] = []
         for index in indices:
-            problem = self.problems[int(index)]
-            prompt = self.task.format_prompt(problem)
-            if self.chat_template is not None:
-                prompt = apply_chat_template(self.chat_template, prompt, self.system_prompt)
+            prompt = render_prompt(self.task, self.problems[int(index)], self.chat_template, self.system_prompt)
             prompts.extend([prompt] * self.group_size)  # G consecutive copies
-            ids.extend([problem.id] * self.group_size)
         self._prompts = tuple(prompts)
-        return self._prompts, ids
+
+    def _problem_ids(self) -> np.ndarray:
+        """(B*G,) object array: the current prompts' problem ids."""
+        ids = np.empty(self.num_envs, dtype=object)
+        ids[:] = [self.problems[int(i)].id for i in np.repeat(self._indices, self.group_size)]
+        return ids
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
         """Draw B prompts (seeded) and return them, each repeated G times."""
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
-        prompts, ids = self._show(self._draw(options))
-        problem_ids = np.empty(self.num_envs, dtype=object)
-        problem_ids[:] = ids
+        self._show(self._draw(options))
         group_id = np.repeat(np.arange(self.num_prompts), self.group_size)
         ones = np.ones(self.num_envs, dtype=bool)
-        return prompts, {"problem_id": problem_ids, "_problem_id": ones, "group_id": group_id, "_group_id": ones}
+        return self._prompts, {"problem_id": self._problem_ids(), "_problem_id": ones, "group_id": group_id,
+                               "_group_id": ones}
 
     # -- stepping ----------------------------------------------------------------------------------
-    def step(self, actions: Sequence[str | Completion]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Verify B*G responses, then show the next B prompts (same-step autoreset)."""
+    def step_groups(self, responses: Sequence[str | Completion]) -> list[Group]:
+        """Verify and shape B*G responses (in observation order), show the next B prompts, return B groups."""
         if self._indices is None:
             raise RuntimeError("GroupVectorEnv.step() called before reset(): call reset(seed=...) first")
-        if len(actions) != self.num_envs:
-            raise ValueError(f"step expects {self.num_envs} responses (B*G, in observation order), got {len(actions)}")
-        completions = [as_completion(a) for a in actions]
+        if len(responses) != self.num_envs:
+            raise ValueError(f"step expects {self.num_envs} responses (B*G, in observation order), got {len(responses)}")
+        completions = [as_completion(r) for r in responses]
         problems = [self.problems[int(i)] for i in np.repeat(self._indices, self.group_size)]  # (B*G,)
         results = self._pool.map(self.task.verifier, [c.text for c in completions], [p.answer for p in problems])
-        per_sample = [
-            step_info(r, c, problem_id=p.id, task=self.task.env_id, max_response_tokens=self.max_response_tokens)
-            for r, c, p in zip(results, completions, problems)
-        ]
-        rewards = np.array([self._shape(info) for info in per_sample], dtype=np.float64)
-        correct = np.array([info["correct"] for info in per_sample], dtype=bool)
+        groups = []
+        for start in range(0, self.num_envs, self.group_size):
+            span = range(start, start + self.group_size)
+            infos, rewards, correct, loss_mask = [], [], [], []
+            for i in span:
+                info = step_info(results[i], completions[i], problem_id=problems[i].id, task=self.task.env_id,
+                                 max_response_tokens=self.max_response_tokens)
+                info, _ = shape(info, self.shaping)
+                rewards.append(float(sum(info["reward_terms"].values())))
+                correct.append(info.pop("correct"))
+                loss_mask.append(info.pop("loss_mask"))
+                infos.append(info)
+            groups.append(Group(problem_id=problems[start].id, prompt=self._prompts[start],
+                                completions=tuple(completions[i] for i in span), rewards=tuple(rewards),
+                                correct=tuple(correct), loss_mask=tuple(loss_mask), infos=tuple(infos)))
+        self._show(self._draw(None))  # same-step autoreset: the next prompts are shown now
+        return groups
+
+    def rollout(self, generate: Callable[[list[str]], Sequence[str | Completion]]) -> list[Group]:
+        """One generation round: ``generate(prompts)`` on the current B*G prompts (group-major), then
+        :meth:`step_groups` on its responses (one per prompt, same order)."""
+        if self.needs_reset:
+            raise RuntimeError("GroupVectorEnv.rollout() called before reset(): call reset(seed=...) first")
+        prompts = list(self._prompts)
+        responses = generate(prompts)
+        if len(responses) != len(prompts):
+            raise ValueError(f"generate returned {len(responses)} responses for {len(prompts)} prompts: return one "
+                             "per prompt, in the same (group-major) order")
+        return self.step_groups(responses)
+
+    def step(self, actions: Sequence[str | Completion]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Gymnasium's form of :meth:`step_groups`: the next prompts, (B*G,) rewards and vector infos."""
+        answered = self._prompts
+        groups = self.step_groups(actions)
+        per_sample = [{**info, "correct": ok, "loss_mask": keep}
+                      for g in groups for info, ok, keep in zip(g.infos, g.correct, g.loss_mask)]
+        rewards = np.array([r for g in groups for r in g.rewards], dtype=np.float64)
         infos = to_vector_infos(per_sample)
         ones = np.ones(self.num_envs, dtype=bool)
-        infos["group_id"], infos["_group_id"] = np.repeat(np.arange(self.num_prompts), self.group_size), ones
-        for key, value in group_stats(correct.reshape(self.num_prompts, self.group_size)).items():
-            infos[key], infos[f"_{key}"] = value, ones
+        correct = np.array([g.correct for g in groups], dtype=bool)  # (B, G)
+        extra = {"group_id": np.repeat(np.arange(self.num_prompts), self.group_size), **group_stats(correct)}
         final_obs = np.empty(self.num_envs, dtype=object)
-        final_obs[:] = self._prompts
-        infos["final_obs"], infos["_final_obs"] = final_obs, ones
-        next_prompts, next_ids = self._show(self._draw(None))
-        next_problem_id = np.empty(self.num_envs, dtype=object)
-        next_problem_id[:] = next_ids
-        infos["next_problem_id"], infos["_next_problem_id"] = next_problem_id, ones
+        final_obs[:] = answered
+        extra.update(final_obs=final_obs, next_problem_id=self._problem_ids())
+        for key, value in extra.items():
+            infos[key], infos[f"_{key}"] = value, ones
         terminated = np.ones(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
-        return next_prompts, rewards, terminated, truncated, infos
-
-    def _shape(self, info: dict[str, Any]) -> float:
-        """Apply the configured shaping to one sample's info (in place); returns its reward."""
-        score = info["score"]
-        terms = info["reward_terms"]
-        if self.reward_map is not None:
-            terms["reward_map"] = map_reward(score, low=self.reward_map[0], high=self.reward_map[1]) - score
-        if self.overlong_penalty is not None:
-            length = info["response_length"]
-            terms["overlong_penalty"] = 0.0 if length is None else soft_overlong_penalty(length, **self.overlong_penalty)
-        if self.overlong_filter and info["response_truncated"]:
-            info["loss_mask"] = False
-        return float(sum(terms.values()))
+        return self._prompts, rewards, terminated, truncated, infos
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
 
     env = gym.make(args.env_id, max_response_tokens=64)
-    env = SoftOverlongPenalty(env, max_length=64, cache_length=16)
+    env = SoftOverlongPenalty(env, max_response_tokens=64, cache_length=16)
     env = OverlongFilter(env)
     env = RewardMap(env)  # {0, 1} -> {-1, +1}
     rng = np.random.default_rng(args.seed)

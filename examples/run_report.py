@@ -1,9 +1,10 @@
 """Held-out samples of a run's checkpoints, written as eval records, then the run's HTML report.
 
-Until ``dapo-env eval --n K`` writes eval records into the run folder itself, this script makes them: for
-every kept checkpoint (and step 0: the weights at the start of RL, ``init_weights.pt``) it decodes greedily
-the run's own held-out problems (``eval_split``, first ``eval_size``, same task knobs, prompt template and
-token limit as the run's ``eval/accuracy``), verifies them with the task's verifier and writes
+The trainer writes ``eval/step_<N>.jsonl`` at every evaluation; for a run folder without them (an older
+run), this script makes them: for every kept checkpoint (and step 0: the weights at the start of RL,
+``init_weights.pt``) it decodes greedily the run's own held-out problems (``eval_split``, first
+``eval_size``, same task knobs, prompt template and token limit as the run's ``eval/accuracy``) through the
+project's one evaluation function (``dapo_env.learners.evaluation.evaluate``) and writes
 ``eval/step_<N>.jsonl`` (one ``EvalSample`` per problem; a truncated response counts as wrong). Then it
 writes ``report.html``. CPU is enough for the tiny default run (seconds per checkpoint).
 
@@ -24,32 +25,21 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dapo_env.learners.checkpoint import list_checkpoints
 from dapo_env.learners.config import TrainConfig
-from dapo_env.learners.engine import HFEngine, SamplingParams
+from dapo_env.learners.engine import HFEngine
+from dapo_env.learners.evaluation import evaluate, load_eval_problems
 from dapo_env.learners.report import write_report
 from dapo_env.learners.rollout import resolve_task
 from dapo_env.learners.run_folder import EvalSample, eval_samples_path, write_eval_samples
-from dapo_env.verifiers import VerifierPool
 
 
 def eval_samples(model: Any, tokenizer: Any, cfg: TrainConfig, *, size: int, device: str) -> list[EvalSample]:
     """Greedy samples of ``model`` on the first ``size`` problems of the run's eval split, verified."""
     task = resolve_task(cfg)
-    problems = task.load(split=cfg.eval_split, **dict(cfg.task_kwargs))
-    chosen = [problems[i] for i in range(min(size, len(problems)))]
-    prompts = [task.format_prompt(p) for p in chosen]
-    if cfg.chat_template:
-        from dapo_env.wrappers import apply_chat_template
-
-        prompts = [apply_chat_template(tokenizer, p) for p in prompts]
+    problems = load_eval_problems(task, split=cfg.eval_split, size=size, task_kwargs=dict(cfg.task_kwargs))
     engine = HFEngine(model.to(torch.device(device)), tokenizer, device=device)
-    sampling = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=cfg.max_response_tokens, seed=0)
-    outs = [group[0] for group in engine.generate(prompts, n=1, sampling=sampling)]
-    with VerifierPool(0) as pool:
-        results = pool.map(task.verifier, [c.text for c in outs], [p.answer for p in chosen])
-    return [EvalSample(problem_id=p.id, prompt=prompt, completion=c.text, extracted=r.extracted,
-                       correct=r.correct and not c.truncated, reason=r.reason, tokens=c.num_tokens or 0,
-                       finish_reason=c.finish_reason, answer=p.answer if isinstance(p.answer, str) else None)
-            for p, prompt, c, r in zip(chosen, prompts, outs, results)]
+    result = evaluate(engine, task, problems, max_response_tokens=cfg.max_response_tokens,
+                      chat_template=tokenizer if cfg.chat_template else None)
+    return list(result.records)
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

@@ -5,6 +5,9 @@ Layout: ``<run_dir>/checkpoints/step_<N>/`` holds ``model/`` (``save_pretrained`
 is written to ``step_<N>.tmp`` and renamed into place, so a run killed mid-write never leaves a
 half-written checkpoint that :func:`latest_checkpoint` would pick.
 
+A run folder is never silently reused: :func:`check_run_dir` refuses to start a fresh run in a folder
+that already holds files unless it is told to resume or to overwrite.
+
 Example:
     >>> latest_checkpoint("/nonexistent") is None
     True
@@ -16,7 +19,8 @@ import os
 import random
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,44 @@ import numpy as np
 import torch
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def check_run_dir(run_dir: str | Path, *, resume: bool, overwrite: bool) -> str | None:
+    """Whether a run may use ``run_dir``: ``None`` if so, else the one-line error to raise (every rank raises it).
+
+    A resumed run needs the folder of an earlier run; a fresh run needs a missing or empty folder, or
+    ``overwrite`` (then the old contents are deleted here).
+    """
+    path = Path(run_dir)
+    if resume and overwrite:
+        return "pass either --resume (continue the run) or --overwrite (replace it), not both"
+    if resume:
+        if latest_checkpoint(path) is None and not (path / "config.json").exists():
+            return f"--resume {path}: no config.json or checkpoint there; pass the folder of a run (runs/<name>)"
+        return None
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            return (f"run folder {path} already holds a run: pass --resume to continue it, --overwrite to replace it, "
+                    "or choose another --run-name")
+        shutil.rmtree(path)
+    elif path.exists() and not path.is_dir():
+        return f"run folder {path} is a file: choose another --run-name or --out-dir"
+    return None
+
+
+@contextmanager
+def quiet_progress() -> Iterator[None]:
+    """Transformers' progress bars ("Writing model shards", loading bars) off while checkpoints are written
+    or read: they would break the run's own progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -73,7 +115,8 @@ def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: An
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    model.save_pretrained(tmp / "model")
+    with quiet_progress():
+        model.save_pretrained(tmp / "model")
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp / "model")
     torch.save(dict(trainer_state, step=step), tmp / "trainer_state.pt")
@@ -115,13 +158,19 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
     return torch.load(Path(checkpoint) / "trainer_state.pt", map_location="cpu", weights_only=False)
 
 
+def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
+    """A checkpoint's model (fp32) and tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = str(Path(checkpoint) / "model")
+    with quiet_progress():
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), AutoTokenizer.from_pretrained(folder)
+
+
 def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
     """Load a checkpoint's model weights into ``model`` in place (same architecture)."""
-    from transformers import AutoModelForCausalLM
-
-    saved = AutoModelForCausalLM.from_pretrained(str(Path(checkpoint) / "model"), dtype=torch.float32)
-    model.load_state_dict(saved.state_dict())
+    model.load_state_dict(load_model(checkpoint)[0].state_dict())
 
 
-__all__ = ["capture_rng_state", "latest_checkpoint", "list_checkpoints", "load_model_weights",
-           "load_trainer_state", "restore_rng_state", "save_checkpoint"]
+__all__ = ["capture_rng_state", "check_run_dir", "latest_checkpoint", "list_checkpoints", "load_model",
+           "load_model_weights", "load_trainer_state", "quiet_progress", "restore_rng_state", "save_checkpoint"]

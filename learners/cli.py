@@ -1,8 +1,11 @@
 """The ``dapo-env`` command line: ``train``, ``eval``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
-model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. With
-``--model PATH`` the default preset is ``dapo`` (the paper's settings). ``dapo-env tasks`` lists the
+model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. A preset is an
+algorithm (``dapo``, ``grpo``) on a scale: without ``--model`` every preset runs at the tiny model's scale;
+with ``--model PATH`` at the paper's (the default preset is then ``dapo``). A fresh run refuses a run
+folder that already holds files (``--resume`` continues it, ``--overwrite`` replaces it); Ctrl-C during
+training finishes the step, checkpoints it and prints the resume command. ``dapo-env tasks`` lists the
 registered task ids with their kind and data source.
 
 A user error (a bad flag value, an unknown task, a missing file or optional extra) ends the command with
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import PRESETS, TrainConfig, build_config, preset
+from .engine import engine_names
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
@@ -84,7 +88,8 @@ def _train_parser(sub: Any) -> None:
                        formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
-                        "run) (default: tiny, or dapo when --model is given)")
+                        "run); without --model every preset runs at the tiny model's scale "
+                        "(default: tiny, or dapo when --model is given)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
     p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
@@ -93,11 +98,14 @@ def _train_parser(sub: Any) -> None:
                                                    "(default: a tiny random-init model built locally)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (default: start a new run)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing run folder of the same name (default: a fresh run refuses one)")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="your verifier, fn(response, reference) -> VerifyResult, bool or score in [0, 1], "
                         "imported from the working directory first (default: the task's)")
-    p.add_argument("--engine", choices=["hf", "vllm"],
-                   help="rollout engine: hf (transformers, CPU/GPU) or vllm (optional extra) (default: hf)")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
+                        "can run) (default: hf)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
     p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
@@ -122,7 +130,7 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--task", default="Arithmetic-v0", help="registered task id or name; `dapo-env tasks` lists them")
     p.add_argument("--split", default="test", help="task split to evaluate on")
     p.add_argument("--size", type=int, default=200, help="number of problems")
-    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+    p.add_argument("--max-response-tokens", type=int, default=None, metavar="N",
                    help="response budget in tokens (default: 1024, at most half the model's context)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
@@ -196,55 +204,65 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
         return cfg.with_overrides(flags), True
     preset_name = args.preset or ("dapo" if args.model else "tiny")
-    return build_config(preset_name, config_file=args.config, overrides=flags), False
+    scale = None if args.model else "tiny"  # without a model every preset runs at the tiny model's scale
+    return build_config(preset_name, scale=scale, config_file=args.config, overrides=flags), False
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .trainer import train
+    from .trainer import TrainingInterrupted, train
 
     cfg, resume = config_from_args(args)
     from .distributed import launched_with_torchrun
 
-    if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
-        from .distributed import train_distributed
+    try:
+        if launched_with_torchrun():  # torchrun: data-parallel over its ranks; only rank 0 prints
+            from .distributed import train_distributed
 
-        rank0 = os.environ.get("RANK", "0") == "0"
-        result = train_distributed(cfg, resume=resume, fsdp=args.fsdp)
-        if rank0:
-            print(f"dapo-env train: {os.environ['WORLD_SIZE']} ranks, run files: {result.run_dir}", flush=True)
-        return 0
-    if args.fsdp:
-        raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
-    print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
-          f"run_dir={cfg.run_dir}", flush=True)
-    result = train(cfg, resume=resume)
+            rank0 = os.environ.get("RANK", "0") == "0"
+            result = train_distributed(cfg, resume=resume, overwrite=args.overwrite, fsdp=args.fsdp)
+            if rank0:
+                print(f"dapo-env train: {os.environ['WORLD_SIZE']} ranks, run files: {result.run_dir}", flush=True)
+            return 0
+        if args.fsdp:
+            raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
+        print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
+              f"run_dir={cfg.run_dir}", flush=True)
+        result = train(cfg, resume=resume, overwrite=args.overwrite)
+    except TrainingInterrupted as stop:
+        if os.environ.get("RANK", "0") == "0":
+            print(f"dapo-env train: {stop}", file=sys.stderr, flush=True)
+        return 130
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
     print(f"held-out accuracy ({cfg.eval_split}, {cfg.eval_size} problems): "
           f"{start if start is None else f'{start:.3f}'} -> {end if end is None else f'{end:.3f}'}")
+    partial = max((r.get("rollout/partial_batches") or 0 for r in result.metrics), default=0)
+    if partial:
+        print(f"partial batches: {partial} of {cfg.max_steps} steps had fewer than {cfg.batch_size} informative groups "
+              f"(dynamic sampling ran out of its {cfg.max_gen_rounds} generation rounds; rollout/partial in metrics.jsonl)")
     print(f"run files: {result.run_dir} (config.json, metrics.jsonl, curves.png, checkpoints/)")
     return 0
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    import torch
-
-    from .engine import HFEngine
-    from .rollout import evaluate_accuracy, resolve_task
+    from .batch import autocast_dtype
+    from .engine import make_engine
+    from .evaluation import evaluate, load_eval_problems
+    from .rollout import resolve_task
     from .trainer import build_model
 
     knobs = parse_overrides(args.set)
-    model, tok = build_model(build_config("dapo", overrides={"model": args.model}))
-    model.to(torch.device(args.device))
+    cfg = build_config("dapo", overrides=dict(model=args.model, task=args.task, eval_split=args.split,
+                                              eval_size=args.size, device=args.device, verifier=args.verifier,
+                                              seed=args.seed, task_kwargs=knobs, overlong_penalty=False))
+    model, tok = build_model(cfg)
     positions = getattr(model.config, "max_position_embeddings", None) or 2048
-    max_tokens = args.max_tokens or min(1024, positions // 2)
-    cfg = build_config("dapo", overrides=dict(
-        model=args.model, task=args.task, eval_split=args.split, eval_size=args.size, device=args.device,
-        eval_temperature=args.temperature, verifier=args.verifier, seed=args.seed, task_kwargs=knobs,
-        max_response_tokens=max_tokens, overlong_penalty=False))
-    engine = HFEngine(model, tok, device=args.device)
-    acc = evaluate_accuracy(engine, resolve_task(cfg), cfg, tokenizer=tok)
-    print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": args.size,
-                      "temperature": args.temperature, "accuracy": acc}))
+    engine = make_engine("hf", model, tok, device=args.device, autocast_dtype=autocast_dtype(cfg.precision))
+    task = resolve_task(cfg)
+    problems = load_eval_problems(task, split=args.split, size=args.size, task_kwargs=knobs)
+    result = evaluate(engine, task, problems, max_response_tokens=args.max_response_tokens or min(1024, positions // 2),
+                      temperature=args.temperature, seed=args.seed)
+    print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": len(problems),
+                      "temperature": args.temperature, "accuracy": result.accuracy}))
     return 0
 
 
@@ -260,14 +278,14 @@ def task_kind(task: Any) -> str:
         >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
         ['math', 'code', 'procedural']
     """
-    own = getattr(task, "kind", None)
+    own = getattr(task, "kind", None)  # a task class may say what it is
     if isinstance(own, str) and own:
         return own
     from dapo_env.tasks.procedural import ProceduralSource
     from dapo_env.verifiers import CodeVerifier, MathVerifier
 
-    if isinstance(task.source, ProceduralSource):
-        return "procedural"
+    if isinstance(task.source, ProceduralSource) or getattr(task.source, "default", None) is not None:
+        return "procedural"  # generated problems (a procedural source, or one with a default config)
     if isinstance(task.verifier, CodeVerifier):
         return "code"
     return "math" if isinstance(task.verifier, MathVerifier) else "custom"
@@ -295,16 +313,17 @@ def task_source(task: Any) -> str:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from dapo_env.tasks import get_task, list_tasks
 
-    rows = [{"id": env_id, "kind": task_kind(task), "source": task_source(task), "description": task.description}
-            for env_id in list_tasks() for task in [get_task(env_id)]]
+    rows = [{"id": env_id, "kind": task_kind(task), "turns": task.turns, "source": task_source(task),
+             "description": task.description} for env_id in list_tasks() for task in [get_task(env_id)]]
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
-    widths = [max(len(str(row[key])) for row in [dict(id="ID", kind="KIND", source="SOURCE"), *rows])
-              for key in ("id", "kind", "source")]
-    for row in [dict(id="ID", kind="KIND", source="SOURCE", description="DESCRIPTION"), *rows]:
-        cells = [str(row[key]).ljust(width) for key, width in zip(("id", "kind", "source"), widths)]
+    columns = ("id", "kind", "turns", "source")
+    header = {"id": "ID", "kind": "KIND", "turns": "TURNS", "source": "SOURCE", "description": "DESCRIPTION"}
+    widths = [max(len(str(row[key])) for row in [header, *rows]) for key in columns]
+    for row in [header, *rows]:
+        cells = [str(row[key]).ljust(width) for key, width in zip(columns, widths)]
         print("  ".join([*cells, row["description"]]).rstrip())
     return 0
 

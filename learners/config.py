@@ -4,10 +4,17 @@ Every DAPO component is its own switch, so the paper's ablation (naive GRPO, + o
 + clip-higher, + soft overlong punishment, + token-level loss, + dynamic sampling) is a configuration
 change. Defaults follow Yu et al. 2025 (DAPO), Section 3 and Table 1 / the released recipe.
 
+A preset is an ALGORITHM (``dapo``, ``grpo``: the switches) applied on top of a SCALE (``paper``: the
+paper's sizes for a real model; ``tiny``: the CPU default run's model, sizes, task and warm start). The
+scale's task knobs (``task_kwargs``) belong to its task: choosing another task drops them.
+Names that extend (loss aggregations, ratio levels, engines) are validated against their registries.
+
 Example:
     >>> cfg = preset("grpo", max_steps=3)
-    >>> (cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.dynamic_sampling)
-    (0.2, 0.2, 'seq-mean-token-mean', False)
+    >>> (cfg.clip_low, cfg.clip_high, cfg.loss_agg, cfg.dynamic_sampling, cfg.max_response_tokens)
+    (0.2, 0.2, 'seq-mean-token-mean', False, 20480)
+    >>> preset("grpo", scale="tiny").max_response_tokens, preset("tiny", task="GSM8K-v0").task_kwargs
+    (16, {})
 """
 
 from __future__ import annotations
@@ -20,9 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 LR_SCHEDULES = ("constant", "cosine", "linear")
-ENGINES = ("hf", "vllm")
 PRECISIONS = ("fp32", "bf16")
 
 
@@ -51,7 +56,7 @@ class TrainConfig:
     seed: int = 0
     max_steps: int = 100  # training steps (one rollout batch each)
     device: str = "cpu"
-    engine: str = "hf"  # "hf" (transformers, CPU/GPU) or "vllm"
+    engine: str = "hf"  # a registered engine (engine.ENGINES: "hf" transformers CPU/GPU, "vllm") or "auto"
     num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
     # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
     # (weights, optimizer state, log-softmax and loss stay fp32); on a CPU with AMX a SmolLM2-135M update
@@ -80,7 +85,9 @@ class TrainConfig:
     clip_low: float = 0.2  # epsilon_low
     clip_high: float = 0.28  # epsilon_high (clip-higher); set equal to clip_low for symmetric clipping
     clip_c: float | None = None  # dual-clip constant for negative advantages (None: off)
-    loss_agg: str = "token-mean"  # token-level policy-gradient loss (DAPO Eq. 12)
+    loss_agg: str = "token-mean"  # token-level policy-gradient loss (DAPO Eq. 12); any registered aggregation
+    ratio_level: str = "token"  # importance ratio per token, or "sequence" (GSPO's length-normalised ratio)
+    tis_cap: float | None = None  # truncated IS weights min(pi_learner / pi_engine, tis_cap) per token; None: off
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
     overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
@@ -138,9 +145,16 @@ class TrainConfig:
         need(self.clip_low >= 0.0 and self.clip_low < 1.0, "clip_low", "must be in [0, 1)")
         need(self.clip_high >= 0.0, "clip_high", "must be >= 0 (use clip_high=clip_low for symmetric)")
         need(self.clip_c is None or self.clip_c > 1.0, "clip_c", "dual clip needs a constant > 1, or None")
-        need(self.loss_agg in LOSS_AGGREGATIONS, "loss_agg", f"choose one of {LOSS_AGGREGATIONS}")
+        from .engine import engine_names  # the registries (imported here: config itself needs no torch)
+        from .losses import AGGREGATIONS, RATIO_LEVELS
+
+        need(self.loss_agg in AGGREGATIONS, "loss_agg",
+             f"choose a registered aggregation {sorted(AGGREGATIONS)} (losses.register_aggregation adds one)")
+        need(self.ratio_level in RATIO_LEVELS, "ratio_level", f"choose one of {RATIO_LEVELS} ('sequence' is GSPO)")
+        need(self.tis_cap is None or (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0), "tis_cap",
+             "must be a number > 0 (e.g. 2.0), or None to switch truncated importance sampling off")
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
-        need(self.engine in ENGINES, "engine", f"choose one of {ENGINES}")
+        need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
         need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
         need(self.temperature > 0.0, "temperature", "sampling needs a temperature > 0")
         need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
@@ -176,14 +190,7 @@ class TrainConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> TrainConfig:
         """A copy with ``overrides`` applied; unknown keys raise listing the valid ones."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
-        clean = dict(overrides)
-        if isinstance(clean.get("adam_betas"), list):
-            clean["adam_betas"] = tuple(clean["adam_betas"])
-        return dataclasses.replace(self, **clean)
+        return dataclasses.replace(self, **_checked(overrides))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (a callable verifier is recorded by its qualified name)."""
@@ -202,29 +209,38 @@ class TrainConfig:
         return base.with_overrides(data)
 
 
-def _dapo(**kw: Any) -> TrainConfig:
-    return TrainConfig(preset_name="dapo", **kw)
+def _checked(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` as TrainConfig fields: unknown keys raise listing the valid ones; a list for
+    ``adam_betas`` (from YAML/JSON) becomes the pair it stands for."""
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown TrainConfig field(s) {unknown}; valid fields: {sorted(known)}")
+    clean = dict(overrides)
+    if isinstance(clean.get("adam_betas"), list):
+        clean["adam_betas"] = tuple(clean["adam_betas"])
+    return clean
 
 
-def _grpo(**kw: Any) -> TrainConfig:
-    """Naive GRPO: symmetric clip, per-sequence loss averaging, no dynamic sampling, no shaping."""
-    base: dict[str, Any] = dict(clip_high=0.2, loss_agg="seq-mean-token-mean", dynamic_sampling=False,
-                                overlong_penalty=False, overlong_filter=False)
-    return TrainConfig(preset_name="grpo", **{**base, **kw})
+#: The switches of each algorithm, applied on top of a scale.
+ALGORITHMS: dict[str, dict[str, Any]] = {
+    "dapo": {},  # the TrainConfig defaults: clip-higher, token-level loss, dynamic sampling, soft overlong penalty
+    # naive GRPO: symmetric clip, per-sequence loss averaging, no dynamic sampling, no overlong shaping
+    "grpo": dict(clip_high=0.2, loss_agg="seq-mean-token-mean", dynamic_sampling=False, overlong_penalty=False,
+                 overlong_filter=False),
+}
 
-
-def _tiny(**kw: Any) -> TrainConfig:
-    """DAPO on the CPU in minutes: a tiny random-init model warm-started on Largest-v0, then RL.
-
-    The task is Largest-v0 over 5-6 single digits with a uniformly drawn answer: held-out lists are new
-    combinations of seen digits, so the skill (compare, copy the largest) transfers to the test split,
-    and no constant guess scores (see ``docs/tasks.md``). Only sizes, learning rate and lengths change;
-    the DAPO switches keep the paper's settings. Four optimizer steps per rollout batch (32 prompts in
-    mini-batches of 8), so the later ones are off-policy and clip-higher's ranges are active. The
-    overlong penalty ramps over the last 4 of 16 tokens (the answer line is 9 tokens + EOS). One torch
-    thread: at this model size intra-op threading does not pay. Measured numbers: ``docs/learner.md``.
-    """
-    base: dict[str, Any] = dict(
+#: Sizes, lengths, learning rate, model and task of each scale.
+SCALES: dict[str, dict[str, Any]] = {
+    "paper": {},  # the TrainConfig defaults: 512 prompts x 16 responses, L_max 20480, lr 1e-6 (a real --model)
+    # DAPO on the CPU in minutes: a tiny random-init model warm-started on Largest-v0, then RL. The task is
+    # Largest-v0 over 5-6 single digits with a uniformly drawn answer: held-out lists are new combinations of
+    # seen digits, so the skill (compare, copy the largest) transfers to the test split, and no constant guess
+    # scores (docs/tasks.md). Four optimizer steps per rollout batch (32 prompts in mini-batches of 8), so the
+    # later ones are off-policy and clip-higher's ranges are active. The overlong penalty ramps over the last
+    # 4 of 16 tokens (the answer line is 9 tokens + EOS). One torch thread: at this model size intra-op
+    # threading does not pay. Measured numbers: docs/learner.md.
+    "tiny": dict(
         task="Largest-v0",
         task_kwargs={"min_value": 0, "max_value": 9, "min_count": 5, "max_count": 6, "uniform_answer": True},
         max_steps=200, group_size=8, batch_size=32, mini_batch_size=8, micro_batch_size=64,
@@ -232,23 +248,35 @@ def _tiny(**kw: Any) -> TrainConfig:
         weight_decay=0.0, warmstart_steps=400, warmstart_lr=3e-3, warmstart_batch_size=64,
         warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4, eval_every=5,
         eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
-    )
-    return TrainConfig(preset_name="tiny", **{**base, **kw})
+    ),
+}
+
+#: Named presets: (algorithm, default scale). ``tiny`` is the CPU default run (DAPO at the tiny scale).
+PRESETS: dict[str, tuple[str, str]] = {"dapo": ("dapo", "paper"), "grpo": ("grpo", "paper"), "tiny": ("dapo", "tiny")}
 
 
-PRESETS: dict[str, Callable[..., TrainConfig]] = {"dapo": _dapo, "grpo": _grpo, "tiny": _tiny}
+def preset(name: str, /, *, scale: str | None = None, **overrides: Any) -> TrainConfig:
+    """The preset ``name``'s algorithm on ``scale`` (default: the preset's own), with field overrides.
 
-
-def preset(name: str, /, **overrides: Any) -> TrainConfig:
-    """Build a named preset (``dapo``, ``grpo``, ``tiny``) with optional field overrides.
+    The scale's ``task_kwargs`` are knobs of the scale's task: overriding ``task`` with another task
+    without giving ``task_kwargs`` drops them.
 
     Example:
-        >>> preset("dapo").clip_high
-        0.28
+        >>> preset("dapo").clip_high, preset("tiny").task, preset("grpo", scale="tiny").clip_high
+        (0.28, 'Largest-v0', 0.2)
     """
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-    return PRESETS[name](**overrides)
+    algorithm, default_scale = PRESETS[name]
+    scale = default_scale if scale is None else scale
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; choose one of {sorted(SCALES)}")
+    overrides = _checked(overrides)
+    fields_ = {**SCALES[scale], **ALGORITHMS[algorithm], **overrides}
+    base_task = SCALES[scale].get("task", TrainConfig.task)
+    if fields_.get("task", base_task) != base_task and "task_kwargs" not in overrides:
+        fields_["task_kwargs"] = {}  # the scale's knobs belong to its own task
+    return TrainConfig(**{"preset_name": name, **fields_})
 
 
 #: The paper's ablation (DAPO Table 1) as cumulative overrides on the ``grpo`` preset.
@@ -287,18 +315,14 @@ def load_overrides(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_config(preset_name: str = "dapo", *, config_file: str | Path | None = None,
+def build_config(preset_name: str = "dapo", *, scale: str | None = None, config_file: str | Path | None = None,
                  overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """Preset, then the file's fields, then explicit overrides (later wins)."""
+    """Preset (on ``scale``), then the file's fields, then explicit overrides (later wins); unknown fields
+    raise listing the valid ones."""
     file_data = load_overrides(config_file) if config_file else {}
     name = str(file_data.pop("preset", preset_name))
-    cfg = preset(name)
-    if file_data:
-        cfg = cfg.with_overrides(file_data)
-    if overrides:
-        cfg = cfg.with_overrides(overrides)
-    return cfg
+    return preset(name, scale=scale, **{**file_data, **dict(overrides or {})})  # later wins
 
 
-__all__ = ["ABLATION", "LOSS_AGGREGATIONS", "PRECISIONS", "PRESETS", "TrainConfig", "build_config", "load_overrides",
+__all__ = ["ABLATION", "ALGORITHMS", "PRECISIONS", "PRESETS", "SCALES", "TrainConfig", "build_config", "load_overrides",
            "preset"]

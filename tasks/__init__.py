@@ -11,9 +11,12 @@ from .registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
 from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
+from . import guess_number  # noqa: E402,F401  (multi-turn)
 from .arithmetic import ArithmeticConfig
 from .countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 from .largest import LargestConfig
+from .loading import DatasetSource
+from .procedural import ProceduralSource
 from .sort import SortConfig, SortVerifier
 
 __all__ = [
@@ -22,18 +25,14 @@ __all__ = [
     "CountdownConfig",
     "CountdownVerifier",
     "DataFiles",
+    "DatasetSource",
     "LargestConfig",
     "ProblemSource",
+    "ProceduralSource",
     "SortConfig",
     "SortVerifier",
     "Task",
     "TaskDataError",
-    "arithmetic",
-    "code_tasks",
-    "countdown",
-    "largest",
-    "math_tasks",
-    "sort",
     "get_task",
     "list_tasks",
     "register_task",

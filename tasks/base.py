@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from dapo_env.types import Problem, Verifier
+from dapo_env.types import Interaction, Problem, Verifier
 
 DataFiles = str | Sequence[str] | Mapping[str, str | Sequence[str]]
 
@@ -76,6 +76,8 @@ class Task:
         split: the split ``load()`` uses when none is given.
         version: the integer in the Gymnasium id ``f"{name}-v{version}"``.
         description: one line for listings and docs.
+        interaction: for a multi-turn task, the :class:`~dapo_env.types.Interaction` that answers each
+            assistant turn (``respond(history, action, verdict) -> Turn``); ``None`` for a single-turn task.
 
     Example:
         >>> from dapo_env.tasks import get_task
@@ -92,6 +94,7 @@ class Task:
     split: str = "train"
     version: int = 0
     description: str = ""
+    interaction: Interaction | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.name, str) and _VERSIONED_RE.search(self.name):
@@ -114,6 +117,14 @@ class Task:
         template_fields(self.prompt_template)  # raises on a malformed template
         if not isinstance(self.split, str) or not self.split:
             raise ValueError(f"Task split must be a non-empty string such as 'train' or 'test', got {self.split!r}")
+        if self.interaction is not None and not callable(getattr(self.interaction, "respond", None)):
+            raise TypeError(
+                f"Task interaction must have a respond(history, action, verdict) -> Turn method, got {self.interaction!r}")
+
+    @property
+    def turns(self) -> str:
+        """``"multi-turn"`` for a task with an interaction, else ``"single-turn"``."""
+        return "single-turn" if self.interaction is None else "multi-turn"
 
     @property
     def env_id(self) -> str:

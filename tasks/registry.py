@@ -16,6 +16,8 @@ from .base import Task
 
 ENTRY_POINT = "dapo_env.envs:ReasoningEnv"
 VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"
+MULTI_TURN_ENTRY_POINT = "dapo_env.multiturn:MultiTurnEnv"
+TURNS = ("single-turn", "multi-turn")
 
 _TASKS: dict[str, Task] = {}  # env_id -> Task
 
@@ -63,7 +65,9 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
     The Gymnasium spec is ``entry_point="dapo_env.envs:ReasoningEnv"``,
     ``vector_entry_point="dapo_env.vector:GroupVectorEnv"``, ``kwargs={"task": task.env_id}`` (a
     :class:`SpecKwargs`: ``make_vec``'s ``"sync"``/``"async"`` modes default to same-step autoreset), so
-    ``gym.make(task.env_id, data_files=..., split=...)`` builds a :class:`ReasoningEnv` for it.
+    ``gym.make(task.env_id, data_files=..., split=...)`` builds a :class:`ReasoningEnv` for it. A multi-turn
+    task (one with an ``interaction``) gets ``entry_point="dapo_env.multiturn:MultiTurnEnv"`` and no vector
+    entry point (its batched form, :class:`~dapo_env.episodes.EpisodeGroupEnv`, is not a ``VectorEnv``).
 
     Raises:
         ValueError: when the id is taken (by a task or any Gymnasium env) and ``overwrite`` is False.
@@ -89,10 +93,11 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
         )
     if env_id in gymnasium.registry:
         del gymnasium.registry[env_id]  # replace without Gymnasium's "overriding" warning
+    multi_turn = task.turns == "multi-turn"
     gymnasium.register(
         id=env_id,
-        entry_point=ENTRY_POINT,
-        vector_entry_point=VECTOR_ENTRY_POINT,
+        entry_point=MULTI_TURN_ENTRY_POINT if multi_turn else ENTRY_POINT,
+        vector_entry_point=None if multi_turn else VECTOR_ENTRY_POINT,
         kwargs=SpecKwargs(task=env_id),
     )
     _TASKS[env_id] = task
@@ -130,9 +135,20 @@ def get_task(name_or_env_id: str | Task) -> Task:
     )
 
 
-def list_tasks() -> list[str]:
-    """The registered Gymnasium ids, sorted."""
-    return sorted(_TASKS)
+def list_tasks(turns: str | None = None) -> list[str]:
+    """The registered Gymnasium ids, sorted; ``turns="single-turn"`` or ``"multi-turn"`` keeps those
+    (``get_task(id).turns`` says which a task is).
+
+    Example:
+        >>> "GuessNumber-v0" in list_tasks("multi-turn"), "GuessNumber-v0" in list_tasks("single-turn")
+        (True, False)
+    """
+    if turns is None:
+        return sorted(_TASKS)
+    if turns not in TURNS:
+        raise ValueError(f"turns must be one of {TURNS} or None, got {turns!r}")
+    return sorted(env_id for env_id, task in _TASKS.items() if task.turns == turns)
 
 
-__all__ = ["ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks", "register_task", "unregister_task"]
+__all__ = ["ENTRY_POINT", "TURNS", "MULTI_TURN_ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks",
+           "register_task", "unregister_task"]

@@ -45,7 +45,7 @@ def test_counting_engine_counts_training_rollouts_only(ablation):
 
     tok = build_tokenizer()
     counter = ablation.CountingEngine(HFEngine(build_tiny_model(tok, seed=0), tok))
-    sampling = SamplingParams(max_tokens=5, seed=0)
+    sampling = SamplingParams(max_response_tokens=5, seed=0)
     out = counter.generate(["1+1="], n=3, sampling=sampling)
     assert counter.samples == 3 and counter.tokens == sum(c.num_tokens for c in out[0])
     assert counter.truncated == sum(c.finish_reason == "length" for c in out[0])

@@ -33,11 +33,12 @@ def test_held_out_set_is_every_distinct_test_question_once(smol) -> None:
     from dapo_env.tasks.procedural import split_of
 
     task = get_task("Arithmetic-v0")
-    prompts, answers = smol.held_out_set(task)
+    problems = smol.held_out_set(task)
     test = task.load(split="test")
-    assert len(prompts) == len(set(prompts)) == len({p.question for p in test})
-    assert all(split_of(q) == "test" for q in prompts)
-    assert answers[0] == str(test[0].answer) and prompts[0] == task.format_prompt(test[0])
+    questions = [p.question for p in problems]
+    assert len(questions) == len(set(questions)) == len({p.question for p in test})
+    assert all(split_of(q) == "test" for q in questions)
+    assert problems[0] == test[0]
 
 
 def test_few_shot_examples_are_never_held_out_questions(smol) -> None:
@@ -55,17 +56,21 @@ def test_few_shot_template_renders_the_shots_and_the_question(smol) -> None:
     assert smol.SHOTS[2][0] not in prompt
 
 
-def test_evaluate_scores_greedy_sampled_and_format_failures(smol) -> None:
+def test_score_counts_greedy_sampled_and_format_failures(smol) -> None:
     from dapo_env.tasks import get_task
     from dapo_env.types import Completion
 
-    class Scripted:  # answers from a table; "length" for the third prompt
-        def generate(self, prompts, n, sampling):  # noqa: ANN001, ANN201
-            table = {"p0": ("Answer: 3", "stop"), "p1": ("it is 5", "stop"), "p2": ("Answer: 7", "length")}
-            return [[Completion(text=table[p][0], num_tokens=3, finish_reason=table[p][1])] * n for p in prompts]
+    task = get_task("Arithmetic-v0")
+    problems = smol.held_out_set(task)[:3]
+    replies = {task.format_prompt(p): (text, finish) for p, text, finish in zip(
+        problems, (f"Answer: {problems[0].answer}", "it is 5", f"Answer: {problems[2].answer}"),
+        ("stop", "stop", "length"))}
 
-    out = smol.evaluate(Scripted(), get_task("Arithmetic-v0"), ["p0", "p1", "p2"], ["3", "5", "7"],
-                        max_tokens=8, samples=2)
+    class Scripted:  # right; no answer; right but cut at the token limit
+        def generate(self, prompts, n, sampling):  # noqa: ANN001, ANN201
+            return [[Completion(replies[p][0], num_tokens=3, finish_reason=replies[p][1])] * n for p in prompts]
+
+    out = smol.score(Scripted(), task, problems, max_response_tokens=8, samples=2)
     assert out == {"greedy": pytest.approx(1 / 3), "greedy_no_answer": pytest.approx(1 / 3),
                    "avg@2": pytest.approx(1 / 3)}  # the cut-off right answer counts as wrong
 

@@ -11,20 +11,25 @@ from typing import TYPE_CHECKING, Any
 from dapo_env.types import VerifyResult
 
 _LAZY = {
+    "CallableVerifier": "dapo_env.verifiers.callable",
+    "as_verifier": "dapo_env.verifiers.callable",
     "MathVerifier": "dapo_env.verifiers.math",
     "CodeVerifier": "dapo_env.verifiers.code",
+    "VerifierPool": "dapo_env.verifiers.pool",
+    "verify_batch": "dapo_env.verifiers.pool",
+    "ProgramRun": "dapo_env.verifiers.sandbox",
     "SandboxLimits": "dapo_env.verifiers.sandbox",
     "SandboxUnavailable": "dapo_env.verifiers.sandbox",
     "isolation": "dapo_env.verifiers.sandbox",
     "run_python": "dapo_env.verifiers.sandbox",
-    "VerifierPool": "dapo_env.verifiers.pool",
-    "verify_batch": "dapo_env.verifiers.pool",
 }
 
 if TYPE_CHECKING:
+    from .callable import CallableVerifier, as_verifier
     from .code import CodeVerifier
     from .math import MathVerifier
     from .pool import VerifierPool, verify_batch
+    from .sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, isolation, run_python
 
 
 def __getattr__(name: str) -> Any:
@@ -33,5 +38,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dapo_env.verifiers' has no attribute {name!r}")
 
 
-__all__ = ["CodeVerifier", "MathVerifier", "SandboxLimits", "SandboxUnavailable", "VerifierPool", "VerifyResult",
-           "isolation", "run_python", "verify_batch"]
+__all__ = ["CallableVerifier", "CodeVerifier", "MathVerifier", "ProgramRun", "SandboxLimits", "SandboxUnavailable",
+           "VerifierPool", "VerifyResult", "as_verifier", "isolation", "run_python", "verify_batch"]

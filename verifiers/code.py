@@ -1,13 +1,12 @@
 """CodeVerifier: extract a Python program from a response and score it by the tests it passes.
 
-Each candidate runs in the OS sandbox of ``sandbox.py`` (bubblewrap: fresh namespaces, unprivileged uid,
-read-only system, a capped tmpfs, nothing outlives the run). Verdicts are decided outside it wherever the
-test allows: for ``assert <expr> == <literal>`` and its relatives (``code_plan.py``) the sandbox only
-computes ``<expr>`` and reports its value; the parent decodes it into plain data and compares it with the
-expected value, which never enters the sandbox. stdio tests compare captured stdout outside. Tests of any
-other shape run inside, behind a trusted harness: a per-run nonce the candidate never sees tags every
-record, and a Python audit hook refuses introspection, sockets, subprocesses and writes outside the
-working directory (an inner layer, the only one with ``isolation="weak"``). Exit codes are never trusted.
+Each candidate runs in the OS sandbox of ``sandbox.py`` (bubblewrap: fresh namespaces, an unprivileged uid,
+a read-only system, a capped tmpfs, nothing outlives the run) behind the harness of ``code_harness.py``.
+Verdicts are decided outside it: for ``assert <expr> == <literal>`` and its relatives (``code_plan.py``)
+the sandbox only computes ``<expr>`` and reports its value; the parent decodes it into plain data
+(``code_values.py``) and compares it with the expected value, which never enters the sandbox. Tests of
+other shapes run inside as generators whose asserts yield plain values for the parent to judge; stdio
+tests compare captured stdout outside. Exit codes and stdout (for asserts) are never trusted.
 """
 
 from __future__ import annotations
@@ -16,10 +15,12 @@ import ast
 import json
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dapo_env.types import CodeTests, VerifyResult
-from .code_plan import Check, DecodeError, TestPlan, decode, plan_tests
+from .code_harness import HARNESS
+from .code_plan import TEST_FUNCTION, Check, TestPlan, plan_tests
+from .code_values import DecodeError, Expectation, decode
 from .references import code_tests
 from .sandbox import (
     ISOLATION_MODES,
@@ -35,199 +36,12 @@ from .sandbox import (
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3"})
 _MESSAGE_CHARS = 300
+# What parsing or compiling model-written code may raise (deep nesting exhausts the parser's stack or memory)
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+_RESULT_KINDS = frozenset("VPX")  # a test's value, its pass (decided inside), or the exception it raised
+_RECORD_KINDS = _RESULT_KINDS | {"Y", "C", "S", "E"}  # a value a test run inside yielded, the program's own
+# exception, a stdio run's finish status, the end marker
 
-# The harness runs as ``python -I -c HARNESS <payload_fd> <result_fd>`` inside the sandbox. Two audit hooks
-# are installed before the candidate runs. The reporter holds the nonce and the result fd in its closure and
-# writes "<nonce> <kind> <index> <json>" only for a "dapo.record" event raised from main()'s own frame (the
-# one frame that announced itself with "dapo.start"), ignoring every other caller. The guard refuses the
-# remaining ways to reach the reporter's closure (gc object walks, other threads' frames, tracing, ctypes,
-# /proc/*/mem) and OS-level escapes (an inner layer under the OS sandbox). Values of "value" steps are
-# encoded by tagged JSON ("i" int, "f" float hex, "s" str, "l"/"t"/"S"/"F"/"d" containers, "o" any other
-# type): only data leaves the sandbox, and the parent compares it with expected values it never sent.
-HARNESS = r"""
-import os, sys
-
-def install(nonce, result_fd, main_code):
-    write, getframe, legit = os.write, sys._getframe, []
-
-    def reporter(event, args):
-        if event != "dapo.start" and event != "dapo.record":
-            return
-        frame = getframe(1)
-        if frame.f_code is not main_code:
-            return
-        if event == "dapo.start":
-            if not legit:
-                legit.append(frame)
-        elif legit and frame is legit[0] and len(args) == 3:
-            write(result_fd, f"{nonce} {args[0]} {args[1]} {args[2]}\n".encode())
-
-    blocked = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.kill",
-               "os.killpg", "os.system", "os.startfile", "ctypes.", "pty.", "sys._current_frames",
-               "sys.settrace", "sys.setprofile", "gc.get_", "sys.addaudithook", "os.pidfd_open", "signal.pidfd")
-    workdir = os.path.realpath(os.getcwd())
-    path_events = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
-                             "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "os.chdir",
-                             "shutil.move", "shutil.copyfile", "shutil.copytree", "os.mkfifo", "os.mknod"})
-    realpath, fspath, join, getcwd = os.path.realpath, os.fspath, os.path.join, os.getcwd
-
-    def as_text(path):
-        try:
-            path = fspath(path)
-        except TypeError:
-            return None
-        return path.decode("utf-8", "replace") if isinstance(path, bytes) else path
-
-    def resolved(path):
-        path = as_text(path)
-        return None if not isinstance(path, str) else realpath(join(getcwd(), path))
-
-    def outside(path):
-        full = resolved(path)
-        return full is not None and full != workdir and not full.startswith(workdir + "/")
-
-    def guard(event, args):
-        if event.startswith(blocked):
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "open" and args and not isinstance(args[0], int):
-            full = resolved(args[0]) or ""
-            if full == "/proc" or full.startswith(("/proc/", "/dev/fd")):
-                raise PermissionError("sandbox: /proc (process memory, descriptors, environment) is not readable")
-            mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & 0o3103)
-            if writing and outside(args[0]):
-                raise PermissionError("sandbox: writes outside the working directory are not allowed")
-        elif event in path_events:
-            for arg in args:
-                if (isinstance(arg, (str, bytes)) or hasattr(arg, "__fspath__")) and outside(arg):
-                    raise PermissionError(f"sandbox: {event} outside the working directory")
-
-    sys.addaudithook(reporter)
-    sys.addaudithook(guard)
-
-
-def encode(value, depth=0, budget=[0]):
-    if depth == 0:
-        budget[0] = 200000
-    budget[0] -= 1
-    if depth > 64 or budget[0] < 0:
-        raise ValueError("value too deep or too large to report")
-    t = type(value)
-    if value is None or t is bool:
-        return value
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return {"i": int.__repr__(value)}
-    if isinstance(value, float):
-        return {"f": float.hex(float(value))}
-    if isinstance(value, complex):
-        return {"c": [float.hex(value.real), float.hex(value.imag)]}
-    if isinstance(value, str):
-        return {"s": str.__str__(value)}
-    if isinstance(value, bytes):
-        return {"y": bytes.hex(value)}
-    if isinstance(value, bytearray):
-        return {"Y": bytearray.hex(value)}
-    if isinstance(value, range):
-        return {"r": [value.start, value.stop, value.step]}
-    if isinstance(value, dict):
-        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]}
-    for kind, tag in ((list, "l"), (tuple, "t"), (frozenset, "F"), (set, "S")):
-        if isinstance(value, kind):
-            return {tag: [encode(x, depth + 1) for x in kind.__iter__(value)]}
-    import numbers
-    if isinstance(value, numbers.Integral):
-        return {"i": int.__repr__(int(value))}
-    if isinstance(value, numbers.Real):
-        return {"f": float.hex(float(value))}
-    return {"o": t.__name__}
-
-
-def describe(exc):
-    try:
-        text = f"{type(exc).__name__}: {exc}"
-    except BaseException:
-        text = type(exc).__name__
-    return text[:300]
-
-
-def main():
-    payload_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
-    chunks = []
-    while True:
-        chunk = os.read(payload_fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(payload_fd)
-    import json, builtins
-    sys.set_int_max_str_digits(0)
-    job = json.loads(b"".join(chunks))
-    chunks = None
-    install(job.pop("nonce"), result_fd, main.__code__)
-    # Only immutable values from here on: candidate code can read this frame, not rebind its locals.
-    mode, code, setup = str(job["mode"]), str(job["code"]), str(job["setup"])
-    steps = tuple((str(k), int(i), str(s), bool(c)) for k, i, s, c in job["steps"])
-    scope_param, scope_target = tuple(job["scope"] or ("", ""))
-    job = None
-    audit, run, evaluate, compile_, exc_type, dumps = sys.audit, exec, eval, compile, BaseException, json.dumps
-    stdout, is_int, dict_, encode_, describe_ = sys.stdout, int, dict, encode, describe
-    namespace = {"__name__": "__main__" if mode == "stdio" else "candidate", "__builtins__": builtins}
-    saved_builtins = tuple(builtins.__dict__.items())
-    audit("dapo.start")
-    try:
-        run(compile_(code, "<candidate>", "exec"), namespace)
-        status = "ok"
-    except SystemExit as stop:
-        status = "ok" if stop.code is None or (type(stop.code) is is_int and stop.code == 0) else "exit"
-    except exc_type as exc:
-        status = "error"
-    if mode == "stdio":
-        try:
-            stdout.flush()
-        except exc_type:
-            status = "error"
-        audit("dapo.record", "S", 0, status)
-        audit("dapo.record", "E", 0, "end")
-        return
-    builtins.__dict__.clear()  # undo any monkeypatching of builtins before the tests run
-    builtins.__dict__.update(saved_builtins)
-    namespace["__builtins__"] = builtins
-    try:
-        run(compile_(setup, "<setup>", "exec"), namespace)
-    except exc_type:
-        pass
-    scope, broken = None, ""
-    for kind, index, source, scoped in steps:
-        where = namespace
-        if scoped:
-            if scope is None:
-                scope = dict_(namespace)
-                scope[scope_param] = namespace.get(scope_target)
-            where = scope
-        if kind == "exec":
-            try:
-                run(compile_(source, "<test>", "exec"), where)
-            except exc_type as exc:
-                broken = broken or describe_(exc)
-            continue
-        if broken:
-            audit("dapo.record", "X", index, dumps("an earlier statement of the test raised " + broken))
-            continue
-        try:
-            if kind == "value":
-                line = dumps(encode_(evaluate(compile_(source, "<test>", "eval"), where)))
-                audit("dapo.record", "V", index, line)
-            else:
-                run(compile_(source, "<test>", "exec"), where)
-                audit("dapo.record", "P", index, "0")
-        except exc_type as exc:
-            audit("dapo.record", "X", index, dumps(describe_(exc)))
-    audit("dapo.record", "E", 0, "end")
-
-main()
-"""
 
 
 def extract_code(response: str, *, require_fence: bool = False, prefix: str = "") -> str | None:
@@ -262,7 +76,7 @@ def extract_code(response: str, *, require_fence: bool = False, prefix: str = ""
 def _looks_like_code(text: str) -> bool:
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return any(not isinstance(node, ast.Expr) for node in tree.body)
 
@@ -270,7 +84,7 @@ def _looks_like_code(text: str) -> bool:
 def _defines(code: str, name: str) -> bool:
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
@@ -283,7 +97,7 @@ def _defines(code: str, name: str) -> bool:
 def _compiles(code: str) -> bool:
     try:
         compile(code, "<candidate>", "exec")
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return True
 
@@ -322,6 +136,8 @@ class TestReport:
     show it (MBPP's tests are in its prompt; HumanEval's are hidden).
     """
 
+    __test__ = False  # not a pytest test class
+
     index: int
     source: str
     passed: bool
@@ -358,7 +174,7 @@ class CodeVerifier:
         >>> from dapo_env.types import CodeTests
         >>> verifier = CodeVerifier(limits=SandboxLimits(wall_s=10.0))
         >>> tests = CodeTests(tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0"))
-        >>> verifier("```python\ndef add(a, b):\n    return a + b\n```", tests).reason
+        >>> verifier("```python\\ndef add(a, b):\\n    return a + b\\n```", tests).reason
         'passed:2/2'
     """
 
@@ -373,8 +189,10 @@ class CodeVerifier:
             raise ValueError(f"CodeVerifier.isolation must be one of {ISOLATION_MODES}, got {self.isolation!r}")
 
     def isolation_layers(self) -> Isolation:
-        """The sandbox layers this verifier's runs get on this machine, and why any missing one is missing."""
-        return isolation(self.isolation)
+        """The layers this verifier's runs get on this machine (the sandbox's, plus the harness's audit
+        hook), and why any missing one is missing."""
+        layers = isolation(self.isolation)
+        return Isolation(layers.mode, (*layers.active, "audit_hook"), layers.missing)
 
     def prepare_reference(self, reference: object) -> CodeTests:
         """The tests as :class:`CodeTests` (from ``CodeTests``, a dict of its fields, its JSON string or a list
@@ -417,11 +235,14 @@ class CodeVerifier:
         if tests.tests:
             plan = plan_tests(tests)
             outcome, nonce = self._run(program, mode="tests", setup=tests.setup, plan=plan)
-            reports.extend(_judge_plan(plan, _records(outcome.records, nonce), outcome))
+            records = _records(outcome.records, nonce)
+            crash = records.first.get(("C", 0))
+            crash = f" (the program itself raised {_text(crash)})" if crash else ""
+            reports.extend(_with_note(r, crash) for r in _judge_plan(plan, records, outcome))
             cut = _cut(outcome)
         for stdin, expected in tests.stdio:
             outcome, nonce = self._run(program, mode="stdio", setup="", plan=None, stdin=stdin)
-            finished = _records(outcome.records, nonce).get(("S", 0)) == "ok"
+            finished = _records(outcome.records, nonce).first.get(("S", 0)) == "ok"
             stdout = outcome.stdout.decode("utf-8", "replace")
             ok = finished and not outcome.output_limited and _normalise(stdout) == _normalise(expected)
             message = "passed" if ok else _stdio_message(stdin, stdout, outcome, finished)
@@ -432,7 +253,7 @@ class CodeVerifier:
     def _run(self, program: str, *, mode: str, setup: str, plan: TestPlan | None,
              stdin: str = "") -> tuple[RunOutcome, str]:
         nonce = secrets.token_hex(16)
-        job = {"nonce": nonce, "mode": mode, "code": program, "setup": setup,
+        job = {"nonce": nonce, "mode": mode, "code": program, "setup": setup, "test_function": TEST_FUNCTION,
                "steps": [[s.kind, s.index, s.source, s.scoped] for s in plan.steps] if plan else [],
                "scope": list(plan.scope) if plan and plan.scope else None}
         outcome = run_sandboxed(HARNESS, json.dumps(job).encode(), stdin=stdin.encode(),
@@ -441,51 +262,87 @@ class CodeVerifier:
         return outcome, nonce
 
 
-def _records(raw: bytes, nonce: str) -> dict[tuple[str, int], str]:
-    """``(kind, index) -> payload`` of the records tagged with this run's nonce (the first of each wins);
-    value, pass and exception records share the kind ``"R"`` with their own letter first in the payload."""
-    found: dict[tuple[str, int], str] = {}
+@dataclass
+class _Records:
+    """The records of one run tagged with its nonce: the first of each ``(kind, index)`` (a test's result
+    as ``"R"``: its kind letter then payload), and every value a test run inside yielded, by test."""
+
+    first: dict[tuple[str, int], str] = field(default_factory=dict)
+    yields: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _records(raw: bytes, nonce: str) -> _Records:
+    found = _Records()
     for line in raw.decode("utf-8", "replace").splitlines():
         parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[0] != nonce or parts[1] not in ("V", "P", "X", "S", "E") or not parts[2].isdigit():
+        if len(parts) != 4 or parts[0] != nonce or parts[1] not in _RECORD_KINDS or not parts[2].isdigit():
             continue
-        result = parts[1] in ("V", "P", "X")
-        found.setdefault(("R" if result else parts[1], int(parts[2])), parts[1] + parts[3] if result else parts[3])
+        kind, index, payload = parts[1], int(parts[2]), parts[3]
+        if kind == "Y":
+            found.yields.setdefault(index, []).append(payload)
+        elif kind in _RESULT_KINDS:
+            found.first.setdefault(("R", index), kind + payload)
+        else:
+            found.first.setdefault((kind, index), payload)
     return found
 
 
-def _judge_plan(plan: TestPlan, records: dict[tuple[str, int], str], outcome: RunOutcome) -> list[TestReport]:
-    sources = {s.index: s.source for s in plan.steps if s.kind == "value"}
+def _with_note(report: TestReport, note: str) -> TestReport:
+    return report if report.passed or not note else replace(report, message=_short(report.message) + note)
+
+
+def _judge_plan(plan: TestPlan, records: _Records, outcome: RunOutcome) -> list[TestReport]:
     reports = []
     for check in plan.checks:
-        decided = "outside" if check.outside else "inside"
-        record = records.get(("R", check.index))
+        record = records.first.get(("R", check.index))
         if record is None:
             passed, message = False, _missing_message(outcome)
         elif record[0] == "X":
             passed, message = False, f"raised {_text(record[1:])}"
-        elif record[0] == "P" and not check.outside:
-            passed, message = True, "passed"
         elif record[0] == "V" and check.outside:
-            passed, message = _judge_value(check, sources[check.index], record[1:])
+            passed, message = _judge_value(check.expect, check.expression, record[1:])
+        elif record[0] == "P" and not check.outside:
+            passed, message = _judge_parts(check, records.yields.get(check.index, []))
         else:  # a record of the wrong kind for this test: only a forged one could be
             passed, message = False, "no valid result"
-        reports.append(TestReport(check.index, check.source, passed, decided, message))
+        reports.append(TestReport(check.index, check.source, passed, "outside" if check.outside else "inside",
+                                  message))
     return reports
 
 
-def _judge_value(check: Check, expression: str, payload: str) -> tuple[bool, str]:
+def _judge_value(expect: Expectation, expression: str, payload: str) -> tuple[bool, str]:
+    """A value test: the reported value decoded into plain data and judged against the test's literal."""
     try:
         value = decode(json.loads(payload))
     except (DecodeError, ValueError, TypeError, OverflowError, RecursionError):
         return False, f"{_short(expression)} returned a value that could not be read back"
-    if check.expect is not None and check.expect.judge(value):
+    if expect.judge(value):
         return True, "passed"
+    return False, f"{_short(expression)} returned {_shown(value)}"
+
+
+def _judge_parts(check: Check, payloads: list[str]) -> tuple[bool, str]:
+    """A test run inside that finished: every value its rewritten asserts yielded must pass."""
+    for payload in payloads:
+        try:
+            sub, *encoded = json.loads(payload)
+            part = check.parts[sub] if type(sub) is int and 0 <= sub < len(check.parts) else None
+            values = [decode(item) for item in encoded]
+        except (DecodeError, ValueError, TypeError, OverflowError, RecursionError):
+            return False, "a value could not be read back"
+        if part is None or len(values) != (2 if part.other else 1):
+            return False, "no valid result"
+        if not part.expect.judge(values[0] if len(values) == 1 else tuple(values)):
+            against = f" (compared with {_short(part.other)})" if part.other else ""
+            return False, f"{_short(part.expression)} returned {_shown(values[0])}{against}"
+    return True, "passed"
+
+
+def _shown(value: object) -> str:
     try:
-        shown = repr(value)
+        return _short(repr(value))
     except Exception:  # noqa: BLE001 - a huge int or the like
-        shown = f"a {type(value).__name__}"
-    return False, f"{_short(expression)} returned {_short(shown)}"
+        return f"a {type(value).__name__}"
 
 
 def _missing_message(outcome: RunOutcome) -> str:
@@ -497,14 +354,13 @@ def _missing_message(outcome: RunOutcome) -> str:
 
 
 def _stdio_message(stdin: str, stdout: str, outcome: RunOutcome, finished: bool) -> str:
-    shown = _short(repr(stdin))
     if outcome.timed_out:
-        return f"on input {shown} did not finish within the time limit"
+        return f"on input {_short(repr(stdin))} did not finish within the time limit"
     if outcome.output_limited:
-        return f"on input {shown} printed more than the output limit"
+        return f"on input {_short(repr(stdin))} printed more than the output limit"
     if not finished:
-        return f"on input {shown} exited with an error"
-    return f"on input {shown} printed {_short(repr(stdout))}"
+        return f"on input {_short(repr(stdin))} exited with an error"
+    return f"on input {_short(repr(stdin))} printed {_short(repr(stdout))}"
 
 
 def _cut(outcome: RunOutcome) -> str:
@@ -516,11 +372,11 @@ def _text(payload: str) -> str:
         text = json.loads(payload)
     except ValueError:
         return "an exception"
-    return _short(text) if isinstance(text, str) else "an exception"
+    return _short(text if isinstance(text, str) else "an exception")
 
 
 def _short(text: str) -> str:
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 3] + "..."
 
 
-__all__ = ["HARNESS", "CodeReport", "CodeVerifier", "TestReport", "assemble_program", "extract_code"]
+__all__ = ["CodeReport", "CodeVerifier", "TestReport", "assemble_program", "extract_code"]

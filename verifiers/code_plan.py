@@ -1,196 +1,59 @@
-"""Which tests the parent decides: reading assert statements with ``ast`` so expected values never enter
-the sandbox, and judging the values the sandbox reports.
+"""Which tests the parent decides: assert statements read with ``ast``, so expected values stay outside.
 
-A test of the form ``assert <expr> == <literal>`` (the MBPP / HumanEval shape; also ``!=``, ``<``, ``in``,
-``is None`` / ``True`` / ``False``, ``assert <expr>``, ``assert not <expr>``, ``math.isclose(<expr>,
-<literal>)`` and ``abs(<expr> - <literal>) < <literal>``) becomes a *value step*: the sandbox computes
-``<expr>`` and reports its value in a tagged JSON encoding; the parent decodes it into plain Python data
-(never candidate objects) and compares it with the literal, which it parsed itself. A candidate can
-therefore only choose which value it reports, which it could do anyway by computing it: an ``__eq__`` that
-always answers True, a forged result line or a patched module cannot make a wrong value pass, because the
-expected value is never in the sandbox. Tests of any other shape run inside the sandbox as before and are
-reported as decided inside.
+A test of the form ``assert <expr> == <literal>`` (the MBPP / HumanEval shape; also ``!=``, ``is None`` /
+``True`` / ``False``, ``<``/``<=``/``>``/``>=``/``in`` against a literal, ``assert <expr>``, ``assert not
+<expr>``, ``math.isclose(<expr>, <literal>)`` and ``abs(<expr> - <literal>) < <literal>``) becomes a *value
+step*: the sandbox computes ``<expr>`` and reports its value as plain data (``code_values.py``); the parent
+compares it with the literal, which it parsed itself and never sends. A candidate can only choose the value
+it reports, which it could do anyway by computing it: an ``__eq__`` that always answers True, a forged
+record or a patched module cannot make a wrong value pass.
+
+Every other test (a loop, a test that builds its inputs, ``assert f(x) == g(y)``) runs inside the sandbox
+as a generator: each assert in it that has one of the shapes above, or ``<a> == <b>`` / ``<a> != <b>``,
+yields its values instead of asserting, and the parent judges them as plain data too (so no candidate
+object's ``__eq__`` is trusted there either); the expected side of ``<a> == <b>`` is computed inside,
+though, and asserts of other shapes, in nested functions or under ``try`` stay plain asserts. Such tests
+are reported as decided inside.
 
 HumanEval's ``def check(candidate): ...`` followed by ``check(entry_point)`` is split into one test per
-``assert`` of the body (other statements run in order in the check's own scope).
+top-level statement of the body that holds an assert (other statements run in order in the check's own
+scope, which also gets the prompt's helper functions back, so a candidate cannot redefine ``poly`` or
+``encode_cyclic`` for the tests).
 
 Example:
     >>> from dapo_env.types import CodeTests
     >>> plan = plan_tests(CodeTests(tests=("assert add(1, 2) == 3", "assert sorted(f()) == g()")))
-    >>> [(s.kind, s.source) for s in plan.steps]
-    [('value', 'add(1, 2)'), ('test', 'assert sorted(f()) == g()')]
-    >>> plan.checks[0].expect.judge(decode({"i": "3"}))
-    True
+    >>> [(s.kind, s.index) for s in plan.steps], plan.checks[0].expect
+    ([('value', 0), ('test', 1)], Expectation(op='eq', value=3, rel_tol=1e-09, abs_tol=0.0))
+    >>> [(part.expression, part.expect.op, part.other) for part in plan.checks[1].parts]
+    [('sorted(f())', 'same', 'g()')]
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import operator
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from dapo_env.types import CodeTests
+from .code_values import Expectation
 
-MAX_DEPTH = 64  # nesting of a reported value
-MAX_NODES = 200_000  # elements of a reported value
+TEST_FUNCTION = "__dapo_test__"  # the generator an inside test becomes; the harness pops it and runs it
 _SAFE_CALLS = {"set": set, "frozenset": frozenset, "tuple": tuple, "list": list, "dict": dict, "sorted": sorted,
                "float": float, "int": int, "str": str, "bytes": bytes, "complex": complex, "bool": bool}
 _ISCLOSE_DEFAULTS = {"rel_tol": 1e-9, "abs_tol": 0.0}
-
-
-class Opaque:
-    """A reported value of a type the encoding does not carry (a generator, a custom object): equal to
-    nothing and neither true nor false, so no test decided outside can pass with it."""
-
-    __slots__ = ("type_name",)
-
-    def __init__(self, type_name: str) -> None:
-        self.type_name = type_name[:80]
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    __hash__ = object.__hash__
-
-    def __bool__(self) -> bool:
-        raise TypeError("the truth value of an opaque candidate object is not decided outside the sandbox")
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name} object>"
-
-
-class DecodeError(ValueError):
-    """A reported value that is not a well-formed encoding (too deep, too large, unknown tag)."""
-
-
-def decode(data: Any) -> Any:
-    """Plain Python data from the sandbox's tagged JSON encoding (see the harness in ``code.py``).
-
-    Example:
-        >>> decode({"t": [{"i": "1"}, {"s": "a"}, None, True]})
-        (1, 'a', None, True)
-    """
-    return _decode(data, 0, [MAX_NODES])
-
-
-def _decode(data: Any, depth: int, budget: list[int]) -> Any:
-    budget[0] -= 1
-    if depth > MAX_DEPTH or budget[0] < 0:
-        raise DecodeError("reported value is too deep or too large")
-    if data is None or isinstance(data, bool):
-        return data
-    if not isinstance(data, dict) or len(data) != 1:
-        raise DecodeError(f"malformed reported value {str(data)[:60]!r}")
-    (tag, body), = data.items()
-    if tag == "i":
-        if not isinstance(body, str) or len(body) > 4000:
-            raise DecodeError("reported integer is malformed or too long")
-        return int(body)
-    if tag == "f":
-        return float.fromhex(body)
-    if tag == "c":
-        return complex(float.fromhex(body[0]), float.fromhex(body[1]))
-    if tag == "s":
-        if not isinstance(body, str):
-            raise DecodeError("reported string is malformed")
-        return body
-    if tag in ("y", "Y"):
-        raw = bytes.fromhex(body)
-        return raw if tag == "y" else bytearray(raw)
-    if tag == "r":
-        return range(*(int(x) for x in body))
-    if tag == "o":
-        return Opaque(str(body))
-    if tag not in ("l", "t", "S", "F", "d") or not isinstance(body, list):
-        raise DecodeError(f"unknown tag {tag!r} in a reported value")
-    if tag == "d":
-        return {_hashable(_decode(k, depth + 1, budget)): _decode(v, depth + 1, budget) for k, v in body}
-    values = [_decode(x, depth + 1, budget) for x in body]
-    if tag == "l":
-        return values
-    if tag == "t":
-        return tuple(values)
-    return set(map(_hashable, values)) if tag == "S" else frozenset(map(_hashable, values))
-
-
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-    except TypeError:
-        raise DecodeError("reported set element or dict key is unhashable") from None
-    return value
-
-
-def _has_opaque(value: Any, depth: int) -> bool:
-    if isinstance(value, Opaque):
-        return True
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(value, dict):
-        return any(_has_opaque(k, depth + 1) or _has_opaque(v, depth + 1) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return any(_has_opaque(x, depth + 1) for x in value)
-    return False
-
-
-_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-            "in": lambda a, b: a in b, "not_in": lambda a, b: a not in b}
 _OPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.In: "in", ast.NotIn: "not_in"}
 
 
 @dataclass(frozen=True)
-class Expectation:
-    """How the parent judges a reported value ``v``: ``op`` is ``eq``, ``ne``, ``is``, ``is_not``, ``truthy``,
-    ``falsy``, ``lt``/``le``/``gt``/``ge``/``in``/``not_in`` (``v < value``; ``r_lt`` etc. for ``value < v``),
-    ``close`` (``math.isclose``) or ``abs_lt`` / ``abs_le`` (``abs(v - value) < abs_tol``)."""
-
-    op: str
-    value: Any = None
-    rel_tol: float = 1e-9
-    abs_tol: float = 0.0
-
-    def judge(self, got: Any) -> bool:
-        """True when ``got`` (decoded plain data) passes. Never raises; a value holding an object the
-        encoding could not carry (:class:`Opaque`) fails every test."""
-        try:
-            return not _has_opaque(got, 0) and bool(self._judge(got))
-        except Exception:  # noqa: BLE001 - a value that cannot be compared fails the test
-            return False
-
-    def _judge(self, got: Any) -> bool:
-        if self.op == "eq":
-            return got == self.value
-        if self.op == "ne":
-            return got != self.value
-        if self.op == "is":
-            return got is self.value
-        if self.op == "is_not":
-            return got is not self.value
-        if self.op in _COMPARE:
-            return _COMPARE[self.op](got, self.value)
-        if self.op.startswith("r_") and self.op[2:] in _COMPARE:
-            return _COMPARE[self.op[2:]](self.value, got)
-        if self.op in ("truthy", "falsy"):
-            return bool(got) is (self.op == "truthy")
-        if not isinstance(got, (int, float)):
-            return False
-        if self.op == "close":
-            return math.isclose(got, self.value, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
-        gap = abs(got - self.value)
-        return gap < self.abs_tol if self.op == "abs_lt" else gap <= self.abs_tol
-
-
-@dataclass(frozen=True)
 class Step:
-    """One thing the harness does, in order: ``value`` (compute ``source`` and report it), ``test`` (run
-    ``source``, report pass/fail) or ``exec`` (run ``source`` silently; a failure fails the tests after it).
-    ``index`` is the test number (``-1`` for ``exec``); ``scoped`` steps run in the check function's scope."""
+    """One thing the harness does, in order. ``value``: evaluate the expression ``source`` and report its
+    value; ``test``: run ``source``, which defines the generator ``TEST_FUNCTION``, and report each value it
+    yields, then that it finished; ``exec``: run ``source`` silently (if it raises, the tests after it
+    fail). ``index`` is the test number (``-1`` for ``exec``); ``scoped`` steps run in the check scope."""
 
     kind: str
     index: int
@@ -199,12 +62,25 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Part:
+    """A rewritten assert of a test run inside: the expression whose value it yields (for ``a == b``: ``a``,
+    then ``b`` as ``other``) and how the parent judges the yielded values."""
+
+    expression: str
+    expect: Expectation
+    other: str = ""
+
+
+@dataclass(frozen=True)
 class Check:
-    """A test as reported to the user: its source, and (when decided outside) its expectation."""
+    """One test: its source, and how the parent judges it. ``expect`` is set for a value test decided
+    outside; ``parts[k]`` judges what the k-th rewritten assert of a test run inside yields."""
 
     index: int
     source: str
-    expect: Expectation | None  # None: decided inside the sandbox
+    expect: Expectation | None = None
+    parts: tuple[Part, ...] = ()
+    expression: str = ""  # a value test's computed expression, as shown in messages
 
     @property
     def outside(self) -> bool:
@@ -214,6 +90,8 @@ class Check:
 @dataclass(frozen=True)
 class TestPlan:
     """The harness's steps for a ``CodeTests``' assert tests, the checks, and the check-scope binding."""
+
+    __test__ = False  # not a pytest test class
 
     steps: tuple[Step, ...]
     checks: tuple[Check, ...]
@@ -232,12 +110,18 @@ def plan_tests(tests: CodeTests) -> TestPlan:
             param, target, prelude, body = check
             scope = (param, target)
             steps.extend(Step("exec", -1, ast.unparse(node)) for node in prelude)
+            helpers = _prompt_helpers(tests.prefix, tests.entry_point)
+            if helpers:
+                steps.append(Step("exec", -1, helpers, scoped=True))
             for node in body:
-                _add(node, text, steps, checks, scoped=True)
-        elif module is not None and len(module.body) == 1 and isinstance(module.body[0], ast.Assert):
-            _add(module.body[0], text, steps, checks, scoped=False)
-        else:
-            _add_inside(text, steps, checks, scoped=False)
+                _add(node, ast.unparse(node), steps, checks, scoped=True)
+        else:  # each test string is one test, even one without an assert (it passes if it runs)
+            node = module.body[0] if module is not None and len(module.body) == 1 else None
+            split = _value_test(node.test) if isinstance(node, ast.Assert) else None
+            if split is not None:
+                _add_value(*split, text.strip(), steps, checks, scoped=False)
+            else:
+                _add_inside(module, text.strip(), steps, checks, scoped=False)
     return TestPlan(tuple(steps), tuple(checks), scope)
 
 
@@ -246,7 +130,7 @@ def _parse(text: str) -> ast.Module | None:
         warnings.simplefilter("ignore")
         try:
             return ast.parse(text)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
 
 
@@ -266,66 +150,160 @@ def _check_function(module: ast.Module) -> tuple[str, str, list[ast.stmt], list[
     return defs[0].args.args[0].arg, target, prelude, list(defs[0].body)
 
 
-def _add(node: ast.stmt, text: str, steps: list[Step], checks: list[Check], *, scoped: bool) -> None:
-    if not isinstance(node, ast.Assert):
-        if any(isinstance(n, ast.Assert) for n in ast.walk(node)):
-            _add_inside(ast.unparse(node), steps, checks, scoped=scoped)
+def _prompt_helpers(prefix: str, entry_point: str | None) -> str:
+    """The prompt's top-level code except the function the candidate writes (imports, helper functions)."""
+    module = _parse(prefix) if prefix and entry_point else None
+    if module is None:
+        return ""
+    keep = [n for n in module.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                                           and n.name == entry_point)]
+    return "\n".join(ast.unparse(n) for n in keep) if len(keep) < len(module.body) else ""
+
+
+def _computed(expr: ast.expr, expect: Expectation) -> ast.expr:
+    """What the sandbox evaluates for ``expect``: the value, or for a truth test (``assert f(x)``) its truth
+    as Python's ``assert`` would take it (``not not``: syntax, no name to rebind). The truth of any object
+    may be reported: passing a truth test needs no hidden value (``True`` passes it)."""
+    if expect.op in ("truthy", "falsy"):
+        return ast.UnaryOp(ast.Not(), ast.UnaryOp(ast.Not(), expr))
+    return expr
+
+
+def _add_value(expr: ast.expr, expect: Expectation, source: str, steps: list[Step], checks: list[Check], *,
+               scoped: bool) -> None:
+    steps.append(Step("value", len(checks), ast.unparse(_computed(expr, expect)), scoped))
+    checks.append(Check(len(checks), source, expect, expression=ast.unparse(expr)))
+
+
+def _add(node: ast.stmt, source: str, steps: list[Step], checks: list[Check], *, scoped: bool) -> None:
+    """One statement of a check function: a value step, a test run inside, or (no assert in it) a silent
+    step."""
+    split = _value_test(node.test) if isinstance(node, ast.Assert) else None
+    if split is not None:
+        _add_value(*split, source, steps, checks, scoped=scoped)
+    elif any(isinstance(n, ast.Assert) for n in ast.walk(node)):
+        _add_inside(ast.Module(body=[node], type_ignores=[]), source, steps, checks, scoped=scoped)
+    else:
+        steps.append(Step("exec", -1, ast.unparse(node), scoped))
+
+
+def _add_inside(module: ast.Module | None, source: str, steps: list[Step], checks: list[Check], *,
+                scoped: bool) -> None:
+    """A test run inside, as a generator whose rewritten asserts yield their values (or, if the test does
+    not parse or the rewrite does not compile, as a generator that runs the test as it is)."""
+    generator, parts = _as_generator(module) if module is not None else (None, ())
+    if generator is None:
+        generator, parts = f"def {TEST_FUNCTION}():\n    exec({source!r}, globals())\n    yield from ()", ()
+    steps.append(Step("test", len(checks), generator, scoped))
+    checks.append(Check(len(checks), source, None, parts))
+
+
+class _YieldAsserts(ast.NodeTransformer):
+    """Rewrites ``assert`` statements at the generator's own level into ``yield (k, values...)``."""
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+
+    def _keep(self, node: ast.AST) -> ast.AST:
+        return node  # nested scopes and try blocks (which may catch AssertionError) keep their asserts
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _keep
+    visit_Try = visit_TryStar = _keep
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        split = _value_test(node.test)
+        if split is not None:
+            values = [_computed(*split)]
+            self.parts.append(Part(ast.unparse(split[0]), split[1]))
+        elif (isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+              and isinstance(node.test.ops[0], (ast.Eq, ast.NotEq))):
+            values = [node.test.left, node.test.comparators[0]]
+            expect = Expectation("same" if isinstance(node.test.ops[0], ast.Eq) else "differ")
+            self.parts.append(Part(ast.unparse(values[0]), expect, ast.unparse(values[1])))
         else:
-            steps.append(Step("exec", -1, ast.unparse(node), scoped))
-        return
-    split = _value_test(node.test)
-    if split is None:
-        _add_inside(ast.unparse(node) if scoped else text, steps, checks, scoped=scoped)
-        return
-    expr, expect = split
-    index = len(checks)
-    steps.append(Step("value", index, ast.unparse(expr), scoped))
-    checks.append(Check(index, ast.unparse(node) if scoped else text.strip(), expect))
+            return node
+        item = ast.Tuple([ast.Constant(len(self.parts) - 1), *values], ast.Load())
+        return ast.copy_location(ast.Expr(ast.Yield(item)), node)
 
 
-def _add_inside(text: str, steps: list[Step], checks: list[Check], *, scoped: bool) -> None:
-    index = len(checks)
-    steps.append(Step("test", index, text, scoped))
-    checks.append(Check(index, text.strip(), None))
+def _as_generator(module: ast.Module) -> tuple[str | None, tuple[Part, ...]]:
+    """``def TEST_FUNCTION(): global <names it binds>; <body with asserts yielding>; yield from ()``: the
+    ``global`` keeps module-level semantics (its assignments land where the test's would)."""
+    rewriter = _YieldAsserts()
+    body = [rewriter.visit(node) for node in module.body]
+    names = sorted(_bound_names(module.body))
+    head: list[ast.stmt] = [ast.Global(names)] if names else []
+    tail = ast.Expr(ast.YieldFrom(ast.Tuple([], ast.Load())))
+    function = ast.FunctionDef(name=TEST_FUNCTION, args=ast.arguments([], [], None, [], [], None, []),
+                               body=head + body + [tail], decorator_list=[], returns=None, type_comment=None,
+                               **({"type_params": []} if sys.version_info >= (3, 12) else {}))
+    source = ast.unparse(ast.fix_missing_locations(ast.Module([function], [])))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, "<test>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, ()
+    return source, tuple(rewriter.parts)
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """Names the statements bind at their own level (not inside nested functions, classes or lambdas)."""
+    names: set[str] = set()
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _value_test(test: ast.expr) -> tuple[ast.expr, Expectation] | None:
     """``(expression computed inside, expectation)`` for a supported assert condition, else None."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        return _compare_test(test.left, test.ops[0], test.comparators[0])
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            for expr, other in ((left, right), (right, left)):
+                value = literal(other)
+                if value is not _NO and literal(expr) is _NO:
+                    return expr, Expectation("eq" if isinstance(op, ast.Eq) else "ne", value)
+            return None
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value in (None, True, False):
+            if right.value is None or isinstance(right.value, bool):
+                return left, Expectation("is" if isinstance(op, ast.Is) else "is_not", right.value)
+        if isinstance(op, (ast.Lt, ast.LtE)):
+            close = _abs_test(left, right, "abs_lt" if isinstance(op, ast.Lt) else "abs_le")
+            if close is not None:
+                return close
+        name = _OPS.get(type(op))
+        if name is None:
+            return None
+        if literal(right) is not _NO and literal(left) is _NO:
+            return left, Expectation(name, literal(right))
+        if literal(left) is not _NO and literal(right) is _NO:
+            return right, Expectation(f"r_{name}", literal(left))
+        return None
     if isinstance(test, ast.Call):
         close = _isclose_test(test)
         if close is not None:
             return close
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return (test.operand, Expectation("falsy")) if literal(test.operand) is _NO else None
+        if literal(test.operand) is _NO:
+            return test.operand, Expectation("falsy")
+        return None
     if not isinstance(test, (ast.BoolOp, ast.Compare)):
         return test, Expectation("truthy")  # ``assert f(x)``, and a constant ``assert True, "message"``
-    return None
-
-
-def _compare_test(left: ast.expr, op: ast.cmpop, right: ast.expr) -> tuple[ast.expr, Expectation] | None:
-    if isinstance(op, (ast.Eq, ast.NotEq)):
-        for expr, other in ((left, right), (right, left)):
-            value = literal(other)
-            if value is not _NO and literal(expr) is _NO:
-                return expr, Expectation("eq" if isinstance(op, ast.Eq) else "ne", value)
-        return None
-    if isinstance(op, (ast.Is, ast.IsNot)):
-        if isinstance(right, ast.Constant) and (right.value is None or isinstance(right.value, bool)):
-            return left, Expectation("is" if isinstance(op, ast.Is) else "is_not", right.value)
-        return None
-    if isinstance(op, (ast.Lt, ast.LtE)):
-        close = _abs_test(left, right, "abs_lt" if isinstance(op, ast.Lt) else "abs_le")
-        if close is not None:
-            return close
-    name = _OPS.get(type(op))
-    if name is None:
-        return None
-    if literal(right) is not _NO and literal(left) is _NO:
-        return left, Expectation(name, literal(right))
-    if literal(left) is not _NO and literal(right) is _NO:
-        return right, Expectation(f"r_{name}", literal(left))
     return None
 
 
@@ -369,19 +347,20 @@ class _Missing:
     pass
 
 
-_NO = _Missing()
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
                ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
+_NO = _Missing()
+
+
 def literal(node: ast.expr) -> Any:
     """The value of a literal expression (``ast.literal_eval`` plus ``set(...)``, ``float('inf')``,
-    ``tuple(...)``, arithmetic on number literals and the like), or a sentinel when it is not one. Never runs
-    any other code.
+    ``tuple(...)`` and the like applied to literals), or a sentinel when it is not one. Never runs other code.
 
     Example:
-        >>> literal(ast.parse("set([1, 2])", mode="eval").body), literal(ast.parse("(3 + 5, 3 * 5)", mode="eval").body)
-        ({1, 2}, (8, 15))
+        >>> literal(ast.parse("set([1, 2])", mode="eval").body)
+        {1, 2}
     """
     try:
         return ast.literal_eval(node)
@@ -405,11 +384,26 @@ def literal(node: ast.expr) -> Any:
                 return _ARITHMETIC[type(node.op)](left, right)
             except (ArithmeticError, ValueError):
                 return _NO
-    if isinstance(node, (ast.Tuple, ast.List)):  # containers of arithmetic: ``(3 + 5, 3 * 5)``
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):  # containers of the above: ``(3 + 5, frozenset())``
         items = [literal(item) for item in node.elts]
         if all(item is not _NO for item in items):
-            return tuple(items) if isinstance(node, ast.Tuple) else items
+            return _container(type(node), items)
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        keys, values = [literal(k) for k in node.keys], [literal(v) for v in node.values]  # type: ignore[arg-type]
+        if all(item is not _NO for item in keys + values):
+            return _container(ast.Dict, list(zip(keys, values)))
     return _NO
 
 
-__all__ = ["Check", "DecodeError", "Expectation", "Opaque", "Step", "TestPlan", "decode", "literal", "plan_tests"]
+def _container(kind: type, items: list[Any]) -> Any:
+    try:
+        if kind is ast.Set:
+            return set(items)
+        if kind is ast.Dict:
+            return dict(items)
+    except TypeError:  # an unhashable element or key
+        return _NO
+    return tuple(items) if kind is ast.Tuple else items
+
+
+__all__ = ["TEST_FUNCTION", "Check", "Part", "Step", "TestPlan", "literal", "plan_tests"]

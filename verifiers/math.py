@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
 from dapo_env.types import VerifyResult
 from .math_eval import evaluate, identity, proportional
-from .math_extract import extract_answer
+from .math_extract import EXTRACTIONS, extract_answer
 from .math_normalize import Number, canonical, dapo_normalize, parse_number
 from .math_symbolic import symbolic_equal
+from .math_towers import tower_equal
 from .references import math_gold
 
 _FORMATS = ("auto", "dapo", "boxed")
@@ -32,7 +34,6 @@ _MC_PRED = re.compile(r"\(?([A-E])\)?(?![A-Za-z]|,[A-E]|,\([A-E])")
 _TEXT = re.compile(r"[A-Za-z][A-Za-z' -]*[A-Za-z]")
 _VAR = r"(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\^\{?-?\d\}?)?(?:\([A-Za-z]\))?"
 _LHS_VAR = re.compile(rf"{_VAR}|\({_VAR}(?:,{_VAR})+\)")  # x, f(x), a_1, \theta, (x,y)
-_OPEN = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 _MAX_ITEMS = 64
 _MAX_PAREN_STRIP = 256
 _MAX_MATCHED_ITEMS = 16
@@ -40,6 +41,8 @@ _MAX_SYMBOLIC_CHARS = 300  # the longest MATH-500 answer has 159 characters
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
+_EQUATION = re.compile(r"(?<![<>!])=(?!=)")
 _APPROX = re.compile(r"\d\.\d{3,}")
 _BASE_SUBSCRIPT = re.compile(r"[0-9A-Za-z]+_\{?\d+\}?")
 
@@ -49,36 +52,52 @@ class MathVerifier:
     """Rule-based grader for math answers: ``verifier(response, gold) -> VerifyResult``.
 
     Args:
-        answer_format: ``"auto"`` (boxes, ``Answer:`` lines, explicit "final answer is" statements;
-            the latest wins), ``"boxed"`` (only ``\\boxed{}``/``\\fbox{}``), or ``"dapo"`` (exactly the
-            DAPO paper's scorer: last ``Answer: X`` in the last 300 characters, Minerva normalisation,
-            string equality).
+        answer_format: ``"auto"`` (every kind of commitment: boxes, ``Answer:`` lines, "the answer is"
+            statements, a bare answer, a concluding sentence; the last one wins), ``"boxed"`` (only
+            ``\\boxed{}``/``\\fbox{}``), or ``"dapo"`` (exactly the DAPO paper's scorer: last ``Answer: X``
+            in the last 300 characters, Minerva normalisation, string equality).
+        extraction: ``"strict"`` (only committed answers count; use this for RL rewards) or
+            ``"lenient"`` (for evaluating outputs: when nothing is committed, the last math span or
+            number anywhere counts, like Math-Verify; it rewards uncommitted text, so never train on it).
         timeout_s: hard limit in seconds for the symbolic stage of one call (the fast path takes
             well under a millisecond).
-        max_chars: only the last ``max_chars`` characters of a response are scanned.
         symbolic: set False to skip the symbolic stage (undecided pairs are then wrong).
-        last_number_fallback: opt in to grading the last number in the text when the response never
-            commits to a final answer (off by default: such a response is wrong).
+        max_chars: deprecated and ignored: the whole response is scanned with bounded work.
+        last_number_fallback: deprecated: ``True`` means ``extraction="lenient"``.
 
     Example:
         >>> v = MathVerifier()
         >>> v("... so the area is $\\\\frac{28}{6}$.\\n\\nAnswer: $\\\\boxed{4\\\\frac{2}{3}}$", "\\\\frac{14}{3}").reason
         'equal:numeric'
+        >>> v("The answer is 7?", "7").reason, MathVerifier(extraction="lenient")("The answer is 7?", "7").reason
+        ('no_answer', 'equal:string')
     """
 
     answer_format: str = "auto"
+    extraction: str = "strict"
     timeout_s: float = 5.0
-    max_chars: int = 8000
     symbolic: bool = True
-    last_number_fallback: bool = False
+    max_chars: int | None = None
+    last_number_fallback: bool | None = None
 
     def __post_init__(self) -> None:
         if self.answer_format not in _FORMATS:
             raise ValueError(f"answer_format must be one of {_FORMATS}, got {self.answer_format!r}")
+        if self.max_chars is not None:
+            warnings.warn("MathVerifier(max_chars=...) is deprecated and ignored: the whole response is scanned "
+                          "with bounded work; remove the argument", DeprecationWarning, stacklevel=3)
+        if self.last_number_fallback is not None:
+            warnings.warn("MathVerifier(last_number_fallback=...) is deprecated: use extraction='lenient' "
+                          "(evaluation) or the default extraction='strict' (RL rewards)", DeprecationWarning,
+                          stacklevel=3)
+            if self.last_number_fallback:
+                object.__setattr__(self, "extraction", "lenient")
+        if self.extraction not in EXTRACTIONS:
+            raise ValueError(f"extraction must be one of {EXTRACTIONS}, got {self.extraction!r}")
+        if self.answer_format == "dapo" and self.extraction != "strict":
+            raise ValueError("answer_format='dapo' is the paper's exact rule: it must be used with extraction='strict'")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
-        if self.max_chars < 300:
-            raise ValueError(f"max_chars must be >= 300 so the final answer is seen, got {self.max_chars}")
 
     @staticmethod
     def prepare_reference(reference: object) -> str:
@@ -95,12 +114,7 @@ class MathVerifier:
         try:
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
-            extracted = extract_answer(
-                response,
-                answer_format=self.answer_format,
-                max_chars=self.max_chars,
-                last_number_fallback=self.last_number_fallback,
-            )
+            extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
             verdict, reason = grade(extracted, gold)
@@ -145,15 +159,31 @@ def grade(pred: str, gold: str) -> tuple[bool | None, str]:
     Returns ``(verdict, reason)``; ``verdict`` is ``None`` when the pair needs the symbolic stage.
 
     Example:
-        >>> grade("0.5", "\\\\frac{1}{2}")
-        (True, 'equal:numeric')
+        >>> grade("0.5", "\\\\frac{1}{2}"), grade("(C) 40", "40"), grade("an even function", "\\\\text{even}")
+        ((True, 'equal:numeric'), (True, 'equal:string'), (True, 'equal:string'))
     """
-    letter = _mc_gold(gold)
+    p, g = canonical(pred), canonical(gold)
+    letter = _mc_gold(g)
     if letter is not None:
-        found = _MC_PRED.match(canonical(pred))
+        found = _MC_PRED.match(re.sub(r"(?i)^(?:option|choice|answer|letter)[:.]?", "", p))  # "Option C"
         ok = found is not None and found.group(1) == letter
         return ok, "equal:choice" if ok else "not_equal"
-    return _grade_canonical(canonical(pred), canonical(gold), depth=0)
+    labelled = _CHOICE_LABEL.fullmatch(p)
+    if labelled is not None:  # "(C) 40" against the gold 40: the value after the choice's label
+        p = labelled.group(1)
+    if _TEXT.fullmatch(g) and "\\" not in g and _words(pred) == _words(gold) != "":
+        return True, "equal:string"
+    return _grade_canonical(p, g, depth=0)
+
+
+_CHOICE_LABEL = re.compile(r"\(?[A-E][).:](.+)")
+_ARTICLES = re.compile(r"^(?:(?:a|an|the)\s+)+|\s+(?:function|number|integer)$")
+
+
+def _words(text: str) -> str:
+    """A short text answer's words, without articles or a trailing kind (``an even function`` -> ``even``)."""
+    words = re.sub(r"\\[A-Za-z]+|[^A-Za-z' ]", " ", text.replace("\\text", " ")).lower()
+    return _ARTICLES.sub("", " ".join(words.split()))
 
 
 def _mc_gold(gold: str) -> str | None:
@@ -161,11 +191,15 @@ def _mc_gold(gold: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _strip_lhs(p: str, g: str) -> str:
-    """``x=5`` -> ``5`` (and ``x\\in[1,2]`` -> ``[1,2]``) when the gold is not itself an equation."""
-    if "=" in p and "=" not in g and not (p.count("=") > 1 and "," in p):
+def _strip_lhs(p: str, other: str, *, gold: bool = False) -> str:
+    """``x=5`` -> ``5`` (and ``x\\in[1,2]`` -> ``[1,2]``) when ``other`` is not itself an equation.
+
+    A prediction also loses a worked left side (``3+4=7``, ``m+n=33``) before a number; a gold
+    equation keeps its left side unless it is a lone variable (``x+2y=0`` is never the number 0).
+    """
+    if "=" in p and "=" not in other and not (p.count("=") > 1 and "," in p):
         lhs, rhs = p.split("=", 1) if p.count("=") == 1 else p.rsplit("=", 1)
-        if rhs and (_LHS_VAR.fullmatch(lhs) or p.count("=") > 1 or parse_number(rhs) is not None):
+        if rhs and (_LHS_VAR.fullmatch(lhs) or (not gold and (p.count("=") > 1 or parse_number(rhs) is not None))):
             return rhs
     if "\\in" in p:
         lhs, _, rhs = p.partition("\\in")
@@ -179,10 +213,12 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
         return False, "no_answer"
     if p == g:
         return True, "equal:string"
-    p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(_strip_lhs(g, p))
+    p, g = _strip_parens(_strip_lhs(p, g)), _strip_parens(_strip_lhs(g, p, gold=True))
     p, g = _expand_pm(p), _expand_pm(g)
     if p == g:
         return True, "equal:string"
+    if "=" not in p and "," not in g and _EQUATION.search(g):
+        return False, "not_equal"  # an equation gold (x + 2y = 0) is never a bare value
     if _BASE_SUBSCRIPT.fullmatch(g) or _BASE_SUBSCRIPT.fullmatch(p):  # 52_8: digits must match exactly
         ok = _base_key(p) == _base_key(g)
         return ok, "equal:string" if ok else "not_equal"
@@ -194,6 +230,13 @@ def _grade_canonical(p: str, g: str, depth: int) -> tuple[bool | None, str]:
     if gn is not None and pn is not None:
         ok = numbers_equal(pn, gn)
         return ok, "equal:numeric" if ok else "not_equal"
+    if "^" in p + g:
+        towers = tower_equal(p, g)  # 10^{10^{10}}, 1^{10^{10}}: exact, never expanded
+        if towers is not None:
+            return towers, "equal:numeric" if towers else "not_equal"
+    if gn is not None and (_PROSE_WORD.search(p) or _TEXT.fullmatch(p) and p.lower() not in ("pi", "inf", "infty")
+                           or _INEQ.search(p) or "\\ne" in p):
+        return False, "not_equal"  # a word ("Yes", "even", "toanswer66") is never a number
     if p.count("{") != p.count("}") or p.count("(") + p.count("[") != p.count(")") + p.count("]") or (
         "{}" in p and "{}" not in g
     ):
@@ -393,6 +436,31 @@ def _interval_union(parts: list[str]) -> list[tuple[Fraction, bool, Fraction, bo
     return merged
 
 
+def _union_of(s: str) -> list[tuple[Fraction, bool, Fraction, bool]] | None:
+    """A union of intervals, minus finitely many points (``\\mathbb{R}\\setminus\\{0\\}``), as merged spans."""
+    base, _, removed = s.partition("\\setminus")
+    spans = _interval_union(_split_top(base, "\\cup"))
+    if spans is None or not removed:
+        return spans
+    if not (removed.startswith("\\{") and removed.endswith("\\}")):
+        return None
+    points = [_endpoint(x) for x in removed[2:-2].split(",")]
+    if any(x is None for x in points):
+        return None
+    for x in sorted(points):
+        split = []
+        for lo, lc, hi, hc in spans:
+            if lo < x < hi or (x == lo and lc) or (x == hi and hc):
+                if lo < x or (lo == x and not lc):
+                    split.append((lo, lc, x, False))
+                if x < hi:
+                    split.append((x, False, hi, hc))
+            else:
+                split.append((lo, lc, hi, hc))
+        spans = [span for span in split if span[0] < span[2] or (span[1] and span[3])]
+    return spans
+
+
 def _split_top(s: str, sep: str) -> list[str]:
     """Split ``s`` on ``sep`` outside brackets."""
     parts, depth, last, i = [], 0, 0, 0
@@ -446,9 +514,9 @@ def _split_items(inner: str) -> list[str] | None:
 
 
 def _grade_structure(p: str, g: str, depth: int) -> bool | None:
-    if "\\cup" in g or "\\cup" in p:
+    if "\\cup" in g + p or "\\setminus" in g + p:
         pparts, gparts = _split_top(p, "\\cup"), _split_top(g, "\\cup")
-        pu, gu = _interval_union(pparts), _interval_union(gparts)
+        pu, gu = _union_of(p), _union_of(g)
         if pu is not None and gu is not None:
             return pu == gu
         if len(pparts) != len(gparts):
@@ -456,14 +524,17 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         verdicts = [_grade_canonical(a, b, depth + 1)[0] for a, b in zip(pparts, gparts)]
         return True if all(verdicts) else (False if any(v is False for v in verdicts) else None)
     ps, gs = _split_structure(p), _split_structure(g)
-    if "\\pm" not in p + g and (
-        (ps is None and gs is not None and not gs[0] and "," not in p)
-        or (gs is None and ps is not None and not ps[0] and "," not in g)
-    ):
-        return False  # one value where the gold lists several, or several where it has one
+    if gs is None and ps is not None and not ps[0] and "," not in g and "\\pm" not in p + g:
+        if all(_grade_canonical(item, g, depth + 1)[0] for item in ps[2]):
+            return True  # one answer written several ways ("15\\frac{39}{40} or \\frac{639}{40}")
+        return False  # several values where the gold has one
+    if "\\pm" not in p + g and ps is None and gs is not None and not gs[0] and "," not in p:
+        return False  # one value where the gold lists several
     if ps is None or gs is None:
         return None
     (po, pc, pitems), (go, gc, gitems) = ps, gs
+    if not po and go in ("(", "\\langle") and len(pitems) == len(gitems):
+        po, pc = go, gc  # parts boxed separately ("2, 3") against a tuple gold: compared in order
     unordered = go in ("", "\\{") and po in ("", "\\{")
     if not unordered and (po, pc) != (go, gc):
         if {po, go} <= {"(", "["} and len(pitems) == len(gitems) == 2:

@@ -157,15 +157,23 @@ class _Parser:
         return base
 
     def group_or_token(self) -> Value:
-        """A ``{...}`` group or a single token (``x^2``, ``\\frac12``)."""
+        """A ``{...}`` group or a single token (``x^2``, ``\\frac{1}{2}``).
+
+        A run of digits is one token: ``2^10`` is ``2^{10}`` (what its writer means, although LaTeX would
+        typeset the 0 after the exponent); ``\\frac12`` was already split by the normaliser.
+        """
         tok = self.peek()
         if tok == "{":
             return self.braced()
-        if tok is not None and re.fullmatch(r"\d+(?:\.\d*)?", tok) and len(tok) > 1 and "." not in tok:
-            self.take()  # LaTeX reads x^23 as x^2 * 3: the exponent is one character
-            self.toks.insert(self.pos, tok[1:])
-            return Fraction(int(tok[0]))
         return self.atom()
+
+    def argument(self) -> Value:
+        """A macro argument: ``{...}`` or one character (``\\frac12`` is ``\\frac{1}{2}``)."""
+        tok = self.peek()
+        if tok is not None and tok.isdigit() and len(tok) > 1:
+            self.toks[self.pos] = tok[1:]
+            return Fraction(int(tok[0]))
+        return self.group_or_token()
 
     def braced(self) -> Value:
         self.take("{")
@@ -194,11 +202,11 @@ class _Parser:
             self.take("}")
             return value
         if tok == "\\frac":
-            num = self.group_or_token()
-            den = self.group_or_token()
+            num = self.argument()
+            den = self.argument()
             return _check(num / den)
         if tok == "\\binom":
-            n, k = self.group_or_token(), self.group_or_token()
+            n, k = self.argument(), self.argument()
             if not all(isinstance(v, Fraction) and v.denominator == 1 and 0 <= v <= 10_000 for v in (n, k)):
                 raise _Unsupported("binom")
             return Fraction(math.comb(int(n), int(k)))
@@ -208,7 +216,7 @@ class _Parser:
                 self.take()
                 index = self.expr()
                 self.take("]")
-            radicand = self.group_or_token()
+            radicand = self.argument()
             if isinstance(radicand, Fraction) and index == 2:
                 root = _exact_sqrt(radicand)
                 if root is not None:

@@ -1,58 +1,64 @@
 """Final-answer extraction from model responses: a stated policy, separate from grading.
 
-Policy (``answer_format="auto"``): look only at the last ``max_chars`` characters of the response and
-collect every *committed* final answer:
+Policy (``extraction="strict"``, the default, meant for RL rewards): **the answer is the last
+commitment** in the response. Commitments, each with its own position (where its value ends):
 
-* the last ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces; an unclosed box is ignored),
-* a line of the form ``Answer: X`` / ``Final Answer: X`` (the DAPO prompt's required last line),
-* an explicit statement ``the final answer is X`` / ``the answer is X`` (hedged ones such as
-  ``the answer is probably ...`` do not count),
-* GSM8K's ``#### X`` line.
+* a complete ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces; an unclosed box is none); boxes at
+  the end joined only by ``and``, commas, ``\\quad``, ``\\text{and}`` or labels (``x = \\boxed{2},
+  y = \\boxed{3}``) form one multi-part answer ``2, 3``; the same answer boxed twice is one answer;
+* an ``Answer: X`` / ``**Final Answer:** X`` line, or a ``Final Answer`` heading with the answer on the
+  next line or display block;
+* a statement "the (final/correct) answer is X", "the correct choice is (C)", "X is the answer";
+* GSM8K's ``#### X``;
+* a response that is nothing but an answer expression (``42``, ``$\\frac{3}{4}$``, ``No.``);
+* a concluding sentence ("So the final count is $2\\,500$.", "Therefore 12 teams reach the final.",
+  "Thus, the function is even."): a weaker commitment that counts only as the response's final
+  sentence (a check of it or a short closing remark may follow), and after a stronger commitment only
+  when a correction ("wait", "actually", "mistake") comes between them.
 
-The candidate that *ends last* in the text wins, so a later box overrides an earlier ``Answer:``
-(self-correction) and ``The final answer is $\\boxed{5}$`` yields ``5``. A response with no candidate
-has no answer (graded wrong); the "last number anywhere" fallback is opt-in.
+Not commitments: hedges (``the answer is probably 7``), conditionals and tentative statements (``if the
+answer is 12``, ``I think the answer is``), questions (``so the answer is 5?``). A response whose last
+commitment is cut off (``... \\boxed{\\frac{14}{3``) or that never commits has no answer (graded
+wrong). Checks written after a commitment do not override it.
 
-Everything here is linear in the (capped) input and never raises.
+``extraction="lenient"`` (for evaluation only, never for RL rewards: it rewards uncommitted text) takes
+the strict answer if there is one, else the last math span or number anywhere in the response, like
+Math-Verify's extraction.
+
+Cost: the whole response is scanned (an answer committed early in a long response is never lost).
+Keywords are found with ``str.rfind`` from the end backwards and examined until one commits (at most
+:data:`~dapo_env.verifiers.math_statements.MAX_ANCHORS` per kind, each in a bounded window); only the
+last :data:`MAX_BOXES` box commands are read.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 
-BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
-MAX_BRACE_DEPTH = 64
-MAX_ANSWER_CHARS = 1000
+from .math_conclusions import CORRECTION, conclusion_candidates
+from .math_statements import Candidate, clean, hedged, keyword_matches, last_matches, lowered, statement_candidates
+from .math_words import words_to_number
 
-_ANSWER_LINE = re.compile(
-    r"(?im)(?:^[^\w\n]*|(?<=[.!?:;)$])[ \t]+[^\w\n]*|final\s+)(?:final\s+)?answer\s*(?:\*\*)?\s*[:：=]\s*(?:\*\*)?[ \t]*([^\n]*)"
+BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
+MAX_ANSWER_CHARS = 4000  # a box's content is read up to this length
+MAX_BOXES = 64  # only the last box commands are examined
+MAX_BARE_CHARS = 300
+EXTRACTIONS = ("strict", "lenient")
+
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
+_BOX_TOKEN = re.compile(r"[ \t]+([^\s$\\{}]+)")
+_BOX_JOIN = re.compile(
+    r"(?:[\s$.,;&]|\\[,;:! ]|\\q?quad|~|\\\\|\\[()\[\]]|\\text\{\s*(?:and|or|,)?\s*\}|\band\b|\bor\b"
+    r"|(?:[A-Za-z](?:_\{?\w{1,3}\}?)?|\\[a-z]+)\s*="
+    r"|\(?(?:[a-h]|i{1,3}|iv|vi{0,3})\)\s*:?|(?i:part)\s*\(?[a-h]\)?\s*:?)*"
 )
-_ANSWER_IS = re.compile(
-    r"(?i)\b(?:final\s+answer|the\s+answer|correct\s+answer)\s*(?:is|=|:|：|would\s+be|will\s+be)\s*[:：]?\s*"
-    r"([^\n]*)"
-)
-_HEDGE = re.compile(r"(?i)^\s*(?:probably|maybe|perhaps|likely|not\b|either\b|unclear|wrong|incorrect|"
-                    r"still|yet\b|going|somewhere|between|to\s+be\b|less|more|greater|smaller|undetermined|correct\b|right\b|"
-                    r"valid\b|consistent|reasonable|as\s+follows|below|above|indeed|the\s+same|unchanged)")
-_EXPLANATION = re.compile(r"\s+\((?=[^()]*[A-Za-z]{3,}\s)[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
-_SENTENCE = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
-_NEXT_LINE = re.compile(r"[ \t]*\n(?:[ \t]*\n){0,3}[ \t]*([^\n]{1,300})")
+_YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually|that|this|i|we|not|no|sorry|oops)\b)")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
-# "if the answer is 5, then ...", "I think the answer is 5": conditional or tentative, not a commitment.
-_TENTATIVE = re.compile(r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|"
-                        r"might|seems?|likely|perhaps|whether|say)\s+(?:that\s+)?(?:the\s+|our\s+|my\s+)?"
-                        r"(?:final\s+|correct\s+)?$")
-_GSM8K = re.compile(r"(?m)^\s*####\s*([^\n]+)")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
 
 
-def tail(text: str, max_chars: int) -> str:
-    """The last ``max_chars`` characters of ``text`` (the final answer lives at the end)."""
-    return text if len(text) <= max_chars else text[-max_chars:]
-
-
-def match_brace(text: str, open_idx: int, max_depth: int = MAX_BRACE_DEPTH, max_len: int = 1 << 62) -> int:
+def match_brace(text: str, open_idx: int, max_depth: int = 1024, max_len: int = 1 << 62) -> int:
     """Index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced, nested deeper than
     ``max_depth`` or longer than ``max_len`` characters.
 
@@ -72,156 +78,191 @@ def match_brace(text: str, open_idx: int, max_depth: int = MAX_BRACE_DEPTH, max_
     return -1
 
 
-_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])")
-_BOX_JOIN = re.compile(r"[\s$.,;]*(?:and|,|\\text\{\s*and\s*\})?[\s$,;]*")
-MAX_BOXES = 50
-
-
-def boxes(text: str) -> tuple[list[tuple[str, int, int]], int]:
-    """Complete boxes ``(content, start, end)`` in order, and the start of the last unclosed one (-1).
-
-    Looks at the last :data:`MAX_BOXES` box commands only; ``\\boxed 5`` (no braces) counts for a
-    single token.
+def boxes(text: str) -> tuple[list[Candidate], int]:
+    """Complete boxes among the last :data:`MAX_BOXES` box commands, in order of their end, and the
+    start of the last unclosed one (-1 if none). ``\\boxed 5`` (no braces) boxes a single token.
     """
-    found: list[tuple[str, int, int]] = []
+    found: list[Candidate] = []
     unclosed = -1
-    for m in list(_BOX.finditer(text))[-MAX_BOXES:]:
+    matches = list(itertools.islice(keyword_matches(text, text, BOX_COMMANDS, _BOX), MAX_BOXES))
+    for m in reversed(matches):
         j = m.end()
         while j < len(text) and text[j] in " \t":
             j += 1
         if j < len(text) and text[j] == "{":
-            end = match_brace(text, j, max_len=MAX_ANSWER_CHARS * 2)
+            end = match_brace(text, j, max_len=MAX_ANSWER_CHARS)
             if end < 0:
                 unclosed = m.start()
                 continue
-            found.append((text[j + 1 : end], m.start(), end + 1))
+            found.append(Candidate(text[j + 1 : end], m.start(), end + 1, "box"))
         else:
-            token = re.match(r"[ \t]+([^\s$\\{}]+)", text[m.end() : m.end() + MAX_ANSWER_CHARS])
+            token = _BOX_TOKEN.match(text, m.end(), m.end() + MAX_ANSWER_CHARS)
             if token is not None:
-                found.append((token.group(1), m.start(), m.end() + token.end()))
+                found.append(Candidate(token.group(1), m.start(), token.end(), "box"))
+    found.sort(key=lambda c: c.end)
     return found, unclosed
 
 
-def last_boxed(text: str) -> tuple[str, int] | None:
-    """Content and end index of the final boxed answer in ``text``, or ``None``.
-
-    Unclosed boxes are skipped. Boxes at the very end that are joined only by ``and``/``,`` (``\\boxed{2}
-    and \\boxed{3}``) form one answer ``2, 3``; boxes separated by working text do not (the last wins).
-    """
-    found, _ = boxes(text)
-    found = [b for b in found if b[0].strip()]
+def _last_box(text: str, found: list[Candidate]) -> Candidate | None:
+    """The final box, joined with the boxes right before it that form one multi-part answer."""
+    found = [b for b in found if b.value.strip() and not hedged(text, b.start, b.end)]
     if not found:
         return None
-    content, start, end = found[-1]
-    parts = [content]
-    for prev_content, prev_start, prev_end in reversed(found[:-1]):
-        if not _BOX_JOIN.fullmatch(text[prev_end:start]):
-            break
-        parts.insert(0, prev_content)
-        start = prev_start
-    return ", ".join(parts), end
+    last = found[-1]
+    parts, start = [last.value], last.start
+    for prev in reversed(found[:-1]):
+        if prev.end > start or not _BOX_JOIN.fullmatch(text, prev.end, start):
+            break  # nested in the next box, or separated by working text
+        parts.insert(0, prev.value)
+        start = prev.start
+    if len({re.sub(r"\s+|\$", "", p) for p in parts}) == 1:
+        parts = parts[-1:]  # the same answer boxed twice
+    return Candidate(", ".join(parts), start, last.end, "box")
 
 
-def _clip_statement(text: str) -> str:
-    """Cut a ``the answer is X`` remainder at the end of its sentence.
+def bare_answer(text: str) -> Candidate | None:
+    """The whole response as its answer, when it is nothing but an answer expression.
 
-    A sentence ends at ``.;!?`` outside ``$...$`` (a ``.`` followed by a digit is a decimal point)
-    or at ``, <word>`` / `` because`` outside brackets.
+    One math block (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``), or one short line with at most
+    three words and no question, hedge or dangling ``:``/``=``.
+
+    Example:
+        >>> bare_answer("  $\\\\frac{3}{4}$.\\n").value, bare_answer("No.").value, bare_answer("Let me see:")
+        ('\\\\frac{3}{4}', 'No', None)
     """
-    in_math = False
-    depth = 0
-    for i, ch in enumerate(text):
-        if i > 0 and text[i - 1] == "\\":
-            continue  # \$ \! \; \. are LaTeX, not punctuation
-        if ch == "$":
-            in_math = not in_math
-        elif in_math:
-            continue
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch in ".;!?" and not (ch == "." and text[i + 1 : i + 2].isdigit()):
-            return text[:i]
-        elif depth <= 0 and ch == "," and re.match(r",\s+[A-Za-z]{2,}", text[i:]):
-            return text[:i]
-        elif depth <= 0 and ch == " " and re.match(r" (?:because|since|which|as|so)\b", text[i:]):
-            return text[:i]
-    return text
+    stripped = text.strip()
+    if not stripped or len(stripped) > MAX_BARE_CHARS:
+        return None
+    start = text.index(stripped[0])
+    body = stripped[:-1].rstrip() if stripped.endswith(".") else stripped
+    block = re.fullmatch(r"\$\$(.+)\$\$|\$([^$]+)\$|\\\[(.+)\\\]|\\\((.+)\\\)", body, re.S)
+    if block is not None:
+        inner = next(g for g in block.groups() if g is not None)
+        if "$" in inner or "\\[" in inner or "\\(" in inner:
+            return None
+        value = inner.strip()
+        offset = start + block.start(next(i for i, g in enumerate(block.groups(), 1) if g is not None))
+        return Candidate(value, offset, offset + len(inner), "bare") if value else None
+    if "\n" in body or body.endswith((":", "=", "?", ",")) or re.search(r"(?i)\banswer|\\boxed", body):
+        return None
+    if clean(body) is None:
+        return None
+    plain = re.sub(r"\\[A-Za-z]+(?:\{[A-Za-z*]*\})?", " ", _SIGN_WORD.sub("", body))  # \sqrt, \begin{pmatrix}
+    plain = _MATH_WORDS.sub(" ", plain)  # sqrt(2)/2, 12 times 11
+    words = re.findall(r"[A-Za-z]{2,}", plain)
+    if words and not re.search(r"[\d\\]", body):
+        if len(words) > 1 and words_to_number(body) is None:
+            return None  # one word ("No", "even", "Monday") or a number in words
+    elif re.search(r"[A-Za-z]{2,}[^\d]*\d", plain):
+        return None  # words before the maths: a sentence ("we compute 3 + 4 = 7"), not an answer
+    elif len(words) > 1 and not (len(words) == 2 and words[0].lower() in ("square", "cubic", "sq")):
+        return None  # more than a unit after the maths ("$\\frac{3}{4}$ seems right")
+    return Candidate(body, start, start + len(body), "bare")
 
 
-def _statement_candidates(text: str) -> list[tuple[str, int]]:
-    found: list[tuple[str, int]] = []
-    for m in _ANSWER_LINE.finditer(text):
-        raw, end = m.group(1), m.end()
-        if not raw.strip():  # "**Answer:**" alone, the answer on the next non-empty line
-            nxt = _NEXT_LINE.match(text, m.end())
-            if nxt is None:
-                continue
-            raw, end = nxt.group(1), nxt.end()
-        value = _EXPLANATION.sub("", _clip_statement(raw)).strip()
-        sentence = _SENTENCE.match(value)
-        if sentence:  # "Answer: The number of ways is 84" -> "84"
-            value = sentence.group(1)
-        if value and not _HEDGE.match(value):
-            found.append((value, end))
-    for m in _ANSWER_IS.finditer(text):
-        value = m.group(1)
-        if _HEDGE.match(value) or _TENTATIVE.search(text[max(0, m.start() - 40) : m.start()]):
-            continue
-        clipped = _clip_statement(value)
-        if value[len(clipped) : len(clipped) + 1] == "?":
-            continue  # "so the answer is 5?" is a question, not a commitment
-        clipped = clipped.strip()
-        if clipped:
-            found.append((clipped, m.start(1) + len(clipped)))
-    for m in _GSM8K.finditer(text):
-        found.append((m.group(1).strip(), m.end()))
-    return found
+_MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose|and|or)\b")
+_SIGN_WORD = re.compile(r"(?i)^(?:negative|minus)\s+")
 
 
-def extract_answer(response: str, *, answer_format: str = "auto", max_chars: int = 8000,
-                   last_number_fallback: bool = False) -> str | None:
+def candidates(response: str, *, answer_format: str = "auto") -> list[Candidate]:
+    """Every commitment in ``response`` (see the module docstring), in order of position.
+
+    Example:
+        >>> [(c.kind, c.value, c.end) for c in candidates("Final Answer: 12. Wait, no: \\\\boxed{14}.")]
+        [('label', '12', 16), ('box', '14', 38)]
+    """
+    return _scan(response, answer_format)[0]
+
+
+def _scan(response: str, answer_format: str) -> tuple[list[Candidate], int]:
+    text = response if response.isascii() else response.translate(_FULLWIDTH)  # "Ａｎｓｗｅｒ：５"
+    found, unclosed = boxes(text)
+    box = _last_box(text, found)
+    result = [box] if box is not None else []
+    if answer_format == "auto":
+        lower = lowered(text)
+        result.extend(statement_candidates(text, lower))
+        result.extend(conclusion_candidates(text, lower))
+        yes_no = _YES_NO.match(text)  # "No, because 7 is odd.": a later commitment still wins
+        if yes_no is not None:
+            result.append(Candidate(yes_no.group(1), yes_no.start(1), yes_no.end(1), "bare"))
+        elif not result:
+            bare = bare_answer(text)
+            result.extend([bare] if bare is not None else [])
+    return sorted(result, key=lambda c: (c.end, c.kind != "box")), unclosed
+
+
+def select(response: str, found: list[Candidate]) -> Candidate | None:
+    """The last commitment under the policy: the latest strong one, unless a concluding sentence
+    comes after it with a correction in between (or there is no strong one). A statement whose value
+    holds a box (``The final answer is $\\boxed{5}$``) gives the box."""
+    strong = [c for c in found if c.kind != "conclusion"]
+    weak = [c for c in found if c.kind == "conclusion"]
+    best = max(strong, key=lambda c: (c.end, c.kind == "box")) if strong else None
+    if weak:
+        last_weak = weak[-1]
+        if best is None or (last_weak.start >= best.end and CORRECTION.search(response, best.end, last_weak.start)):
+            best = last_weak
+    if best is not None and best.kind != "box":
+        inner = [c for c in found if c.kind == "box" and best.start <= c.start and c.end <= best.end]
+        best = inner[-1] if inner else best
+    return best
+
+
+_NEGATED = re.compile(r"(?i)(?:\bnot\s+(?:equal\s+to\s+)?|n't\s+|\\neq?\s*|≠\s*)\$?$")
+_LAST_SPAN = re.compile(r"\$\$([^$]{1,1000})\$\$|\$([^$]{1,1000})\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
+_LAST_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
+
+
+def lenient_answer(text: str) -> Candidate | None:
+    """The last math span (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or number in ``text``, whichever ends
+    last (evaluation only: this reads uncommitted text).
+
+    Example:
+        >>> lenient_answer("I believe it is $\\\\frac{1}{2}$, roughly 0.5").value
+        '0.5'
+    """
+    span = None
+    for m in last_matches(_LAST_SPAN, text, 1):
+        inner = next(g for g in m.groups() if g is not None)
+        if inner.strip():
+            span = Candidate(inner.strip(), m.start(), m.end(), "span")
+    outside = _LAST_SPAN.sub(lambda m: " " * len(m.group(0)), text[-20000:]) if span else text[-20000:]
+    offset = len(text) - len(outside)
+    number = None
+    for m in last_matches(_LAST_NUMBER, outside, 1):
+        number = Candidate(m.group(0).rstrip(",").strip(), offset + m.start(), offset + m.end(), "span")
+    options = [c for c in (span, number) if c is not None]
+    chosen = max(options, key=lambda c: c.end) if options else None
+    if chosen is not None and _NEGATED.search(text, max(0, chosen.start - 16), chosen.start):
+        return None  # "the answer is not 5": a value ruled out is no answer
+    return chosen
+
+
+def extract_answer(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> str | None:
     """The response's final answer under the extraction policy, or ``None`` if it never commits.
 
     Args:
         response: the model's output.
-        answer_format: ``"auto"`` (boxes, ``Answer:`` lines, explicit statements), ``"boxed"``
-            (only ``\\boxed{}``/``\\fbox{}``) or ``"dapo"`` (the DAPO paper's rule: last
-            ``Answer: X`` match in the last 300 characters).
-        max_chars: only the last ``max_chars`` characters are scanned (``"dapo"`` always uses 300).
-        last_number_fallback: opt in to taking the last number in the text when nothing else is found.
+        answer_format: ``"auto"`` (every kind of commitment), ``"boxed"`` (only ``\\boxed{}``/``\\fbox{}``)
+            or ``"dapo"`` (the DAPO paper's rule: last ``Answer: X`` match in the last 300 characters).
+        extraction: ``"strict"`` (commitments only) or ``"lenient"`` (else the last math span or number).
 
     Example:
-        >>> extract_answer("so x = 3.\\n\\nAnswer: $3$")
-        '$3$'
+        >>> extract_answer("so x = 3.\\n\\nAnswer: $3$"), extract_answer("x is 3 or 4"), extract_answer("7")
+        ('$3$', None, '7')
     """
     if answer_format == "dapo":
         matches = _DAPO_PATTERN.findall(response[-300:])
         return matches[-1] if matches else None
-    text = tail(response, max_chars)
-    if not text.isascii():
-        text = text.translate(_FULLWIDTH)  # "Ａｎｓｗｅｒ：５" reads as "Answer:5"
-    candidates: list[tuple[str, int]] = []
-    boxed = last_boxed(text)
-    if boxed is not None:
-        candidates.append(boxed)
-    if answer_format == "auto":
-        candidates.extend(_statement_candidates(text))
-    if candidates:
-        # Latest end wins; on a tie (a box inside an Answer: line) the box, listed first, wins.
-        value, value_end = max(enumerate(candidates), key=lambda ic: (ic[1][1], -ic[0]))[1]
-        if boxes(text)[1] > value_end:
-            return None  # the final box was cut off mid-way: the last commitment is incomplete
-        if len(value) > MAX_ANSWER_CHARS:
-            value = value[:MAX_ANSWER_CHARS]
-        # An "Answer:" line that itself holds a box: the box is the answer.
-        inner = last_boxed(value) if "box" in value else None
-        return inner[0] if inner is not None else value
-    if last_number_fallback:
-        numbers = _NUMBER.findall(text[-2000:])
-        return numbers[-1] if numbers else None
-    return None
+    found, unclosed = _scan(response, answer_format)
+    chosen = select(response, found)
+    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
+        return None  # the final box was cut off mid-way: the last commitment is incomplete
+    if chosen is None and extraction == "lenient":
+        chosen = lenient_answer(response)
+    return chosen.value[:MAX_ANSWER_CHARS] if chosen is not None else None
 
 
-__all__ = ["extract_answer", "last_boxed", "match_brace", "tail"]
+__all__ = ["Candidate", "bare_answer", "boxes", "candidates", "extract_answer", "lenient_answer", "match_brace",
+           "select"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .math_extract import match_brace
+from .math_words import words_to_number
 
 MAX_DIGITS = 400
 MAX_EXPONENT = 400
@@ -66,40 +67,54 @@ def dapo_normalize(answer: str) -> str:
 _UNICODE = {
     "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2012": "-", "\u2011": "-", "\u2010": "-", "\ufe63": "-",
     "\uff0d": "-", "\u00d7": "\\times ", "\u22c5": "\\cdot ", "\u00b7": "\\cdot ", "\u00f7": "/",
-    "\u03c0": "\\pi ", "\u221a": "\\sqrt", "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ",
+    "\u03c0": "\\pi ", "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ",
     "\u2260": "\\ne ", "\u00b0": "^\\circ", "\u2218": "^\\circ", "\u222a": "\\cup ", "\u2229": "\\cap ",
     "\u2208": "\\in ", "\u2044": "/", "\u00b1": "\\pm ", "\u03b8": "\\theta ", "\u2032": "'",
-    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u3000": " ",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u3000": " ", "\u2005": " ", "\u2006": " ",
+    "\u2248": "\\approx ",
 }
-_SUPERSCRIPTS = {"\u00b2": "^2", "\u00b3": "^3", "\u00b9": "^1", "\u2070": "^0", "\u2074": "^4", "\u2075": "^5",
-                 "\u2076": "^6", "\u2077": "^7", "\u2078": "^8", "\u2079": "^9", "\u207b": "^-"}
+_SUPERSCRIPTS = {"\u00b2": "2", "\u00b3": "3", "\u00b9": "1", "\u2070": "0", "\u2074": "4", "\u2075": "5",
+                 "\u2076": "6", "\u2077": "7", "\u2078": "8", "\u2079": "9", "\u207b": "-", "\u207a": "+",
+                 "\u207f": "n"}
 _VULGAR = {"\u00bd": (1, 2), "\u2153": (1, 3), "\u2154": (2, 3), "\u00bc": (1, 4), "\u00be": (3, 4),
            "\u2155": (1, 5), "\u2156": (2, 5), "\u2157": (3, 5), "\u2158": (4, 5), "\u2159": (1, 6),
            "\u215a": (5, 6), "\u215b": (1, 8), "\u215c": (3, 8), "\u215d": (5, 8), "\u215e": (7, 8)}
 _WRAPPERS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
-             "\\textnormal", "\\boldsymbol", "\\mathbb", "\\hbox")
-_DROP = ("\\displaystyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big",
-         "\\!", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ ", "~", "\\limits")
-_UNIT_WORDS = re.compile(
-    r"(?i)(?<=[\d}.)])\s*(?:(?:square|sq\.?|cubic)\s+)?(?:units?|dollars?|cents?|degrees?|deg|radians?|"
-    r"cm|mm|km|m|meters?|metres?|inches?|inch|in|feet|foot|ft|yards?|miles?|mph|hours?|hrs?|minutes?|"
-    r"mins?|seconds?|secs?|s|days?|weeks?|months?|years?|pounds?|lbs?|kg|g|grams?|ounces?|oz|liters?|"
-    r"litres?|ml|l|gallons?|people|persons?|students?|children|apples?|points?|ways?|times|pages?|"
-    r"books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)(?:\s*\^?\{?[23]\}?)?\.?\s*$"
+             "\\textnormal", "\\boldsymbol", "\\mathbb", "\\hbox", "\\boxed", "\\fbox", "\\framebox", "\\num")
+_DROP = ("\\displaystyle", "\\left.", "\\right.", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr",
+         "\\big", "\\Big", "\\!", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ ", "~", "\\limits", "\\thinspace",
+         "\\medspace", "\\thickspace", "\\enspace")
+_UNITS = (
+    r"(?:(?:square|sq\.?|cubic)\s+)?(?:units?|dollars?|cents?|degrees?|deg|radians?|rad|"
+    r"cm|mm|km|m|meters?|metres?|inches?|inch|in|feet|foot|ft|yards?|yd|miles?|mi|mph|km/h|m/s|hours?|hrs?|h|"
+    r"minutes?|mins?|seconds?|secs?|s|days?|weeks?|months?|years?|pounds?|lbs?|kg|g|grams?|ounces?|oz|"
+    r"liters?|litres?|ml|l|gallons?|people|persons?|students?|children|apples?|points?|ways?|times|"
+    r"pages?|books?|marbles?|cookies?|eggs?|tickets?|cars?|items?|boxes|balls?|coins?|sq)"
+    r"(?:\s*\^?\s*\{?[23]\}?)?"
 )
+_UNIT_WORDS = re.compile(rf"(?i)(?<=[\d}}.)])\s*{_UNITS}\.?\s*$")
+_UNIT_NAME = re.compile(rf"(?i)\s*{_UNITS}\s*")
+_NEGATIVE_WORD = re.compile(r"(?i)^(?:negative|minus)\s+(?=[\d\\(.])")
+_PLAIN_FUNCTION = re.compile(r"(?<![\\A-Za-z])(sqrt|ln|log|exp|sin|cos|tan)(?=\s*\()|(?<![\\A-Za-z])(pi)(?![A-Za-z])")
+_PLUS_INFINITY = re.compile(r"(?:^|(?<=[(\[,]))\+(?=\\infty)")
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-                      "eighty": "80", "ninety": "90", "hundred": "100", "onehundred": "100", "none": "0"})
-
-# "5\\,\\text{m/s}", "3 \\mathrm{cm}^2": a unit in a text wrapper after the number.
-_TEXT_UNIT = re.compile(r"(?<=[\d}])\s*(?:\\[,;!: ]\s*)*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z/ .\d^-]*\}"
-                        r"(?:\s*\^\s*\{?\d\}?)?\s*\.?\s*$")
+# "5\\,\\text{m/s}", "3 \\mathrm{cm}^2", "9\\pi \\text{ m}^2": a unit in a text wrapper at the end.
+_TEXT_UNIT = re.compile(r"(?<=[\w})])\s*(?:\\[,;!: ]\s*)*\\(?:text|mbox|mathrm)\{(\s*[A-Za-z][A-Za-z/ .\d^-]*)\}"
+                        r"(\s*\^\s*\{?\d\}?)?\s*\.?\s*$")
 
 # "12 bananas", "3 full boxes": a number followed by plain words ends the answer.
 _TRAILING_WORDS = re.compile(r"(?<=\d)\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{2,})*\.?\s*$")
+
+
+def _strip_text_unit(s: str) -> str:
+    """Drop a trailing ``\\text{ unit}``: any word after a number or a group, a known unit after a letter."""
+    m = _TEXT_UNIT.search(s)
+    if m is None:
+        return s
+    before = s[: m.start()]
+    if before[-1:].isdigit() or before[-1:] in ("}", ")") or _UNIT_NAME.fullmatch(m.group(1) + (m.group(2) or "")):
+        return before
+    return s
 
 
 def _unwrap(s: str, command: str) -> str:
@@ -118,21 +133,62 @@ def _unwrap(s: str, command: str) -> str:
 
 
 def fold_unicode(s: str) -> str:
-    """Map unicode maths to ASCII/LaTeX (fullwidth digits, minus signs, ``½``, ``√``, ``π``)."""
+    """Map unicode maths to ASCII/LaTeX (fullwidth digits, minus signs, ``½``, ``√12``, ``π``, ``10⁻³``).
+
+    A root sign takes the number, letter or parenthesised group after it (``√12`` -> ``\\sqrt{12}``,
+    ``3√(x+1)`` -> ``3\\sqrt{x+1}``); a run of superscripts is one exponent (``10⁻³`` -> ``10^{-3}``).
+
+    Example:
+        >>> fold_unicode("3√12 + ⅓ − 10⁻³")
+        '3\\\\sqrt{12} + \\\\frac{1}{3} - 10^{-3}'
+    """
     if s.isascii():
         return s
     out = []
-    for ch in s:
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch in _ROOTS:
+            radicand, i = _radicand(s, i + 1)
+            out.append(_ROOTS[ch] + "{" + radicand + "}" if radicand else _ROOTS[ch])
+            continue
+        if ch in _SUPERSCRIPTS:
+            j = i
+            while j < len(s) and s[j] in _SUPERSCRIPTS:
+                j += 1
+            exponent = "".join(_SUPERSCRIPTS[c] for c in s[i:j])
+            out.append("^" + exponent if len(exponent) == 1 else "^{" + exponent + "}")
+            i = j
+            continue
         if ch in _UNICODE:
             out.append(_UNICODE[ch])
-        elif ch in _SUPERSCRIPTS:
-            out.append(_SUPERSCRIPTS[ch])
         elif ch in _VULGAR:
             num, den = _VULGAR[ch]
             out.append(f"\\frac{{{num}}}{{{den}}}")
         else:
             out.append(ch)
+        i += 1
     return unicodedata.normalize("NFKC", "".join(out))
+
+
+_ROOTS = {"\u221a": "\\sqrt", "\u221b": "\\sqrt[3]", "\u221c": "\\sqrt[4]"}
+_RADICAND = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\pi|\u03c0)")
+
+
+def _radicand(s: str, i: int) -> tuple[str, int]:
+    """What a unicode root sign at ``i - 1`` applies to, and where it ends (``""`` if unclear)."""
+    if s.startswith("(", i) or s.startswith("{", i):
+        close, depth = {"(": ")", "{": "}"}[s[i]], 0
+        for j in range(i, min(len(s), i + 400)):
+            depth += s[j] == s[i]
+            depth -= s[j] == close
+            if depth == 0:
+                return fold_unicode(s[i + 1 : j]), j + 1
+        return "", i
+    m = _RADICAND.match(s, i)
+    if m is None:
+        return "", i
+    return ("\\pi" if m.group(1) == "\u03c0" else m.group(1)), m.end()
 
 
 def canonical(answer: str) -> str:
@@ -144,14 +200,14 @@ def canonical(answer: str) -> str:
     """
     s = fold_unicode(answer).strip()
     s = s.replace("\\$", "").replace("$", "").replace("\\(", "").replace("\\)", "")
-    s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%")
+    s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%").replace("\\approx", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
-    s = _TEXT_UNIT.sub("", s)
-    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?", lambda _: "(-\\infty,\\infty)", s)  # all reals as an interval
+    s = _strip_text_unit(s)
+    s = re.sub(r"\\mathbb\s*\{?\s*R\s*\}?|(?i:^\s*all\s+real(?:\s+numbers)?\s*$)", lambda _: "(-\\infty,\\infty)", s)
     s = re.sub(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])", "\\1\\\\frac{\\2}{\\3}", s)  # 1 1/2
     for cmd in _WRAPPERS:
         if cmd in s:
@@ -160,15 +216,27 @@ def canonical(answer: str) -> str:
     for token in _DROP:
         s = s.replace(token, " ")
     s = s.strip().rstrip(".").strip().strip("*").strip()  # markdown bold **42**
+    s = _NEGATIVE_WORD.sub("-", s)  # "negative 7"
+    if s[:1].isalpha():
+        spelled = words_to_number(s)  # "thirty-one", "two hundred and five", "negative seven"
+        if spelled is not None:
+            return spelled
     s = re.sub(r"\s+(?:or|and)\s+", ",", s)  # "x = 2 or x = 3" lists both answers
     s = _UNIT_WORDS.sub("", s)
     s = _TRAILING_WORDS.sub("", s)
+    s = _PLAIN_FUNCTION.sub(lambda m: "\\" + m.group(0), s)  # plain-text maths: sqrt(2), ln(3), pi, 12 times 11
+    s = re.sub(r"(?<=\d)\s*times\s*(?=\d)", r"\\times ", s)
+    s = re.sub(r"_(\d)\s+(?=[\d\\(])", r"_{\1}", s)  # \log_2 8 is \log_{2}8, not \log_28
     s = re.sub(r"\\(frac|sqrt)\s*(\d)(\d)?", lambda m: _short_tex(m), s)
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z])", "\\1\x02", s)  # keep "\pi r" from becoming "\pir"
     s = re.sub(r"\s+", "", s).replace("\x02", " ").replace("\x01", "\\\\")
-    word = _NUMBER_WORDS.get(s.lower())
-    if word is not None:
-        return word
+    s = _PLUS_INFINITY.sub("", s)  # (-\infty,+\infty)
+    for _ in range(MAX_DIGITS):  # "{{5}}": redundant groups around the whole answer
+        if not (s.startswith("{") and match_brace(s, 0) == len(s) - 1):
+            break
+        s = s[1:-1]
+    if s.lower() == "none":
+        return "0"
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")
     return s
@@ -201,10 +269,11 @@ class Number:
 _INT = r"\d{1,%d}" % MAX_DIGITS
 _DEC = r"(?:\d{1,%d}(?:\.\d{0,%d})?|\.\d{1,%d})" % (MAX_DIGITS, MAX_DIGITS, MAX_DIGITS)
 _SCI_E = re.compile(r"(%s)[eE]([-+]?\d{1,4})" % _DEC)
-_SCI_TEN = re.compile(r"(?:(%s)(?:\\times|\\cdot|\*|x))?10\^(?:\{([-+]?\d{1,4})\}|([-+]?\d))" % _DEC)
+_SCI_TEN = re.compile(r"(?:(%s)(?:\\times|\\cdot|\*|x))?10\^(?:\{([-+]?\d{1,4})\}|([-+]?\d{1,4}))" % _DEC)
 _FRAC = re.compile(r"(%s)?\\frac\{([-+]?%s)\}\{([-+]?%s)\}" % (_INT, _DEC, _DEC))
 _SLASH = re.compile(r"(%s)/(%s)" % (_DEC, _DEC))
-_POW = re.compile(r"(%s)\^(?:\{(\d{1,4})\}|(\d))" % _INT)
+# An exponent without braces takes all its digits: "2^10" is 1024, as every writer of it means.
+_POW = re.compile(r"(%s)\^(?:\{(\d{1,4})\}|(\d{1,4}))" % _INT)
 
 
 def _dec(text: str) -> tuple[Fraction, int]:

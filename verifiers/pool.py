@@ -19,6 +19,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -44,13 +45,47 @@ def _error_result(exc: BaseException) -> VerifyResult:
     return VerifyResult(False, 0.0, None, f"error:{type(exc).__name__}")
 
 
-def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, reference: Any) -> VerifyResult:
-    """Call the verifier, turning an exception or a wrong return type into a wrong result."""
+class _CtrlC:
+    """Tells a real Ctrl-C from a verifier's own ``raise KeyboardInterrupt`` while verifying inline.
+
+    In the main thread, while active, a SIGINT handler that wraps the current one records that a signal
+    came. Elsewhere (other threads, workers that ignore SIGINT) no signal can raise there, so every
+    ``KeyboardInterrupt`` was raised by the verifier itself.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Callable[..., Any] | None = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        if self._previous is not None:
+            self._previous(signum, frame)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, reference: Any,
+                ctrl_c: _CtrlC | None = None) -> VerifyResult:
+    """Call the verifier, turning anything it raises (``SystemExit`` and a ``KeyboardInterrupt`` of its own
+    included; a real Ctrl-C still stops the caller) or a wrong return type into a wrong result."""
     try:
         result = verifier(response, reference)
-    except VerifierConfigError:  # a misconfigured verifier is the caller's error, not the model's: say so
+    except VerifierConfigError:  # a misconfigured verifier or reference is the caller's error: say so
         raise
-    except (Exception, SystemExit) as exc:  # a verifier must never take the batch down
+    except BaseException as exc:  # a verifier must never take the batch down
+        if isinstance(exc, KeyboardInterrupt) and ctrl_c is not None and ctrl_c.seen:
+            raise
         return _error_result(exc)
     if not isinstance(result, VerifyResult):
         return VerifyResult(False, 0.0, None, f"error:bad_return:{type(result).__name__}")
@@ -132,9 +167,9 @@ def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
         for index, response, reference in zip(indices, responses, references):
             progress[1] = time.monotonic()
             progress[0] = float(index)
-            try:
+            try:  # SIGINT is ignored here: every KeyboardInterrupt is the verifier's own
                 r = _verify_one(verifier, response, reference)
-            except (KeyboardInterrupt, VerifierConfigError) as exc:  # raised by the verifier: SIGINT is ignored here
+            except VerifierConfigError as exc:  # the caller already had its chance to see it (prepare_references)
                 r = _error_result(exc)
             done.append((index, r.correct, r.score, r.extracted, r.reason))
             if progress[1] - last_flush > _FLUSH_S:
@@ -327,7 +362,8 @@ class VerifierPool:
             return []
         references = prepare_references(verifier, references)
         if self.workers == 0:
-            return [_verify_one(verifier, r, ref) for r, ref in zip(responses, references)]
+            with _CtrlC() as ctrl_c:
+                return [_verify_one(verifier, r, ref, ctrl_c) for r, ref in zip(responses, references)]
         try:
             blob = dill.dumps(verifier, protocol=pickle.HIGHEST_PROTOCOL, recurse=True)
         except Exception as exc:

@@ -12,7 +12,9 @@ setuid-free sandbox tool, not from Python code. Each run (``isolation="full"``, 
   prefix, nothing else of the host (no ``/etc``, no home, no ``/tmp`` of the host); a fresh size-capped
   tmpfs at ``/tmp`` is the only writable place (the root and ``/dev`` are read-only);
 - ``--die-with-parent`` and ``--new-session``; when the run ends its pid namespace ends, which kills every
-  process the candidate started; as root the per-run uid is also swept with ``kill(-1)``;
+  process the candidate started, and the caller waits until the namespace's init is gone;
+- a seccomp filter (``seccomp.py``) refusing the calls that escape the memory caps or reach into other
+  processes (memfd, System V shared memory, ptrace, ...);
 - rlimits (CPU seconds, address space, file size, open files, no core dumps) and a process cap applied
   inside the user namespace (so it counts only the run's own processes), a wall-clock limit after which
   the whole process group is killed, a scrubbed environment, no inherited descriptors but the ones given.
@@ -32,7 +34,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
+import platform
 import resource
 import selectors
 import shutil
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from dapo_env.types import VerifierConfigError
+from .seccomp import filter_program
 
 ISOLATION_MODES = ("full", "weak")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
@@ -65,13 +70,15 @@ _SANDBOX_PROCESSES = 2  # bwrap's init and the interpreter itself, on top of max
 _BOOT = "import resource as _r; _r.setrlimit(_r.RLIMIT_NPROC, ({n}, {n})); del _r\n"
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_SECCOMP = filter_program()
 _uid_counter = 0
 _uid_lock = threading.Lock()
 _weak_warned = False
 
 
 class SandboxUnavailable(VerifierConfigError, RuntimeError):
-    """OS isolation was asked for (``isolation="full"``) but does not work on this machine."""
+    """OS isolation was asked for (``isolation="full"``) but does not work on this machine (a configuration
+    error of the caller's: batched verification re-raises it instead of scoring every response 0)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,12 +86,12 @@ class SandboxLimits:
     """Resource limits for one sandboxed run (one object, used by every code verifier and tool).
 
     Args:
-        wall_s: wall-clock limit; past it the run's process group (and, as root, its uid) is SIGKILLed.
+        wall_s: wall-clock limit; past it the run's process group is SIGKILLed, which ends its namespaces.
         cpu_s: RLIMIT_CPU in seconds (default: ``wall_s`` rounded up).
         memory_mb: RLIMIT_AS (address space) per process, MiB.
         disk_mb: size of the run's tmpfs, its only writable place (and RLIMIT_FSIZE), MiB.
         max_processes: processes and threads the candidate may start besides itself (inside the run's
-            user namespace; with ``isolation="weak"`` an RLIMIT_NPROC of the caller's uid, not as root).
+            user namespace; with ``isolation="weak"`` an RLIMIT_NPROC of the caller's uid).
         max_output_bytes: stdout (and stderr) kept per run; more ends the run as ``output_limit``.
         max_open_files: RLIMIT_NOFILE.
 
@@ -122,7 +129,7 @@ class Isolation:
     Attributes:
         mode: ``"full"`` or ``"weak"``.
         active: names of the active layers.
-        missing: layer name -> why it is missing (empty when every layer of the mode is active).
+        missing: layer name -> why it is missing (for ``"weak"``: the full mode's layers it leaves off).
     """
 
     mode: str
@@ -140,14 +147,15 @@ class Isolation:
 
     @property
     def ok(self) -> bool:
-        """True when every layer of the mode is active."""
-        return not self.missing
+        """True when every layer of the mode is active (``missing`` may still name the layers of the other
+        mode, e.g. what ``"weak"`` leaves off)."""
+        return not any(layer in self.missing for layer in (FULL_LAYERS if self.mode == "full" else WEAK_LAYERS))
 
 
 FULL_LAYERS = ("bubblewrap", "user_ns", "pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns", "unprivileged_uid",
-               "readonly_root", "private_tmpfs", "die_with_parent", "process_cap", "rlimits", "wall_kill",
-               "scrubbed_env")
-WEAK_LAYERS = ("process_group", "tempdir", "scrubbed_env", "rlimits", "wall_kill")
+               "no_new_userns", "readonly_root", "private_tmpfs", "die_with_parent", "seccomp", "process_cap",
+               "rlimits", "wall_kill", "scrubbed_env")
+WEAK_LAYERS = ("process_group", "tempdir", "rlimits", "wall_kill", "scrubbed_env")
 
 
 @dataclass(frozen=True)
@@ -202,36 +210,52 @@ def _needs_prefix_bind() -> bool:
 
 
 def isolation(mode: str = "full") -> Isolation:
-    """The isolation layers a run gets on this machine in ``mode`` (bubblewrap is probed once per process).
+    """The isolation layers a run gets on this machine in ``mode`` (probed once per process), and for each
+    missing one why it is missing.
 
     Example:
-        >>> "wall_kill" in isolation("weak")
-        True
+        >>> layers = isolation("weak")
+        >>> "wall_kill" in layers, layers.missing["net_ns"]
+        (True, 'off: isolation="weak" was asked for')
     """
     if mode not in ISOLATION_MODES:
         raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {mode!r}")
     if mode == "weak":
-        return Isolation("weak", WEAK_LAYERS)
+        off = 'off: isolation="weak" was asked for'
+        return Isolation("weak", WEAK_LAYERS, {layer: off for layer in FULL_LAYERS if layer not in WEAK_LAYERS})
     problem = _probe_bwrap()
-    if problem is None:
-        return Isolation("full", FULL_LAYERS)
-    return Isolation("full", (), {layer: problem for layer in FULL_LAYERS})
+    if problem is not None:
+        return Isolation("full", (), {layer: problem for layer in FULL_LAYERS})
+    if _SECCOMP is None:
+        reason = f"no seccomp filter for this architecture ({platform.machine()}): memfd and System V shared " \
+                 "memory are not refused, so memory is capped per process only"
+        return Isolation("full", tuple(layer for layer in FULL_LAYERS if layer != "seccomp"), {"seccomp": reason})
+    return Isolation("full", FULL_LAYERS)
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap() -> str | None:
+    """bubblewrap's absolute path, found on the caller's ``PATH`` once per process."""
+    return shutil.which("bwrap")
 
 
 @functools.lru_cache(maxsize=1)
 def _probe_bwrap() -> str | None:
     """None when a full sandbox works here, else why not (one line, with the fix)."""
-    if shutil.which("bwrap") is None:
+    if _bwrap() is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
     probe = ("import os\n"
-             "assert os.getuid() != 0 and os.getpid() <= 3\n"
+             "assert os.getuid() != 0 and os.getpid() <= 3, 'no pid namespace or uid 0'\n"
              "open('/tmp/probe', 'w').write('ok')\n"
-             "try:\n    open('/probe', 'w')\n    raise SystemExit(3)\nexcept OSError:\n    pass\n"
+             "try:\n    open('/probe', 'w')\n    raise SystemExit('the root is writable')\nexcept OSError:\n    pass\n"
+             f"if {_SECCOMP is not None}:\n"
+             "    try:\n        os.memfd_create('probe')\n        raise SystemExit('seccomp filter not applied')\n"
+             "    except PermissionError:\n        pass\n"
              "print('sandbox-ok')\n")
     try:
-        run = _run(probe.encode(), mode="full", payload=b"", stdin=b"", capture_stdout=True, capture_stderr=True,
-                   limits=SandboxLimits(wall_s=20.0), end_marker=None)
-    except (OSError, subprocess.SubprocessError) as exc:
+        run = _run(probe.encode(), mode="full", payload=b"", stdin=b"", capture_stdout=True,
+                   capture_stderr=True, limits=SandboxLimits(wall_s=20.0), end_marker=None)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # e.g. no mount namespace for root here
         return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
     if b"sandbox-ok" in run.stdout:
         return None
@@ -246,9 +270,8 @@ def require_isolation(mode: str) -> None:
         if not _weak_warned:
             _weak_warned = True
             warnings.warn("code runs with isolation=\"weak\": no OS isolation (rlimits, a temporary folder and a "
-                          "wall-clock kill only); generated code can read the host and forge results. For RL "
-                          "rewards install bubblewrap and use the default isolation=\"full\"", RuntimeWarning,
-                          stacklevel=3)
+                          "wall-clock kill only); generated code can read the host and forge results. "
+                          f"For RL rewards {INSTALL_HINT.split(', or pass')[0]}", RuntimeWarning, stacklevel=3)
         return
     problem = isolation(mode).missing.get("bubblewrap")
     if problem is not None:
@@ -311,9 +334,17 @@ def _weak_preexec(limits: SandboxLimits) -> None:
     _set_rlimits(limits, nproc=os.geteuid() != 0)
 
 
-def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool) -> list[str]:
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-           "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool, seccomp_fd: int | None,
+                   info_fd: int) -> list[str]:
+    """bubblewrap's arguments: every namespace, no capabilities, a read-only root holding ``/usr``, the
+    system links and the interpreter's prefix, a fresh ``/proc`` and ``/dev``, a size-capped tmpfs at
+    ``/tmp`` (mounted before the prefix, so a prefix under ``/tmp`` stays visible) and a clean environment."""
+    cmd = [_bwrap() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+           "--cap-drop", "ALL", "--hostname", "sandbox", "--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp",
+            "--ro-bind", "/usr", "/usr"]
     for path in _SYSTEM_DIRS:
         if os.path.islink(path):
             cmd += ["--symlink", os.readlink(path), path]
@@ -321,105 +352,127 @@ def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool) -> l
             cmd += ["--ro-bind", path, path]
     if _needs_prefix_bind():
         cmd += ["--ro-bind", f"{_STAGE}/py" if staged else _prefix(), _prefix()]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-            "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp", "--remount-ro", "/",
-            "--clearenv", "--setenv", "PATH", _SCRUBBED_PATH, "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
-            "--setenv", "LANG", "C.UTF-8", "--"]
-    return cmd + argv
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    for name, value in _sandbox_env("/tmp").items():
+        cmd += ["--setenv", name, value]
+    return cmd + ["--", *argv]
+
+
+def _sandbox_env(home: str) -> dict[str, str]:
+    """The whole environment of a sandboxed program: nothing of the caller's (no secrets), one thread per
+    numeric library (threads count against the process cap)."""
+    return {"PATH": _SCRUBBED_PATH, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_stdout: bool, capture_stderr: bool,
          limits: SandboxLimits, end_marker: bytes | None) -> RunOutcome:
-    """Start ``python -I -c harness <payload_fd> <result_fd>`` sandboxed in ``mode``; collect its output."""
+    """Start ``python -I -c harness <payload_fd> <result_fd>`` sandboxed in ``mode``; collect its output.
+
+    The payload and then stdin go through pipes (nothing of the host is writable through them)."""
     full = mode == "full"
     uid = _next_uid() if full and os.geteuid() == 0 else None
-    stage = uid is not None and _needs_prefix_bind()
     boot = _BOOT.format(n=limits.max_processes + _SANDBOX_PROCESSES) if full else ""
-    payload_r, payload_w = os.pipe()
-    result_r, result_w = os.pipe()
-    stdin_file = tempfile.TemporaryFile()
+    fds: dict[str, int] = {}
     workdir = None if full else tempfile.mkdtemp(prefix="dapo-sandbox-")
+    stage = uid is not None and _needs_prefix_bind()
     proc: subprocess.Popen[bytes] | None = None
     try:
-        stdin_file.write(stdin)
-        stdin_file.seek(0)
-        argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), str(payload_r), str(result_w)]
+        fds["payload_r"], fds["payload_w"] = os.pipe()
+        fds["stdin_r"], fds["stdin_w"] = os.pipe()
+        fds["result_r"], fds["result_w"] = os.pipe()
+        passed = [fds["payload_r"], fds["result_w"]]
+        argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), *map(str, passed)]
         if full:
-            argv = _bwrap_command(argv, limits, staged=stage)
+            fds["info_r"], fds["info_w"] = os.pipe()
+            passed.append(fds["info_w"])
+            if _SECCOMP is not None:
+                fds["seccomp"] = _pipe_with(_SECCOMP)
+                passed.append(fds["seccomp"])
+            argv = _bwrap_command(argv, limits, staged=stage, seccomp_fd=fds.get("seccomp"), info_fd=fds["info_w"])
             env = {"PATH": _SCRUBBED_PATH, "LANG": "C.UTF-8"}
             preexec = functools.partial(_launcher_preexec, limits, uid, stage)
         else:
-            env = {"PATH": _SCRUBBED_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
+            env = _sandbox_env(workdir)
             preexec = functools.partial(_weak_preexec, limits)
         proc = subprocess.Popen(
-            argv, stdin=stdin_file, stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
+            argv, stdin=fds["stdin_r"], stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, cwd=workdir, env=env,
-            pass_fds=(payload_r, result_w), start_new_session=True, preexec_fn=preexec)
-        os.close(payload_r)
-        os.close(result_w)
-        payload_r = result_w = -1
-        writer = threading.Thread(target=_write_all, args=(payload_w, payload), daemon=True)
-        payload_w = -1  # the writer thread owns it now
-        writer.start()  # the harness drains the payload before any candidate code runs
-        return _collect(proc, result_r, limits, end_marker)
+            pass_fds=passed, start_new_session=True, preexec_fn=preexec)
+        for name in ("payload_r", "stdin_r", "result_w", "seccomp", "info_w"):
+            if name in fds:
+                os.close(fds.pop(name))
+        # the harness drains the payload before any candidate code runs; stdin follows it
+        writer = threading.Thread(target=_write_all, args=((fds.pop("payload_w"), payload),
+                                                           (fds.pop("stdin_w"), stdin)), daemon=True)
+        writer.start()
+        outcome = _collect(proc, fds["result_r"], limits, end_marker, signal_base=128 if full else 0)
     finally:
         if proc is not None:
             _killpg(proc)
-        if uid is not None:
-            _kill_uid(uid)
-        for fd in (payload_r, payload_w, result_r, result_w):
-            if fd >= 0:
-                os.close(fd)
-        stdin_file.close()
+        if "info_w" in fds:  # Popen failed: nothing will write there
+            os.close(fds.pop("info_w"))
+        init = _namespace_init(fds["info_r"]) if "info_r" in fds else None
+        if init is not None:
+            _wait_namespace_gone(init)
+        for fd in fds.values():
+            os.close(fd)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if full and init is None:  # never a silent "tests failed" for a sandbox that did not come up
+        said = outcome.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"bubblewrap did not start the sandbox (exit status {outcome.returncode}"
+                           + (f": {said[0][:200]})" if said else ")"))
+    return outcome
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _pipe_with(data: bytes) -> int:
+    """The read end of a pipe that holds ``data`` (small: it must fit the pipe's buffer) and is closed."""
+    read, write = os.pipe()
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError:
-        pass  # the run ended before reading everything
+        os.write(write, data)
     finally:
-        os.close(fd)
+        os.close(write)
+    return read
 
 
-def _pids_of_uid(uid: int) -> list[int]:
-    """Live processes of ``uid`` (zombies are dead already: they wait for the host's init to reap them)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    with open(f"/proc/{entry}/stat", "rb") as stat:
-                        if stat.read().rpartition(b")")[2].split()[0] != b"Z":
-                            pids.append(int(entry))
-            except (OSError, IndexError):
-                continue
-    return pids
+def _write_all(*targets: tuple[int, bytes]) -> None:
+    """Write each ``(fd, data)`` in turn and close the fd; a reader that went away ends that write."""
+    for fd, data in targets:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass  # the run ended (or closed its stdin) before reading everything
+        finally:
+            os.close(fd)
 
 
-def _kill_uid(uid: int, settle_s: float = 3.0) -> None:
-    """SIGKILL every process of ``uid`` (a helper that becomes ``uid`` calls ``kill(-1)``) until none is left.
+def _namespace_init(info_r: int) -> int | None:
+    """The host pid of the run's pid-namespace init, from bubblewrap's ``--info-fd`` (read once it closed)."""
+    raw = b""
+    while chunk := os.read(info_r, 4096):
+        raw += chunk
+    try:
+        pid = json.loads(raw or b"{}").get("child-pid")
+    except ValueError:
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
 
-    The run's pid namespace already ends with it; this is the safety net for anything of the per-run uid
-    outside it (there should be none)."""
-    deadline = time.monotonic() + settle_s
-    while _pids_of_uid(uid) and time.monotonic() < deadline:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            except OSError:
-                pass
-            os._exit(0)
-        os.waitpid(pid, 0)
-        time.sleep(0.005)
+
+def _wait_namespace_gone(pid: int, timeout_s: float = 5.0) -> None:
+    """Return once the namespace init ``pid`` is dead. The kernel kills every process of a pid namespace
+    and waits for them before its init becomes a zombie, so then nothing of the run is left."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                if stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.001)
 
 
 def _killpg(proc: subprocess.Popen[bytes]) -> None:
@@ -434,8 +487,12 @@ def _killpg(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits,
-             end_marker: bytes | None) -> RunOutcome:
-    """Read records, stdout and stderr until they close or the wall limit passes; cap what is kept."""
+             end_marker: bytes | None, signal_base: int) -> RunOutcome:
+    """Read records, stdout and stderr until the run ends or the wall limit passes; cap what is kept.
+
+    The run has ended when its process exited (then what is still buffered is read) or, with
+    ``end_marker``, once the marker is among the records (then lingering threads or children are killed).
+    """
     deadline = time.monotonic() + limits.wall_s
     streams = {result_r: "records"}
     caps = {result_r: 4 << 20}
@@ -450,40 +507,40 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
     with selectors.DefaultSelector() as selector:
         for fd in streams:
             selector.register(fd, selectors.EVENT_READ)
-        open_fds = set(streams)
-        while open_fds:
+        while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
             done = proc.poll() is not None or (end_marker is not None
                                                and end_marker in b"".join(chunks[result_r][-2:]))
-            for key, _ in selector.select(timeout=0.0 if done else min(remaining, 0.25)):
+            ready = selector.select(timeout=0.0 if done else min(remaining, 0.1)) if selector.get_map() else []
+            if done and not ready:
+                break  # finished and nothing more is buffered (grandchildren may hold the pipes open)
+            if not ready and not selector.get_map():
+                time.sleep(min(remaining, 0.01))  # every pipe closed: wait for the exit status
+            for key, _ in ready:
                 data = os.read(key.fd, 65536)
                 if not data:
                     selector.unregister(key.fd)
-                    open_fds.discard(key.fd)
                     continue
                 sizes[key.fd] += len(data)
                 if sizes[key.fd] > caps[key.fd]:
-                    keep = caps[key.fd] - (sizes[key.fd] - len(data))
-                    chunks[key.fd].append(data[:max(0, keep)])
+                    chunks[key.fd].append(data[:max(0, caps[key.fd] - (sizes[key.fd] - len(data)))])
                     output_limited = True
                     break
                 chunks[key.fd].append(data)
-            if output_limited or (done and not selector.select(timeout=0.0)):
-                break  # finished and nothing more is buffered (grandchildren may hold the pipes open)
-        ended = end_marker is not None and end_marker in b"".join(chunks[result_r][-2:])
-    if not (timed_out or output_limited or ended):  # output closed: wait for the exit status within the limit
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            if output_limited:
+                break
     if timed_out or output_limited:
         _killpg(proc)
     returncode = proc.poll()
-    # The CPU-seconds rlimit (SIGXCPU) is the same budget as the wall clock: count both as a timeout.
-    timed_out = timed_out or returncode == -signal.SIGXCPU
+    if returncode is not None and signal_base and signal_base < returncode <= signal_base + 64:
+        returncode = signal_base - returncode  # bwrap reports death by signal N as 128 + N, like a shell
+    # The CPU-seconds rlimit is the same budget as the wall clock: count its SIGXCPU, and a SIGKILL (its hard
+    # limit, for a program that ignores SIGXCPU) after at least that long, as a timeout too.
+    used = time.monotonic() - (deadline - limits.wall_s)
+    timed_out = timed_out or returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and used >= limits.cpu_s)
     joined = {streams[fd]: b"".join(parts) for fd, parts in chunks.items()}
     return RunOutcome(joined["records"], joined.get("stdout", b""), joined.get("stderr", b""), returncode,
                       timed_out, output_limited)
@@ -508,6 +565,7 @@ _PROGRAM_HARNESS = """
 import os, sys
 os.close(int(sys.argv[1])); os.close(int(sys.argv[2]))
 sys.argv = ["program"]
+sys.stdout.flush()
 """
 
 
@@ -532,10 +590,14 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits = SandboxLim
 
 
 def _clean_stderr(raw: bytes) -> str:
-    """The program's stderr without the frames of the launcher code (a traceback points at ``<program>``)."""
+    """The program's stderr, its traceback pointing at ``<program>`` lines only."""
     text = raw.decode("utf-8", "replace")
-    return "".join(line for line in text.splitlines(keepends=True) if 'File "<string>"' not in line)
+    lines = [line for line in text.splitlines(keepends=True) if 'File "<string>"' not in line]
+    return "".join(lines)
 
 
-__all__ = ["FULL_LAYERS", "INSTALL_HINT", "ISOLATION_MODES", "WEAK_LAYERS", "Isolation", "ProgramRun", "RunOutcome",
-           "SandboxLimits", "SandboxUnavailable", "isolation", "require_isolation", "run_python", "run_sandboxed"]
+
+
+
+__all__ = ["FULL_LAYERS", "INSTALL_HINT", "ISOLATION_MODES", "WEAK_LAYERS", "Isolation", "ProgramRun", "RunOutcome", "SandboxLimits",
+           "SandboxUnavailable", "isolation", "require_isolation", "run_python", "run_sandboxed"]

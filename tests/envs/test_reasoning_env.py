@@ -17,7 +17,7 @@ from dapo_env.tasks import TaskDataError, list_tasks
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_check_env_passes_without_warnings_on_every_id(env_id: str, tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -42,7 +42,7 @@ def test_check_env_on_the_real_data(env_id: str, shared_data: Path) -> None:
 def test_every_builtin_id_is_registered() -> None:
     expected = {"DAPOMath-v0", "MATH500-v0", "AIME24-v0", "AIME25-v0", "GSM8K-v0", "Arithmetic-v0", "Countdown-v0"}
     assert expected <= set(list_tasks())
-    for env_id in list_tasks():
+    for env_id in list_tasks("single-turn"):
         spec = gym.spec(env_id)
         assert spec.entry_point == "dapo_env.envs:ReasoningEnv"
         assert spec.vector_entry_point == "dapo_env.vector:GroupVectorEnv"
@@ -181,7 +181,8 @@ def test_gym_make_with_module_prefix_needs_no_prior_import(tmp_path: Path) -> No
 
 def test_import_never_loads_torch_or_learners() -> None:
     out = _run(
-        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.interop\n"
+        "import sys, dapo_env, dapo_env.envs, dapo_env.vector, dapo_env.sampler, dapo_env.wrappers, dapo_env.shaping\n"
+        "import dapo_env.interop, dapo_env.verifiers.callable\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dapo_env.learners') or m == 'transformers'))\n"
     )
     assert out.strip() == "[]"
@@ -199,3 +200,15 @@ def test_public_names() -> None:
     for name in ("ReasoningEnv", "GroupVectorEnv", "DynamicSampler", "SoftOverlongPenalty", "OverlongFilter",
                  "ChatTemplate", "RewardMap", "UnicodeText", "Completion"):
         assert hasattr(dapo_env, name), name
+
+
+def test_a_plain_function_verifier_is_wrapped(toy_task) -> None:
+    import dataclasses
+
+    def score_by_length(response: str, reference: str) -> float:
+        return len(response) / 10
+
+    env = ReasoningEnv(dataclasses.replace(toy_task, verifier=score_by_length))
+    env.reset(seed=0)
+    _, reward, *_, info = env.step("12345")
+    assert (reward, info["correct"], info["reason"]) == (0.5, False, "custom:score")

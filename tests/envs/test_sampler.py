@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import gymnasium as gym
 import pytest
 from env_helpers import ScriptedPolicy, answer_book
 
-from dapo_env import Completion, DynamicSampler, GroupVectorEnv, RolloutBatch
+from dapo_env import Completion, DynamicSampler, Group, GroupVectorEnv, RolloutBatch
 from dapo_env.sampler import grouped
 
 
@@ -29,11 +30,12 @@ def test_fills_a_batch_with_informative_groups_only(dapo_file: Path) -> None:
     assert isinstance(batch, RolloutBatch) and len(batch.groups) == 4
     for group in batch.groups:
         assert group.informative and group.size == 4 and len(set(c.text for c in group.completions)) >= 1
-        assert group.correct == tuple(i["correct"] for i in group.infos)
+        assert group.correct == tuple(i["reason"].startswith("equal") for i in group.infos)
+        assert not {"correct", "loss_mask"} & set(group.infos[0])  # stored once, on the group
         assert group.rewards == tuple(float(c) for c in group.correct)
         assert all(i["problem_id"] == group.problem_id for i in group.infos)
         assert isinstance(group.completions[0], Completion) and group.completions[0].num_tokens == 10
-        assert "final_obs" not in group.infos[0] and {"group_id", "group_accuracy", "reward_terms"} <= set(group.infos[0])
+        assert "final_obs" not in group.infos[0] and {"score", "reason", "reward_terms"} <= set(group.infos[0])
     stats = batch.stats
     assert stats["rounds"] == policy.calls and stats["samples_generated"] == 16 * policy.calls
     assert stats["partial"] == 0.0
@@ -86,10 +88,18 @@ def test_bounded_rounds_warn_and_return_a_partial_batch(dapo_file: Path) -> None
     env = _env(dapo_file)
     policy = _policy(env, 0.0)  # always wrong: no group is informative
     sampler = DynamicSampler(env, policy, max_rounds=3, seed=0)
-    with pytest.warns(RuntimeWarning, match="only 0 of 4 informative groups after 3 generation rounds"):
+    with pytest.warns(RuntimeWarning, match="only 0 of 4 informative groups after 3 generation rounds.*too hard"):
         batch = sampler.sample()
     assert batch.groups == () and batch.stats["partial"] == 1.0 and batch.stats["rounds"] == 3.0
     assert batch.stats["all_wrong_share"] == 1.0 and policy.calls == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same cause again: counted, not warned
+        again = sampler.sample()
+    assert again.stats["partial"] == 1.0 and again.stats["partial_batches"] == 2.0 == sampler.partial_batches
+    sampler.generate = _policy(env, 1.0)  # now every group is all right: another cause, warned once
+    with pytest.warns(RuntimeWarning, match="too easy"):
+        sampler.sample()
+    assert sampler.partial_batches == 3
     env.close()
 
 
@@ -108,7 +118,7 @@ def test_filter_off_returns_the_first_groups_unfiltered(dapo_file: Path) -> None
 def test_judged_from_correctness_not_the_shaped_reward(dapo_file: Path) -> None:
     # With a reward map and an overlong penalty, rewards differ within a group even when all answers are
     # wrong; such a group is still all-wrong, so it is filtered out.
-    env = _env(dapo_file, b=2, g=2, reward_map=(-1.0, 1.0), overlong_penalty={"max_length": 20, "cache_length": 10})
+    env = _env(dapo_file, b=2, g=2, reward_map=(-1.0, 1.0), overlong_penalty={"max_response_tokens": 20, "cache_length": 10})
 
     def generate(prompts: list[str]) -> list[Completion]:
         return [Completion("Answer: x", num_tokens=5 + 10 * (i % 2)) for i in range(len(prompts))]
@@ -160,7 +170,7 @@ def test_completions_reach_the_groups_unchanged(dapo_file: Path) -> None:
 
 def test_arguments_and_generate_contract(dapo_file: Path) -> None:
     env = _env(dapo_file)
-    with pytest.raises(TypeError, match="GroupVectorEnv"):
+    with pytest.raises(TypeError, match="group source.*lacks.*rollout"):
         DynamicSampler(object(), lambda p: p)
     with pytest.raises(ValueError, match="max_rounds"):
         DynamicSampler(env, lambda p: p, max_rounds=0)
@@ -187,3 +197,70 @@ def test_grouped_adapts_an_engine_style_generate(dapo_file: Path) -> None:
     with pytest.raises(ValueError, match="lists of 2"):
         grouped(lambda p, n: [["x"]], 2)(["a", "a"])
     env.close()
+
+
+class ListSource:
+    """A group source that is not a GroupVectorEnv: canned rounds of groups (the protocol is all it needs)."""
+
+    def __init__(self, rounds: list[list[Group]]) -> None:
+        self.rounds, self.num_prompts, self.group_size = rounds, len(rounds[0]), rounds[0][0].size
+        self.resets, self.calls = 0, 0
+
+    @property
+    def needs_reset(self) -> bool:
+        return self.resets == 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+
+    def rollout(self, generate):
+        generate(["p"] * self.num_prompts * self.group_size)
+        self.calls += 1
+        return self.rounds[self.calls - 1]
+
+    def state_dict(self):
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.calls = state["calls"]
+
+
+def _group(pid: str, correct: tuple[bool, ...], lengths: tuple[int, ...] = (4, 6)) -> Group:
+    comps = tuple(Completion("x", num_tokens=n, finish_reason="length" if n >= 6 else "stop") for n in lengths)
+    return Group(pid, "p", comps, tuple(1.0 if c else -1.0 for c in correct), correct, (True,) * len(correct))
+
+
+def test_any_group_source_defer_position_and_fresh_stats() -> None:
+    source = ListSource([[_group("a", (True, False)), _group("b", (True, True), (2, 2))],
+                         [_group("c", (False, True), (8, 8)), _group("d", (True, False))]])
+    positions: list[tuple[int, int]] = []
+    sampler = DynamicSampler(source, lambda prompts: positions.append(sampler.position), num_groups=2, seed=0)
+    first = sampler.sample()
+    assert [g.problem_id for g in first.groups] == ["a", "c"] and positions == [(0, 0), (0, 1)]
+    s = first.stats
+    assert (s["rounds"], s["samples_generated"], s["generated_tokens"]) == (2.0, 8.0, 40.0)
+    assert (s["response_length_mean"], s["response_length_max"], s["truncation_rate"]) == (5.0, 8.0, 0.5)
+    assert [g.problem_id for g in sampler.surplus] == ["d"]
+    sampler.defer(first.groups[1:])  # e.g. a data-parallel rank holding more groups than the others
+    assert [g.problem_id for g in sampler.surplus] == ["c", "d"] and sampler.position == (1, 0)
+    second = sampler.sample()
+    assert [g.problem_id for g in second.groups] == ["c", "d"] and second.stats["rounds"] == 0.0
+    assert math.isnan(second.stats["response_length_mean"])  # nothing fresh: no length to report
+    assert sampler.state_dict()["source"] == {"calls": 2}
+
+
+def test_surplus_round_trips_through_json_with_policy_versions(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=4, g=2)
+    book = answer_book(env.task, env.problems)
+
+    def generate(prompts: list[str]) -> list[Completion]:
+        return [Completion(f"Answer: {book[p]}" if i % 2 else "x", num_tokens=2, token_ids=(5, 2),
+                           policy_version=7) for i, p in enumerate(prompts)]
+
+    sampler = DynamicSampler(env, generate, num_groups=1, seed=0)
+    sampler.sample()
+    state = json.loads(json.dumps(sampler.state_dict()))
+    other = DynamicSampler(_env(dapo_file, b=4, g=2), generate, num_groups=1)
+    other.load_state_dict(state)
+    assert other.surplus == sampler.surplus and other.surplus[0].completions[0].policy_version == 7
+    env.close(), other.source.close()

@@ -10,7 +10,7 @@ from env_helpers import ScriptedPolicy, answer_book, fixture_kwargs
 
 from dapo_env import Completion, GroupVectorEnv
 from dapo_env.tasks import get_task, list_tasks
-from dapo_env.wrappers import map_reward, soft_overlong_penalty
+from dapo_env.shaping import OverlongPenalty, map_reward, soft_overlong_penalty
 
 
 def _make(dapo_file: Path, b: int = 4, g: int = 4, **kwargs) -> GroupVectorEnv:
@@ -73,7 +73,7 @@ def test_step_verifies_groups_and_reports_group_statistics(dapo_file: Path) -> N
 
 def test_shaping_options_match_the_pure_functions(dapo_file: Path) -> None:
     env = _make(dapo_file, b=2, g=4, max_response_tokens=20, reward_map=(-1.0, 1.0), overlong_filter=True,
-                overlong_penalty={"max_length": 20, "cache_length": 8, "factor": 1.0})
+                overlong_penalty={"max_response_tokens": 20, "cache_length": 8, "factor": 1.0})
     prompts, _ = env.reset(seed=0)
     book = answer_book(env.task, env.problems)
     lengths = [5, 12, 13, 20, 25, 16, 3, 9]
@@ -83,7 +83,7 @@ def test_shaping_options_match_the_pure_functions(dapo_file: Path) -> None:
     _, rewards, _, _, infos = env.step(actions)
     for i, (n, f) in enumerate(zip(lengths, finish)):
         score = float(i % 2)
-        want = map_reward(score) + soft_overlong_penalty(n, max_length=20, cache_length=8)
+        want = map_reward(score) + soft_overlong_penalty(n, max_response_tokens=20, cache_length=8)
         assert rewards[i] == pytest.approx(want)
         assert infos["loss_mask"][i] == (f == "stop" and n < 20)
         terms = infos["reward_terms"]
@@ -93,7 +93,7 @@ def test_shaping_options_match_the_pure_functions(dapo_file: Path) -> None:
 
 def test_shaping_arguments_are_validated(dapo_file: Path) -> None:
     with pytest.raises(ValueError, match="lower cache_length"):
-        _make(dapo_file, overlong_penalty={"max_length": 4, "cache_length": 8})
+        _make(dapo_file, overlong_penalty={"max_response_tokens": 4, "cache_length": 8})
     with pytest.raises(ValueError, match="unknown keys"):
         _make(dapo_file, overlong_penalty={"max_len": 4})
     with pytest.raises(ValueError, match="low < high"):
@@ -103,7 +103,7 @@ def test_shaping_arguments_are_validated(dapo_file: Path) -> None:
     with pytest.raises(TypeError, match="apply_chat_template"):
         _make(dapo_file, chat_template="not a tokenizer")
     env = _make(dapo_file, overlong_penalty=True)
-    assert env.overlong_penalty == {"max_length": 20480, "cache_length": 4096, "factor": 1.0}
+    assert env.shaping.overlong_penalty == OverlongPenalty(max_response_tokens=20480, cache_length=4096, factor=1.0)
     env.close()
 
 
@@ -194,12 +194,12 @@ def _check_std_vector_env(env_id: str, tmp_path: Path, mode: str) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_sync_vector_env_on_every_id(env_id: str, tmp_path: Path) -> None:
     _check_std_vector_env(env_id, tmp_path, "sync")
 
 
-@pytest.mark.parametrize("env_id", list_tasks())
+@pytest.mark.parametrize("env_id", list_tasks("single-turn"))
 def test_async_vector_env_without_shared_memory_on_every_id(env_id: str, tmp_path: Path) -> None:
     _check_std_vector_env(env_id, tmp_path, "async")
 
@@ -222,4 +222,83 @@ def test_code_task_verifies_in_worker_processes(tmp_path: Path) -> None:
     _, rewards, _, _, infos = env.step(["def neg(a):\n    return -a", "def neg(a):\n    return a"])
     assert rewards.tolist() == [1.0, 0.0]
     assert infos["group_num_correct"].tolist() == [1, 1] and infos["group_informative"].all()
+    env.close()
+
+
+def test_step_groups_is_the_native_output_and_step_its_adapter(dapo_file: Path) -> None:
+    a, b = _make(dapo_file, b=2, g=3, reward_map=(-1.0, 1.0)), _make(dapo_file, b=2, g=3, reward_map=(-1.0, 1.0))
+    prompts = a.reset(seed=4)[0]
+    b.reset(seed=4)
+    book = answer_book(a.task, a.problems)
+    actions = [Completion(f"Answer: {book[p]}" if i in (0, 4) else "Answer: x", num_tokens=5) for i, p in enumerate(prompts)]
+    groups = a.step_groups(actions)
+    next_prompts, rewards, _, _, infos = b.step(actions)
+    assert next_prompts == a.prompts  # both drew the same next prompts
+    assert [g.prompt for g in groups] == list(prompts[::3]) and [len(g.completions) for g in groups] == [3, 3]
+    assert [g.correct for g in groups] == [(True, False, False), (False, True, False)]
+    assert rewards.tolist() == [r for g in groups for r in g.rewards] == [1.0, -1.0, -1.0, -1.0, 1.0, -1.0]
+    assert infos["correct"].tolist() == [c for g in groups for c in g.correct]
+    assert infos["loss_mask"].tolist() == [m for g in groups for m in g.loss_mask]
+    assert list(infos["reason"]) == [i["reason"] for g in groups for i in g.infos]
+    assert groups[0].completions[0] is actions[0]
+    a.close(), b.close()
+
+
+def test_group_env_and_wrapper_stack_shape_identically(dapo_file: Path) -> None:
+    """One shaping function: the group env's rewards, terms and masks equal a stack of single-env wrappers'."""
+    from dapo_env import OverlongFilter, ReasoningEnv, RewardMap, SoftOverlongPenalty
+
+    shaping = dict(reward_map=(-1.0, 1.0), overlong_penalty={"max_response_tokens": 20, "cache_length": 8, "factor": 0.5},
+                   overlong_filter=True)
+    vec = _make(dapo_file, b=4, g=4, max_response_tokens=20, **shaping)
+    prompts, info = vec.reset(seed=2)
+    book = answer_book(vec.task, vec.problems)
+    rng = np.random.default_rng(0)
+    actions = [Completion(f"Answer: {book[p]}" if rng.random() < 0.5 else "Answer: 0", num_tokens=int(rng.integers(1, 30)),
+                          finish_reason="length" if rng.random() < 0.3 else "stop") for p in prompts]
+    groups = vec.step_groups(actions)
+    single = RewardMap(OverlongFilter(SoftOverlongPenalty(
+        ReasoningEnv("DAPOMath-v0", data_files=str(dapo_file), max_response_tokens=20),
+        max_response_tokens=20, cache_length=8, factor=0.5)))
+    samples = [(g, k) for g in groups for k in range(g.size)]
+    for (group, k), action, pid in zip(samples, actions, info["problem_id"]):
+        single.reset(options={"id": pid})
+        _, reward, _, _, s_info = single.step(action)
+        assert group.rewards[k] == pytest.approx(reward, abs=1e-12)
+        assert group.loss_mask[k] == s_info["loss_mask"] and group.correct[k] == s_info["correct"]
+        assert group.infos[k]["reward_terms"] == pytest.approx(s_info["reward_terms"])
+        assert group.infos[k]["overlong_penalty_applied"] is s_info["overlong_penalty_applied"] is True
+    vec.close()
+
+
+def test_rollout_shows_the_prompts_to_generate(dapo_file: Path) -> None:
+    env = _make(dapo_file, b=2, g=2)
+    env.reset(seed=0)
+    seen: list[list[str]] = []
+
+    def generate(prompts: list[str]) -> list[str]:
+        seen.append(prompts)
+        return ["Answer: 1"] * len(prompts)
+
+    shown = env.prompts
+    groups = env.rollout(generate)
+    assert seen == [list(shown)] and [g.prompt for g in groups] == list(shown[::2])
+    with pytest.raises(ValueError, match="one per prompt"):
+        env.rollout(lambda prompts: prompts[:-1])
+    env.close()
+
+
+def test_a_plain_function_verifier_returning_a_bool_is_graded(toy_task) -> None:
+    """An env user's TRL-style verifier (returns a bool) is wrapped, not scored error:bad_return."""
+    import dataclasses
+
+    def ends_with_nine(response: str, reference: str) -> bool:
+        return response.endswith("9")
+
+    task = dataclasses.replace(toy_task, verifier=ends_with_nine)
+    env = GroupVectorEnv(task, num_envs=2, group_size=2)
+    env.reset(seed=0)
+    (group,) = env.step_groups(["Answer: 9", "Answer: 8"])
+    assert group.correct == (True, False) and group.rewards == (1.0, 0.0)
+    assert [i["reason"] for i in group.infos] == ["custom:bool", "custom:bool"]
     env.close()

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 
 from dapo_env import ChatTemplate, Completion, OverlongFilter, ReasoningEnv, RewardMap, SoftOverlongPenalty
-from dapo_env.wrappers import map_reward, soft_overlong_penalty
+from dapo_env.shaping import map_reward, soft_overlong_penalty
 
+REPO = Path(__file__).resolve().parents[2]
 MAX, CACHE = 20480, 4096  # the paper's defaults: the penalty starts after 16384 tokens
 
 
@@ -22,22 +28,22 @@ MAX, CACHE = 20480, 4096  # the paper's defaults: the penalty starts after 16384
 )
 def test_soft_overlong_penalty_boundaries(length: int, expected: float) -> None:
     assert soft_overlong_penalty(length) == pytest.approx(expected, abs=1e-12)
-    assert soft_overlong_penalty(length, max_length=MAX, cache_length=CACHE, factor=0.5) == pytest.approx(expected / 2)
+    assert soft_overlong_penalty(length, max_response_tokens=MAX, cache_length=CACHE, factor=0.5) == pytest.approx(expected / 2)
 
 
 def test_soft_overlong_penalty_small_settings_exact_values() -> None:
-    values = [soft_overlong_penalty(n, max_length=10, cache_length=4, factor=2.0) for n in range(4, 13)]
+    values = [soft_overlong_penalty(n, max_response_tokens=10, cache_length=4, factor=2.0) for n in range(4, 13)]
     assert values == pytest.approx([0.0, 0.0, 0.0, -0.5, -1.0, -1.5, -2.0, -2.0, -2.0])
-    assert soft_overlong_penalty(10, max_length=10, cache_length=10) == -1.0  # cache == max: ramp from 0
+    assert soft_overlong_penalty(10, max_response_tokens=10, cache_length=10) == -1.0  # cache == max: ramp from 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"max_length": 10, "cache_length": 11}, "lower cache_length"),
-        ({"max_length": 0, "cache_length": 1}, "max_length"),
-        ({"max_length": 10, "cache_length": 0}, "cache_length"),
-        ({"max_length": 10, "cache_length": 4, "factor": -1.0}, "factor"),
+        ({"max_response_tokens": 10, "cache_length": 11}, "lower cache_length"),
+        ({"max_response_tokens": 0, "cache_length": 1}, "max_response_tokens"),
+        ({"max_response_tokens": 10, "cache_length": 0}, "cache_length"),
+        ({"max_response_tokens": 10, "cache_length": 4, "factor": -1.0}, "factor"),
     ],
 )
 def test_overlong_arguments_are_validated(kwargs: dict, match: str, toy_task) -> None:
@@ -63,7 +69,7 @@ def _step(env, action, index: int = 4):
     ("length", "penalty"), [(16, 0.0), (17, -0.25), (20, -1.0), (21, -1.0)]
 )
 def test_soft_overlong_wrapper_adds_and_records_the_term(toy_task, length: int, penalty: float) -> None:
-    env = SoftOverlongPenalty(ReasoningEnv(toy_task), max_length=20, cache_length=4)
+    env = SoftOverlongPenalty(ReasoningEnv(toy_task), max_response_tokens=20, cache_length=4)
     _, reward, _, _, info = _step(env, Completion("Answer: 9", num_tokens=length))
     assert info["reward_terms"] == {"verifier": 1.0, "overlong_penalty": penalty}
     assert reward == pytest.approx(1.0 + penalty)
@@ -71,7 +77,7 @@ def test_soft_overlong_wrapper_adds_and_records_the_term(toy_task, length: int, 
 
 
 def test_soft_overlong_wrapper_ignores_unknown_length(toy_task) -> None:
-    env = SoftOverlongPenalty(ReasoningEnv(toy_task), max_length=20, cache_length=4)
+    env = SoftOverlongPenalty(ReasoningEnv(toy_task), max_response_tokens=20, cache_length=4)
     _, reward, _, _, info = _step(env, "Answer: 9")
     assert reward == 1.0 and info["reward_terms"]["overlong_penalty"] == 0.0 and not info["overlong_penalty_applied"]
 
@@ -88,7 +94,7 @@ def test_overlong_filter_masks_only_truncated_and_keeps_reward(toy_task) -> None
 
 def test_reward_map_and_stack_terms_sum_to_the_reward(toy_task) -> None:
     base = ReasoningEnv(toy_task)
-    env = RewardMap(OverlongFilter(SoftOverlongPenalty(base, max_length=20, cache_length=4, factor=0.5)))
+    env = RewardMap(OverlongFilter(SoftOverlongPenalty(base, max_response_tokens=20, cache_length=4, factor=0.5)))
     for text, length, finish, want in [
         ("Answer: 9", 18, "stop", 1.0 - 0.25),
         ("Answer: 8", 18, "stop", -1.0 - 0.25),
@@ -131,3 +137,34 @@ def test_chat_template_formats_reset_and_step_observations(toy_task) -> None:
     assert no_system.startswith("<|user|>")
     with pytest.raises(TypeError, match="apply_chat_template"):
         ChatTemplate(ReasoningEnv(toy_task), object())
+
+
+def test_every_shaping_term_applied_twice_raises(toy_task) -> None:
+    base = ReasoningEnv(toy_task)
+    for wrapper in (lambda e: SoftOverlongPenalty(e, max_response_tokens=20, cache_length=4), RewardMap):
+        with pytest.raises(ValueError, match="applied twice"):
+            _step(wrapper(wrapper(base)), Completion("Answer: 9", num_tokens=3))
+
+
+def test_missing_token_count_warns_once_per_process() -> None:
+    """A penalty configured but no token count: the penalty is 0, flagged per response, warned once."""
+    code = textwrap.dedent("""
+        import warnings
+        from dapo_env import GroupVectorEnv, ReasoningEnv, SoftOverlongPenalty
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = SoftOverlongPenalty(ReasoningEnv("Arithmetic-v0"), max_response_tokens=20, cache_length=4)
+            for _ in range(3):
+                env.reset(seed=0)
+                info = env.step("Answer: 1")[-1]
+                assert info["overlong_penalty_applied"] is False and info["reward_terms"]["overlong_penalty"] == 0.0
+            vec = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, overlong_penalty=True)
+            vec.reset(seed=0)
+            groups = vec.step_groups(["Answer: 1"] * 4)
+            assert all(i["overlong_penalty_applied"] is False for g in groups for i in g.infos)
+        print(sum("no token count" in str(w.message) for w in caught))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "1"

@@ -75,7 +75,7 @@ def test_resume_after_kill_reproduces_the_metrics_stream(tmp_path: Path) -> None
     cfg = dict(max_steps=4, checkpoint_every=2, eval_every=2)
     full = train(tiny_config(tmp_path / "full", **cfg))
     script = CHILD.format(here=str(HERE), out=str(tmp_path / "killed"))
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)])}  # this checkout first
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-2000:]
     run_dir = tmp_path / "killed" / "t"

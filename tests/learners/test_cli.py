@@ -36,7 +36,7 @@ def test_train_max_steps_then_resume_then_eval(tmp_path: Path, capsys: pytest.Ca
     assert main(["train", "--resume", str(run), "--max-steps", "2", "--no-progress"]) == 0
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [0, 1, 2]
     model_dir = run / "checkpoints" / "step_000002" / "model"
-    assert main(["eval", "--model", str(model_dir), "--task", "Arithmetic-v0", "--size", "4", "--max-tokens", "8"]) == 0
+    assert main(["eval", "--model", str(model_dir), "--task", "Arithmetic-v0", "--size", "4", "--max-response-tokens", "8"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["size"] == 4 and 0.0 <= report["accuracy"] <= 1.0
 

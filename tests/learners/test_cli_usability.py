@@ -82,12 +82,13 @@ def test_flags_parse_as_documented() -> None:
 def test_tasks_lists_every_registered_id_with_kind_and_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["ID", "KIND", "SOURCE"]
-    table = {line.split()[0]: line.split()[1:3] for line in lines[1:]}
+    assert lines[0].split()[:4] == ["ID", "KIND", "TURNS", "SOURCE"]
+    table = {line.split()[0]: line.split()[1:4] for line in lines[1:]}
     assert set(table) == set(list_tasks())
-    assert table["DAPOMath-v0"] == ["math", "hub:BytedTsinghua-SIA/DAPO-Math-17k"]
-    assert table["MBPP-v0"] == ["code", "hub:google-research-datasets/mbpp"]
-    assert table["Arithmetic-v0"] == ["procedural", "procedural:ArithmeticConfig"]
+    assert table["DAPOMath-v0"] == ["math", "single-turn", "hub:BytedTsinghua-SIA/DAPO-Math-17k"]
+    assert table["MBPP-v0"] == ["code", "single-turn", "hub:google-research-datasets/mbpp"]
+    assert table["Arithmetic-v0"] == ["procedural", "single-turn", "procedural:ArithmeticConfig"]
+    assert table["GuessNumber-v0"] == ["procedural", "multi-turn", "procedural:GuessNumberConfig"]
 
 
 def test_tasks_json_includes_a_task_registered_later(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,13 +99,14 @@ def test_tasks_json_includes_a_task_registered_later(capsys: pytest.CaptureFixtu
         rows = {row["id"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
     finally:
         unregister_task("NewcomerMath-v0")
-    assert rows["NewcomerMath-v0"] == {"id": "NewcomerMath-v0", "kind": "math",
+    assert rows["NewcomerMath-v0"] == {"id": "NewcomerMath-v0", "kind": "math", "turns": "single-turn",
                                        "source": "hub:openai/gsm8k (main)", "description": "mine"}
+    assert rows["GuessNumber-v0"]["turns"] == "multi-turn" and rows["GuessNumber-v0"]["kind"] == "procedural"
 
 
 def test_kind_comes_from_the_task() -> None:
-    own = types.SimpleNamespace(kind="multi-turn", source=None, verifier=None)
-    assert task_kind(own) == "multi-turn"  # a task that says what it is is taken at its word
+    own = types.SimpleNamespace(kind="game", source=None, verifier=None)
+    assert task_kind(own) == "game"  # a task that says what it is is taken at its word
     custom = Task(name="Custom", source=get_task("GSM8K-v0").source, verifier=lambda response, answer: None)
     assert task_kind(custom) == "custom" and task_source(custom).startswith("hub:openai/gsm8k")
 
@@ -175,7 +177,7 @@ def test_verifier_module_resolves_from_the_working_directory(tmp_path: Path) -> 
     assert config["verifier"] == "myverify:even_length"
     model = tmp_path / "runs" / "r" / "checkpoints" / "step_000001" / "model"
     evaluated = _console(["eval", "--model", str(model), "--task", "Arithmetic-v0", "--size", "4",
-                          "--max-tokens", "8", "--verifier", "myverify:even_length"], cwd=tmp_path)
+                          "--max-response-tokens", "8", "--verifier", "myverify:even_length"], cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["size"] == 4
     elsewhere = _console(["eval", "--model", str(model), "--verifier", "myverify:even_length"], cwd=tmp_path / "runs")

@@ -36,7 +36,10 @@ def test_ablation_rows_are_valid_configs_ending_in_dapo() -> None:
 @pytest.mark.parametrize(("field", "value", "hint"), [
     ("group_size", 1, "at least 2"),
     ("mini_batch_size", 3, "divide batch_size"),
-    ("loss_agg", "mean", "choose one of"),
+    ("loss_agg", "mean", "choose a registered aggregation"),
+    ("ratio_level", "seq", "'sequence' is GSPO"),
+    ("tis_cap", 0.0, "> 0"),
+    ("engine", "sglang", "choose one of"),
     ("temperature", 0.0, "temperature > 0"),
     ("clip_c", 0.5, "> 1"),
     ("verifier", "nocolon", "module:function"),
@@ -80,3 +83,14 @@ def test_round_trip_through_dict() -> None:
 def test_wrong_type_names_the_field() -> None:
     with pytest.raises(ValueError, match="TrainConfig.lr: must be a number"):
         TrainConfig(lr="3e-4")  # type: ignore[arg-type]
+
+
+def test_flags_override_the_config_file_and_task_knobs_follow_the_task(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("preset: tiny\nlr: 0.002\ntask: Arithmetic-v0\n")
+    cfg = build_config("dapo", config_file=tmp_path / "c.yaml", overrides={"lr": 0.003})
+    assert (cfg.preset_name, cfg.lr, cfg.task, cfg.task_kwargs) == ("tiny", 0.003, "Arithmetic-v0", {})
+    kept = preset("tiny", task="Largest-v0")  # the scale's own task keeps its knobs
+    assert kept.task_kwargs == preset("tiny").task_kwargs
+    assert preset("tiny", task="Sort-v0", task_kwargs={"max_count": 4}).task_kwargs == {"max_count": 4}
+    with pytest.raises(ValueError, match="unknown TrainConfig field.*tiny_hiden"):
+        preset("tiny", tiny_hiden=3)

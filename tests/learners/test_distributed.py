@@ -1,9 +1,11 @@
-"""Data parallelism (learners.distributed): 2 gloo ranks give the single-process loss and gradients.
+"""Data parallelism (learners.collective, learners.distributed): 2 gloo ranks give the single-process loss
+and gradients.
 
-One ``torch.multiprocessing.spawn`` of 2 CPU ranks runs every multi-rank check (start-up dominates):
-the trainer's own ``_update`` on a fixed batch whose sequence lengths differ a lot between the ranks'
-shards (a per-rank token-mean would be visibly wrong), with plain all-reduce and with FSDP2, and the
-balancing of dynamic-sampling batches. The real entry point under torchrun is the slow test at the end.
+One ``torch.multiprocessing`` start of 2 CPU ranks runs every multi-rank check (start-up dominates): the
+public ``update_policy`` with each rank's ``Trainer`` (built with a ``DDPCollective`` / ``FSDPCollective``)
+on a fixed batch whose sequence lengths differ a lot between the ranks' shards (a per-rank token-mean would
+be visibly wrong), and the balancing of dynamic-sampling batches (``agree_on_count`` + ``DynamicSampler.defer``).
+The real entry point under torchrun is the slow test at the end.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import numpy as np
 import pytest
 import torch
 
+from dapo_env.learners.batch import build_sequence_batch, response_logprobs
+from dapo_env.learners.collective import World, rank_seed, reduce_records, shard_config
 from dapo_env.learners.config import preset
-from dapo_env.learners.distributed import World, rank_seed, reduce_records, shard_config
 from dapo_env.learners.losses import group_advantages
-from dapo_env.learners.rollout import build_sequence_batch, response_logprobs
 from dapo_env.learners.tiny import build_tiny_model  # noqa: F401  (imports transformers' Llama before forking)
 from dapo_env.learners.trainer import Trainer
+from dapo_env.learners.update import update_policy
 from dapo_env.types import Completion, Group, VerifyResult
 
 WORLD = 2
@@ -47,7 +50,7 @@ def _config(out_dir: Path, name: str) -> Any:
                   progress=False, num_threads=1, grad_clip=1e9, eval_size=4, checkpoint_every=0, plot_every=0)
 
 
-def _fixture(model: torch.nn.Module) -> tuple[list[Group], Any, torch.Tensor, torch.Tensor]:
+def _fixture(model: torch.nn.Module) -> tuple[Any, torch.Tensor, torch.Tensor]:
     """Fixed groups: rank 0's share has long responses, rank 1's short ones; one sample loss-masked."""
     gen = np.random.default_rng(0)
     groups = []
@@ -65,29 +68,31 @@ def _fixture(model: torch.nn.Module) -> tuple[list[Group], Any, torch.Tensor, to
     with torch.no_grad():
         logp = response_logprobs(model, batch, torch.arange(GROUPS * GROUP), 1.0)[0]  # (16, R)
     noise = torch.randn(logp.shape, generator=torch.Generator().manual_seed(1)) * 0.3
-    return groups, batch, advantages, (logp + noise) * batch.response_mask
+    return batch, advantages, (logp + noise) * batch.response_mask
 
 
-def _shard(batch: Any, rows: slice) -> Any:
-    fields = {k: (v[rows] if isinstance(v, torch.Tensor) else v) for k, v in vars(batch).items()}
-    return type(batch)(**fields)
+def _sgd_update(trainer: Trainer, batch: Any, adv: torch.Tensor, old: torch.Tensor,
+                lr: float = 1.0) -> tuple[float, dict[str, torch.Tensor]]:
+    """``update_policy`` on the trainer's model and collective with plain SGD at lr 1, so the parameter
+    change is minus the gradient."""
+    def full() -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in trainer.collective.full_state_dict(trainer.model).items()}
 
-
-def _sgd_update(trainer: Trainer, groups: list[Group], batch: Any, adv: torch.Tensor, old: torch.Tensor,
-                full: Any, lr: float = 1.0) -> tuple[float, dict[str, torch.Tensor]]:
-    """One trainer ``_update`` with plain SGD at lr 1, so the parameter change is minus the gradient."""
-    before = {k: v.clone() for k, v in full(trainer.model).items()}
-    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=lr)
-    out = trainer._update(groups, batch, adv, old)
-    after = full(trainer.model)
-    return out["loss"], {k: before[k] - after[k] for k in before if k in dict(trainer.engine.model.named_parameters())}
+    before = full()
+    optimizer = torch.optim.SGD(trainer.model.parameters(), lr=lr)
+    out = update_policy(trainer.model, optimizer, batch, adv, trainer.cfg, key=(0, 0), old_logp=old,
+                        collective=trainer.collective)
+    assert out.optimizer_steps == 1
+    after = full()
+    params = dict(trainer.rollout_model.named_parameters())
+    return out.metrics["loss"], {k: before[k] - after[k] for k in before if k in params}
 
 
 def _rank_main(rank: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
     from dapo_env import GroupVectorEnv
-    from dapo_env.learners.distributed import BalancedSampler, DistributedTrainer, full_state_dict
+    from dapo_env.learners.collective import DDPCollective, FSDPCollective
     from dapo_env.sampler import DynamicSampler
 
     torch.set_num_threads(1)
@@ -99,14 +104,15 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
     results: dict[str, Any] = {}
     rows = slice(rank * GROUPS // WORLD * GROUP, (rank + 1) * GROUPS // WORLD * GROUP)
     for fsdp in (False, True):
-        trainer = DistributedTrainer(_config(Path(out_dir), f"fsdp{int(fsdp)}"), world=world, fsdp=fsdp)
-        groups, batch, adv, old = _fixture(trainer.engine.model)
-        local_groups = groups[rank * GROUPS // WORLD:(rank + 1) * GROUPS // WORLD]
-        loss, delta = _sgd_update(trainer, local_groups, _shard(batch, rows), adv[rows], old[rows], full_state_dict)
+        collective = (FSDPCollective if fsdp else DDPCollective)(world)
+        trainer = Trainer(_config(Path(out_dir), f"fsdp{int(fsdp)}"), collective=collective)
+        batch, adv, old = _fixture(trainer.rollout_model)
+        loss, delta = _sgd_update(trainer, batch.rows(rows), adv[rows], old[rows])
         total = torch.tensor([loss], dtype=torch.float64)
         dist.all_reduce(total)
-        results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()}}
-        trainer.close()
+        results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()},
+                                       "main_files": sorted(p.name for p in Path(out_dir, f"fsdp{int(fsdp)}").iterdir())}
+        trainer.env.close()
     # balance: rank 0 finds 3 informative groups, rank 1 only 1 within its single round
     env = GroupVectorEnv("Arithmetic-v0", num_envs=3 * 2, group_size=2, size=64)
     answers = {env.task.format_prompt(p): p.answer for p in env.problems}
@@ -115,10 +121,15 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         good = len(prompts) if rank == 0 else 2  # rank 1: only the first group has a right answer
         return [f"Answer: {answers[p]}" if i < good and i % 2 == 0 else "Answer: none" for i, p in enumerate(prompts)]
 
-    sampler = BalancedSampler(DynamicSampler(env, generate, num_groups=3, max_rounds=1, seed=rank))
+    sampler = DynamicSampler(env, generate, num_groups=3, max_rounds=1, seed=rank)
     first = sampler.sample()
-    results["balance"] = {"kept": [g.problem_id for g in first.groups], "deferred": sampler.last_deferred,
-                          "surplus": [g.problem_id for g in sampler.surplus]}
+    keep = collective.agree_on_count(len(first.groups))
+    sampler.defer(first.groups[keep:])
+    results["balance"] = {"kept": [g.problem_id for g in first.groups[:keep]], "deferred": len(first.groups) - keep,
+                          "surplus": [g.problem_id for g in sampler.surplus],
+                          "gathered": collective.gather(rank), "broadcast": collective.broadcast(f"from {rank}"),
+                          "any": (collective.any(rank == 1), collective.any(False)),
+                          "record": collective.reduce_record({"step": 1, "rollout/num_groups": keep + rank})}
     env.close()
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     dist.barrier()
@@ -146,10 +157,11 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, A
 def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     torch.set_num_threads(1)
     trainer = Trainer(_config(tmp_path_factory.mktemp("single"), "one"))
-    groups, batch, adv, old = _fixture(trainer.model)
+    batch, adv, old = _fixture(trainer.model)
     lens = batch.loss_mask.sum(-1)  # (16,)
     assert lens[:8].sum() > 2.5 * lens[8:].sum()  # the shards are far from even: a per-rank mean would show
-    loss, delta = _sgd_update(trainer, groups, batch, adv, old, lambda m: dict(m.state_dict()))
+    loss, delta = _sgd_update(trainer, batch, adv, old)
+    trainer.env.close()
     return {"loss": loss, "grads": {k: -v for k, v in delta.items()}}
 
 
@@ -162,26 +174,32 @@ def test_two_ranks_match_one_process(two_ranks: dict[int, dict[str, Any]], singl
         for name, ref in single["grads"].items():
             assert ref.abs().max() > 0
             torch.testing.assert_close(got["grads"][name], ref, rtol=1e-5, atol=1e-6, msg=f"{mode} {name}")
+    # only the main rank wrote the run folder (config, step-0 files), and nothing else appeared beside it
+    assert two_ranks[0][mode]["main_files"] == ["config.json", "init_weights.pt"]
 
 
 def test_per_rank_token_mean_would_differ(single: dict[str, Any], tmp_path: Path) -> None:
     """The control: normalising each rank's share by its own token count gives another loss."""
-    trainer = Trainer(_config(tmp_path, "ctl"))
-    groups, batch, adv, old = _fixture(trainer.model)
+    trainer = Trainer(_config(tmp_path, "ctl").with_overrides({"mini_batch_size": GROUPS // WORLD}))
+    batch, adv, old = _fixture(trainer.model)
     losses = []
     for r in range(WORLD):
         rows = slice(r * 8, (r + 1) * 8)
-        loss, _ = _sgd_update(trainer, groups[2 * r:2 * r + 2], _shard(batch, rows), adv[rows], old[rows],
-                              lambda m: dict(m.state_dict()), lr=0.0)
+        loss, _ = _sgd_update(trainer, batch.rows(rows), adv[rows], old[rows], lr=0.0)
         losses.append(loss)
     assert abs(np.mean(losses) - single["loss"]) > 1e-3
+    trainer.env.close()
 
 
-def test_balanced_batches_defer_extra_groups(two_ranks: dict[int, dict[str, Any]]) -> None:
+def test_balanced_batches_defer_extra_groups_and_collectives_agree(two_ranks: dict[int, dict[str, Any]]) -> None:
     r0, r1 = two_ranks[0]["balance"], two_ranks[1]["balance"]
     assert len(r0["kept"]) == len(r1["kept"]) == 1
     assert (r0["deferred"], r1["deferred"]) == (2, 0)
     assert len(r0["surplus"]) == 2  # rank 0's extra groups wait, in order, for its next batch
+    assert r0["gathered"] == [0, 1] and r1["gathered"] is None
+    assert r0["broadcast"] == r1["broadcast"] == "from 0"
+    assert r0["any"] == r1["any"] == (True, False)
+    assert r0["record"] == r1["record"] == {"step": 1, "rollout/num_groups": 3, "dist/world_size": 2}
 
 
 def test_shard_config_splits_sizes_and_seeds() -> None:
@@ -205,7 +223,8 @@ def test_reduce_records_sums_counts_and_keeps_rank0_optimizer_values() -> None:
 
 
 def _torchrun(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    here = Path(__file__).resolve().parent  # this checkout's code first, then the test's toy verifier
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
            "--master-port", str(_free_port()), "-m", "dapo_env.learners.train", *args]
@@ -236,9 +255,13 @@ def test_torchrun_entry_point_trains_writes_one_run_and_resumes_exactly(tmp_path
     assert [r["step"] for r in records] == [0, 1, 2]
     assert all(r["dist/world_size"] == WORLD and r["rollout/num_groups"] % WORLD == 0 for r in records[1:])
     assert any(r["optim/steps"] > 0 for r in records[1:])
+    proc = _torchrun(["--max-steps", "2", "--out-dir", str(runs), "--run-name", "dp", "--no-progress",
+                      "--set", *SIZES], tmp_path)  # a new run under torchrun never reuses a run folder either
+    assert proc.returncode != 0 and "already holds a run" in proc.stderr
+    assert [r["step"] for r in _records(run)] == [0, 1, 2]
     state = torch.load(run / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=False)
-    assert state["distributed"]["world_size"] == WORLD and len(state["ranks"]) == WORLD
-    assert state["ranks"][0]["sampler"]["env"] != state["ranks"][1]["sampler"]["env"]  # rank-seeded draws
+    assert state["world_size"] == WORLD and len(state["ranks"]) == WORLD
+    assert state["ranks"][0]["sampler"]["source"] != state["ranks"][1]["sampler"]["source"]  # rank-seeded draws
     proc = _torchrun(["--resume", str(run), "--max-steps", "3", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = _records(run)

@@ -54,7 +54,7 @@ def teacher_forced_logprobs(model, prompt_ids, response_ids, temperature):
 
 
 def test_sampling_params_validation() -> None:
-    for bad in (dict(temperature=-1), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1), dict(max_tokens=0)):
+    for bad in (dict(temperature=-1), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1), dict(max_response_tokens=0)):
         with pytest.raises(ValueError):
             SamplingParams(**bad)
 
@@ -63,7 +63,7 @@ def test_shapes_protocol_and_group_major_order(tok, model) -> None:
     engine = HFEngine(model, tok, batch_size=5)
     assert isinstance(engine, RolloutEngine)
     prompts = ["1+1=", "What is 23*4?", "x"]
-    out = engine.generate(prompts, n=3, sampling=SamplingParams(max_tokens=6, seed=1))
+    out = engine.generate(prompts, n=3, sampling=SamplingParams(max_response_tokens=6, seed=1))
     assert [len(g) for g in out] == [3, 3, 3]
     for prompt, group in zip(prompts, out):
         for c in group:
@@ -75,7 +75,7 @@ def test_shapes_protocol_and_group_major_order(tok, model) -> None:
 def test_logprobs_match_teacher_forcing_with_left_padding(tok, model) -> None:
     engine = HFEngine(model, tok, batch_size=8)
     prompts = ["1+1=", "A much longer prompt: 123*45="]  # different lengths -> left padding
-    sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_tokens=8, seed=3)
+    sampling = SamplingParams(temperature=0.7, top_p=0.9, top_k=20, max_response_tokens=8, seed=3)
     for group in engine.generate(prompts, n=4, sampling=sampling):
         for c in group:
             ref = teacher_forced_logprobs(model, c.prompt_token_ids, c.token_ids, 0.7)
@@ -85,9 +85,9 @@ def test_logprobs_match_teacher_forcing_with_left_padding(tok, model) -> None:
 def test_seed_determinism_without_global_rng(tok, model) -> None:
     engine = HFEngine(model, tok)
     state = torch.random.get_rng_state()
-    a = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_tokens=8, seed=7))
-    b = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_tokens=8, seed=7))
-    c = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_tokens=8, seed=8))
+    a = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=7))
+    b = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=7))
+    c = engine.generate(["12+3="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=8))
     assert torch.equal(state, torch.random.get_rng_state())
     assert [x.token_ids for x in a[0]] == [x.token_ids for x in b[0]]
     assert [x.token_ids for x in a[0]] != [x.token_ids for x in c[0]]
@@ -98,7 +98,7 @@ def test_finish_reasons_and_every_eos_id(tok, model) -> None:
     bias = torch.zeros(len(tok))
     bias[x_id] = 50.0  # the model (almost surely) says "x" forever
     forced = BiasedLM(model, bias)
-    sampling = SamplingParams(max_tokens=5, seed=0)
+    sampling = SamplingParams(max_response_tokens=5, seed=0)
     plain = HFEngine(forced, tok).generate(["1+1="], n=2, sampling=sampling)[0]
     assert all(c.finish_reason == "length" and c.text == "xxxxx" and c.num_tokens == 5 for c in plain)
     # "x" as an extra EOS id: the first token ends the response; EOS is in token_ids, not in text.
@@ -108,7 +108,7 @@ def test_finish_reasons_and_every_eos_id(tok, model) -> None:
     bias2 = torch.zeros(len(tok))
     bias2[x_id] = 50.0
     eng = HFEngine(BiasedLM(model, bias2), tok, eos_token_ids=[x_id])
-    one = eng.generate(["1+1="], n=1, sampling=SamplingParams(max_tokens=1, seed=0))[0][0]
+    one = eng.generate(["1+1="], n=1, sampling=SamplingParams(max_response_tokens=1, seed=0))[0][0]
     assert one.finish_reason == "stop"
 
 
@@ -134,14 +134,14 @@ def test_greedy_stops_at_eos_and_text_is_stripped(tok, model) -> None:
             return out
 
     eng = HFEngine(Scripted(model, bias), tok)
-    c = eng.generate(["q"], n=1, sampling=SamplingParams(temperature=0, max_tokens=10))[0][0]
+    c = eng.generate(["q"], n=1, sampling=SamplingParams(temperature=0, max_response_tokens=10))[0][0]
     assert (c.text, c.finish_reason, c.token_ids) == ("42", "stop", tuple(seq))
 
 
 def test_prompt_never_truncated(tok, model) -> None:
     engine = HFEngine(model, tok)
     with pytest.raises(ValueError, match="never truncated"):
-        engine.generate(["9" * 60], n=1, sampling=SamplingParams(max_tokens=8))
+        engine.generate(["9" * 60], n=1, sampling=SamplingParams(max_response_tokens=8))
 
 
 def test_filter_logits_top_k_top_p() -> None:
@@ -184,7 +184,7 @@ def test_shared_prefill_equals_one_prefill_per_row(tok, model) -> None:
     """Each distinct prompt is prefilled once and its cache re-indexed to the group's rows: the samples
     and log-probs equal prefilling every copy, with prompts of different lengths in one batch."""
     prompts = ["1+1=", "A much longer prompt: 123*45=", "x"]
-    sampling = SamplingParams(temperature=1.0, max_tokens=8, seed=11)
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=8, seed=11)
     rows_seen: list[int] = []
     wrapped = copy.deepcopy(model)
     inner_forward = wrapped.forward

@@ -118,7 +118,7 @@ def test_matches_engine_sampling_logprobs(tok) -> None:
     model = build_tiny_model(tok, max_positions=48, seed=4)
     engine = HFEngine(model, tok)
     groups = engine.generate(["1+2=", "What is 17*3?"], n=3,
-                             sampling=SamplingParams(temperature=0.8, max_tokens=6, seed=0))
+                             sampling=SamplingParams(temperature=0.8, max_response_tokens=6, seed=0))
     flat = [c for g in groups for c in g]
     b = pack_batch([c.prompt_token_ids for c in flat], [c.token_ids for c in flat], pad_id=tok.pad_token_id,
                    rollout_logprobs=[c.logprobs for c in flat])

@@ -39,7 +39,7 @@ EXPECTED = {
     "token-mean": -0.88 / 5,
     "seq-mean-token-mean": (-2.78 / 3 + 1.9 / 2) / 2,
     "seq-mean-token-sum": -0.88 / 2,
-    "seq-mean-token-sum-norm": -0.88 / (3 * 2),  # max_len defaults to T = 3
+    "seq-mean-token-sum-norm": -0.88 / (3 * 2),  # max_response_tokens defaults to T = 3
 }
 
 
@@ -57,7 +57,7 @@ def test_hand_worked_aggregations(agg: str) -> None:
 
 def test_dr_grpo_constant_max_len() -> None:
     logp, old, adv, mask = hand_inputs()
-    loss, _ = policy_loss(logp, old, adv, mask, agg="seq-mean-token-sum-norm", max_len=4)
+    loss, _ = policy_loss(logp, old, adv, mask, agg="seq-mean-token-sum-norm", max_response_tokens=4)
     assert loss.item() == pytest.approx(-0.88 / 8, abs=1e-12)
 
 
@@ -162,7 +162,7 @@ def test_gradcheck(agg: str, ratio_level: str) -> None:
     assert torch.autograd.gradcheck(fn, (logp,))
 
 
-def reference_loop(ratio, adv, mask, agg, clip_low, clip_high, max_len):
+def reference_loop(ratio, adv, mask, agg, clip_low, clip_high, max_response_tokens):
     """A plain-Python reference of the token-level loss and aggregation."""
     B, T = len(ratio), len(ratio[0])
     per_seq_sum, per_seq_len = [], []
@@ -182,7 +182,7 @@ def reference_loop(ratio, adv, mask, agg, clip_low, clip_high, max_len):
         return sum(s / c for s, c in zip(per_seq_sum, per_seq_len) if c) / seqs
     if agg == "seq-mean-token-sum":
         return sum(per_seq_sum) / seqs
-    return sum(per_seq_sum) / (max_len * seqs)
+    return sum(per_seq_sum) / (max_response_tokens * seqs)
 
 
 def random_batch(seed: int, B: int, T: int, dtype=torch.float64):
@@ -200,7 +200,7 @@ def random_batch(seed: int, B: int, T: int, dtype=torch.float64):
 def test_vectorised_matches_plain_loop(agg: str) -> None:
     for seed in range(5):
         logp, old, adv, mask = random_batch(seed, 6, 7)
-        loss, _ = policy_loss(logp, old, adv, mask, agg=agg, max_len=9, clip_low=0.2, clip_high=0.28)
+        loss, _ = policy_loss(logp, old, adv, mask, agg=agg, max_response_tokens=9, clip_low=0.2, clip_high=0.28)
         ratio = torch.exp(logp - old).tolist()
         ref = reference_loop(ratio, adv.tolist(), mask.tolist(), agg, 0.2, 0.28, 9)
         assert loss.item() == pytest.approx(ref, rel=1e-10, abs=1e-12)
@@ -217,7 +217,7 @@ def test_vectorised_matches_plain_loop(agg: str) -> None:
 def test_micro_batch_split_invariance(seed, batch, cuts, agg, ratio_level) -> None:
     T = 6
     logp, old, adv, mask = random_batch(seed, batch, T)
-    kwargs = dict(agg=agg, ratio_level=ratio_level, max_len=T, clip_c=3.0)
+    kwargs = dict(agg=agg, ratio_level=ratio_level, max_response_tokens=T, clip_c=3.0)
     full_lp = logp.clone().requires_grad_(True)
     full, _ = policy_loss(full_lp, old, adv, mask, **kwargs)
     full.backward()
@@ -376,7 +376,7 @@ def test_cispo_on_policy_gradient_is_the_policy_gradient(seed: int, agg: str, ra
     grads = []
     for fn in (cispo_loss, policy_loss):
         lp = old.clone().requires_grad_(True)
-        fn(lp, old, adv, mask, agg=agg, ratio_level=ratio_level, max_len=6)[0].backward()
+        fn(lp, old, adv, mask, agg=agg, ratio_level=ratio_level, max_response_tokens=6)[0].backward()
         grads.append(lp.grad)
     torch.testing.assert_close(grads[0], grads[1], atol=1e-12, rtol=1e-10)
 
@@ -400,14 +400,14 @@ def test_cispo_sequence_ratio_and_is_weights() -> None:
 def test_cispo_micro_batch_split_invariance(seed: int, batch: int, cut: int, agg: str) -> None:
     logp, old, adv, mask = random_batch(seed, batch, 6)
     full_lp = logp.clone().requires_grad_(True)
-    full, _ = cispo_loss(full_lp, old, adv, mask, agg=agg, max_len=6)
+    full, _ = cispo_loss(full_lp, old, adv, mask, agg=agg, max_response_tokens=6)
     full.backward()
     num_tokens, num_seqs = loss_denominators(mask)
     acc_lp = logp.clone().requires_grad_(True)
     total = 0.0
     for lo, hi in ((0, min(cut, batch)), (min(cut, batch), batch)):
         if hi > lo:
-            part, _ = cispo_loss(acc_lp[lo:hi], old[lo:hi], adv[lo:hi], mask[lo:hi], agg=agg, max_len=6,
+            part, _ = cispo_loss(acc_lp[lo:hi], old[lo:hi], adv[lo:hi], mask[lo:hi], agg=agg, max_response_tokens=6,
                                  num_tokens=num_tokens, num_seqs=num_seqs)
             part.backward()
             total += part.item()
@@ -419,7 +419,7 @@ def test_policy_loss_registry() -> None:
     assert get_policy_loss("ppo-clip") is policy_loss and get_policy_loss("cispo") is cispo_loss
     logp, old, adv, mask = hand_inputs()
     kwargs = dict(clip_low=0.2, clip_high=0.28, clip_c=None, agg="token-mean", ratio_level="token", num_tokens=None,
-                  num_seqs=None, is_weights=None, max_len=None)
+                  num_seqs=None, is_weights=None, max_response_tokens=None)
     for name, fn in POLICY_LOSSES.items():  # one signature: every entry takes the same keywords
         loss, metrics = fn(logp, old, adv, mask, **kwargs)
         assert loss.dim() == 0 and "clip_frac" in metrics, name

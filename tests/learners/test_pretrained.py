@@ -143,7 +143,7 @@ def test_greedy_arithmetic_answer_is_sensible(smollm2) -> None:  # noqa: ANN001
     model, tok = smollm2
     msgs = [{"role": "user", "content": "What is 8+4? Reply with just the number."}]
     prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    out = HFEngine(model, tok).generate([prompt], n=1, sampling=SamplingParams(temperature=0.0, max_tokens=16))
+    out = HFEngine(model, tok).generate([prompt], n=1, sampling=SamplingParams(temperature=0.0, max_response_tokens=16))
     completion = out[0][0]
     assert "12" in completion.text
     assert completion.finish_reason == "stop"  # it ends with <|im_end|>, an EOS id

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from dapo_env.learners.losses import group_advantages
 from dapo_env.learners.trainer import Trainer, train
-from dapo_env.types import Completion
 
 sys.path.insert(0, str(Path(__file__).parent))
 from trainer_helpers import even_length, starts_with_digit, tiny_config  # noqa: E402
@@ -40,50 +42,85 @@ def test_two_steps_change_parameters_and_log_every_metric(tmp_path: Path) -> Non
     run = result.run_dir
     for name in ("config.json", "metrics.jsonl", "curves.png", "init_weights.pt"):
         assert (run / name).exists(), name
+    from dapo_env.learners.run_folder import find_eval_files, read_eval_samples
+
+    evals = find_eval_files(run)  # every evaluation's samples, as the report reads them
+    assert sorted(evals) == [0, 1, 2]
+    for step, accuracy in result.eval_history:
+        samples = read_eval_samples(evals[step])
+        assert len(samples) == 8 and sum(s.correct for s in samples) / 8 == pytest.approx(accuracy)
     assert (run / "checkpoints" / "step_000002" / "trainer_state.pt").exists()
 
 
 def test_stale_engine_is_caught_by_the_push_check(tmp_path: Path) -> None:
-    trainer = Trainer(tiny_config(tmp_path))
+    from dapo_env.learners.engine import HFEngine
+    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-    class Stale:  # an engine whose load_weights silently does nothing
-        def __init__(self, inner):
-            self.inner = inner
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
+    class Stale(HFEngine):  # an engine whose load_weights silently does nothing
         def load_weights(self, weights) -> None:
             pass
 
-    trainer.engine = Stale(trainer.engine)
+    tok = build_tokenizer(model_max_length=256)
+    model = build_tiny_model(tok, hidden_size=64, layers=1, heads=2, max_positions=256)
     with pytest.raises(RuntimeError, match="did not take effect"):
-        trainer._push_weights()
+        Trainer(tiny_config(tmp_path), model=model, tokenizer=tok, engine=Stale(build_tiny_model(tok), tok))
+    assert not (tmp_path / "t").exists()  # a run that failed to start leaves no folder behind
 
 
-def test_mismatch_metric_reports_a_stale_rollout(tmp_path: Path) -> None:
-    trainer = Trainer(tiny_config(tmp_path))
+def test_mismatch_metric_compares_only_samples_of_the_current_policy(tmp_path: Path) -> None:
+    trainer = Trainer(tiny_config(tmp_path, max_gen_rounds=4))
     real = trainer.engine.generate
 
     def shifted(prompts, n, sampling):  # engine logprobs off by 0.5 on every token
-        out = real(prompts, n, sampling)
-        return [[Completion(c.text, num_tokens=c.num_tokens, finish_reason=c.finish_reason, token_ids=c.token_ids,
-                            logprobs=tuple(x - 0.5 for x in c.logprobs), prompt_token_ids=c.prompt_token_ids)
-                 for c in group] for group in out]
+        return [[dataclasses.replace(c, logprobs=tuple(x - 0.5 for x in c.logprobs)) for c in group]
+                for group in real(prompts, n, sampling)]
 
     trainer.engine.generate = shifted
     record = trainer.train_step()
     assert record["policy/logprob_mismatch_mean"] == pytest.approx(0.5, abs=1e-3)
+    assert record["policy/logprob_mismatch_max"] == pytest.approx(0.5, abs=1e-3)
 
 
 @pytest.mark.parametrize("verifier", [even_length, "trainer_helpers:starts_with_digit"])
-def test_custom_verifier_callable_and_string(tmp_path: Path, verifier: object) -> None:
-    result = train(tiny_config(tmp_path, verifier=verifier, max_steps=1, checkpoint_every=0, plot_every=0,
-                               eval_every=0))
-    record = result.metrics[-1]
-    assert 0.0 <= record["rollout/accuracy_before_filter"] <= 1.0
-    assert record["reward/mean"] is not None
-    assert starts_with_digit("1", None).correct
+def test_custom_verifier_reward_is_what_the_loss_sees(tmp_path: Path, verifier: object,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The custom verifier's verdict, mapped to +-1 and shaped by the overlong penalty, becomes the group
+    rewards; their group advantages are exactly the advantages every policy_loss call receives."""
+    from dapo_env import OverlongPenalty
+    from dapo_env.learners import update as update_module
+
+    cfg = tiny_config(tmp_path, verifier=verifier, max_steps=1, checkpoint_every=0, plot_every=0, eval_every=0,
+                      max_gen_rounds=4)
+    trainer = Trainer(cfg)
+    batches, seen = [], []
+    sample = trainer.sampler.sample
+    trainer.sampler.sample = lambda: batches.append(sample()) or batches[-1]
+    real_loss = update_module.policy_loss
+
+    def spy(logp, old_logp, advantages, mask, **kwargs):
+        seen.append(advantages.detach().clone())
+        return real_loss(logp, old_logp, advantages, mask, **kwargs)
+
+    monkeypatch.setattr(update_module, "policy_loss", spy)
+    record = trainer.train_step()
+    groups = batches[0].groups
+    assert groups, "the toy verifier should give informative groups"
+    judge = even_length if callable(verifier) else starts_with_digit
+    penalty = OverlongPenalty(max_response_tokens=cfg.max_response_tokens, cache_length=cfg.overlong_cache_length)
+    for g in groups:
+        for c, r in zip(g.completions, g.rewards):
+            verdict = judge(c.text, None)
+            right = verdict if isinstance(verdict, bool) else verdict.correct
+            assert r == pytest.approx((1.0 if right else -1.0) + penalty(c.num_tokens))
+    G = cfg.group_size
+    expected = group_advantages(torch.tensor([r for g in groups for r in g.rewards]), G).view(-1, G)
+    got = torch.cat(seen).view(-1, G)  # each group's G rows stay together through the shuffles
+
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(sorted(map(tuple, t.tolist())))
+
+    torch.testing.assert_close(rows(got), rows(expected))
+    assert record["reward/mean"] == pytest.approx(float(np.mean([r for g in groups for r in g.rewards])))
 
 
 def test_grpo_preset_runs_without_filtering(tmp_path: Path) -> None:

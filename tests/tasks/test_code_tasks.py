@@ -156,7 +156,7 @@ def test_every_reference_solution_verifies(shared_data: Path, env_id: str, file:
     solution = "canonical_solution" if env_id == "HumanEval-v0" else "code"
     responses = [SOLUTION_BLOCK.format(code=prefix(p) + p.metadata[solution]) for p in problems]
     # a generous time limit: a few references are slow (MBPP 123 is quadratic) on a loaded machine
-    verifier = dataclasses.replace(task.verifier, timeout_s=60.0)
+    verifier = dataclasses.replace(task.verifier, limits=dataclasses.replace(task.verifier.limits, wall_s=60.0, cpu_s=60))
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(verifier, responses, [p.answer for p in problems]))
     # Retry failures once, one at a time: under heavy load a slow reference (MBPP 123 takes ~8 CPU-s)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dapo_env.tasks import TaskDataError, get_task
@@ -123,7 +123,10 @@ def test_arithmetic_oracle_verifies(seed, index, split, operands, values, operat
 )
 def test_countdown_oracle_verifies(seed, index, split, num_numbers, max_value, operators) -> None:
     knobs = dict(num_numbers=num_numbers, max_value=max_value, operators=tuple(operators), seed=seed)
-    problem = COUNTDOWN.load(split=split, size=index + 1, max_target=1000, **knobs)[index]
+    try:
+        problem = COUNTDOWN.load(split=split, size=index + 1, max_target=1000, **knobs)[index]
+    except TaskDataError:  # e.g. two numbers <= 3 with only "/": the documented "too small to split" error
+        assume(False)
     answer = problem.answer
     assert len(answer.numbers) == num_numbers and 1 <= answer.target <= 1000
     result = COUNTDOWN.verifier(f"Let me think.\nAnswer: {problem.metadata['solution']}", answer)

@@ -469,4 +469,252 @@ _POLICY_2 = [
 for response, gold, expected in _POLICY_2:
     _add("policy", response, gold, expected)
 
+
+
+# ======================================================================================================
+# Round 2: every kind of miss an independent review found, each with near misses that must stay wrong.
+_R2 = "Let me set this up. The first part gives 3 * 4 = 12 and the second part gives 5 + 6 = 11.\n\n"
+_LOOP = "Let me double-check the answer once more: 6 times 7 is 42, and 40 + 2 = 42, so that is consistent. "
+
+# --- A response that is nothing but the answer is its own answer -----------------------------------------
+_BARE = [
+    ("42", "42", True), ("  17 \n", "17", True), ("-7", "-7", True), ("$\\frac{3}{4}$", "0.75", True),
+    ("\\(\\frac{1}{2}\\)", "\\frac12", True), ("\\[ 2\\sqrt{3} \\]", "\\sqrt{12}", True),
+    ("$$\n\\frac{\\pi}{4}\n$$", "\\frac{\\pi}{4}", True), ("x = 5", "5", True), ("(C)", "C", True),
+    ("B", "\\text{(B)}", True), ("No.", "No", True), ("Yes", "\\text{yes}", True), ("3.5", "\\frac72", True),
+    ("1,000", "1000", True), ("12 apples", "12", True), ("thirty-one", "31", True), ("negative 7", "-7", True),
+    ("$\\boxed{12}$", "12", True), ("**42**", "42", True), ("**(C)**", "C", True), ("**(C)**", "B", False), ("No, because 7 is odd.", "No", True),
+    ("Yes, since 12 is divisible by 3.", "Yes", True), ("$(-\\infty, 2]$", "(-\\infty,2]", True),
+    ("42?", "42", False), ("Maybe 42", "42", False), ("Let me think", "42", False), ("I don't know", "42", False),
+    ("43", "42", False), ("$\\frac{4}{3}$", "0.75", False), ("No.", "Yes", False), ("\\frac{3}{", "\\frac34", False),
+    ("The answer", "42", False), ("we compute 3 + 4 = 7", "7", False), ("x is 3 or 4", "3", False),
+    ("I guess 12", "12", False), ("Answer:", "12", False), ("$x^2 = 4$", "2", False), ("-42", "42", False),
+    ("No, wait. Let me recompute", "No", False),
+]
+for response, gold, expected in _BARE:
+    _add("bare", response, gold, expected)
+
+# --- Concluding sentences: the final sentence commits; in the middle, hedged or cut off it does not -----
+_CONCLUSION = [
+    ("Adding everything up, so the final count is $2\\,500$.", "2500", True),
+    ("So the shop earned \\$3,200 in total.", "3200", True),
+    ("Thus, the shop earned \\$3,200 in total.", "3200", True),
+    ("Therefore 12 teams reach the final. (Check: 6 groups \\times 2 = 12.)", "12", True),
+    ("Since f(-x) = f(x) for every x, the function is even.", "\\text{even}", True),
+    ("Hence the function is even.", "\\text{even}", True),
+    ("Hence f is an odd function.", "\\text{odd}", True),
+    ("So she has 8 apples left.", "8", True),
+    ("Therefore, $x = 5$.", "5", True),
+    ("So, 5 + 7 = 12.", "12", True),
+    ("In total, 42 people attended.", "42", True),
+    ("Therefore the probability is $\\frac{1}{4}$.", "0.25", True),
+    ("The limit is ∞.", "\\infty", True),
+    ("The area of the garden is 40 square meters.", "40", True),
+    ("Thus the sum is $2 + 3i$.", "2+3i", True),
+    ("So the total is 2 + 3i.", "2+3i", True),
+    ("Therefore, the smallest such n is 7. Hope this helps!", "7", True),
+    ("Therefore 12 teams reach the final.", "10", False),
+    ("So the final count is $2\\,500$.", "25", False),
+    ("So the final count is $2\\,500$.", "250", False),
+    ("So the shop earned \\$3,200 in total.", "3.2", False),
+    ("So far the sum is 147, and the final step is to", "147", False),
+    ("So the candidates are 3 and 7. Let me check which", "7", False),
+    ("So the first term is 3. Then the common ratio is 2.", "3", False),
+    ("So the total is probably 12.", "12", False),
+    ("So the total is 12?", "12", False),
+    ("Thus the answer is not 12.", "12", False),
+    ("So the total might be 12.", "12", False),
+    ("So the total is 12, and then we add 5 to get 17.", "12", False),
+    ("Therefore 12 teams reach the final. Wait, that double counts: 10 teams reach it.", "12", False),
+    ("So the total is 12", "12", False),
+    ("So the total is 12. Now for the second part, the remaining 7 items", "12", False),
+    ("Since f(-x) = -f(x), the function is odd.", "\\text{even}", False),
+    ("So the sum is 2 + 3i.", "2", False),
+]
+for i, (ending, gold, expected) in enumerate(_CONCLUSION):
+    _add("conclusion", _R2 + ending, gold, expected)
+
+# --- Answer statements, multiple choice, yes/no -------------------------------------------------------------
+_STATEMENTS = [
+    ("The answer is negative 7.", "-7", True), ("The right choice is (C) 40.", "C", True),
+    ("The right choice is (C) 40.", "40", True), ("The correct option is (B).", "B", True),
+    ("Answer: (B) 12", "B", True), ("\\boxed{\\text{(B)}}", "B", True), ("The answer is B: 12", "B", True),
+    ("So 42 is the answer.", "42", True), ("Thus $\\frac{3}{4}$ is the correct answer.", "0.75", True),
+    ("The answer is no.", "No", True), ("The answer to the question is 5.", "5", True),
+    ("Final Answer: The final answer is $5$. I hope it is correct.", "5", True),
+    ("所以答案是 5。", "5", True), ("The answer is approximately 3.14.", "3.14", True),
+    ("The right choice is (B) 40.", "C", False), ("The right choice is (C) 40.", "41", False),
+    ("I think the answer is 12. But wait, let me", "12", False), ("Is the answer 12?", "12", False),
+    ("The answer is probably 12.", "12", False), ("It could be 12 or 13.", "12", False),
+    ("Maybe the answer is 12?", "12", False), ("If the answer were 12, the sum would be 78.", "12", False),
+    ("The answer is yes.", "No", False), ("The answer is negative 7.", "7", False),
+    ("One option is 5, but it fails the second condition.", "5", False),
+]
+for i, (ending, gold, expected) in enumerate(_STATEMENTS):
+    _add("statement", (_R2 if i % 2 else "") + ending, gold, expected)
+
+# --- Unicode maths ---------------------------------------------------------------------------------------
+_UNICODE = [
+    ("The answer is ⅓.", "\\frac13", True), ("\\boxed{√5}", "\\sqrt5", True), ("Answer: 3√2", "\\sqrt{18}", True),
+    ("So the angle is 45°.", "45", True), ("Answer: −5", "-5", True), ("Answer: 2π", "2\\pi", True),
+    ("Answer: π/4", "\\frac{\\pi}{4}", True), ("\\boxed{(−∞, 3]}", "(-\\infty,3]", True),
+    ("Answer: 10⁶", "1000000", True), ("Answer: x² + 1", "x^2+1", True), ("Answer: √12", "2\\sqrt3", True),
+    ("Answer: 1.6 × 10⁻¹⁹", "1.6\\times10^{-19}", True), ("The answer is ∞.", "\\infty", True),
+    ("Answer: 2½", "\\frac52", True), ("Answer: ∛27", "3", True),
+    ("Answer: √3", "\\sqrt5", False), ("Answer: ∛2", "\\sqrt2", False), ("Answer: 45°", "135", False),
+    ("Answer: −∞", "\\infty", False), ("Answer: 2√3", "3\\sqrt2", False), ("The answer is ⅔.", "\\frac13", False),
+    ("Answer: 10⁻⁶", "1000000", False), ("Answer: √12", "12", False),
+]
+for i, (ending, gold, expected) in enumerate(_UNICODE):
+    _add("unicode", _w(i) + ending, gold, expected)
+
+# --- Number words and factorials in Answer lines ---------------------------------------------------------------
+_WORDS = [
+    ("Answer: thirty-one", "31", True), ("Answer: Twelve", "12", True), ("The answer is one hundred and five.", "105", True),
+    ("Answer: two thirds", "\\frac23", True), ("Answer: negative seven", "-7", True), ("Answer: 4!", "24", True),
+    ("Answer: 5!/(2!3!)", "10", True), ("Answer: zero", "0", True), ("Answer: two thousand and twenty-four", "2024", True),
+    ("Answer: thirty", "31", False), ("Answer: 4!", "4", False), ("Answer: twenty-one", "12", False), ("Answer: 3!", "3", False),
+    ("Answer: a dozen", "13", False), ("Answer: seven", "-7", False),
+]
+for i, (ending, gold, expected) in enumerate(_WORDS):
+    _add("words", _w(i + 1) + ending, gold, expected)
+
+# --- What boxes hold: \left. \right., units, +\infty, the same box twice, answers in several boxes ------------
+_BOX_FORMS = [
+    ("\\boxed{9\\pi \\text{ m}^2}", "9\\pi", True), ("\\boxed{12\\text{ cm}^2}", "12", True),
+    ("\\boxed{5\\text{ km/h}}", "5", True), ("\\boxed{\\$25}", "25", True), ("\\boxed{100\\pi \\text{ cm}^3}", "100\\pi", True),
+    ("\\boxed{(-\\infty,+\\infty)}", "\\mathbb{R}", True), ("\\boxed{(-\\infty,+\\infty)}", "(-\\infty,\\infty)", True),
+    ("\\boxed{\\left. \\frac{1}{2} \\right.}", "0.5", True), ("$\\boxed{5}$\n\n$\\boxed{5}$", "5", True),
+    ("So $\\boxed{5}$.\n\n**Final Answer**\n\\boxed{5}", "5", True),
+    ("$\\boxed{2}$ \\quad \\text{and} \\quad $\\boxed{3}$", "(2, 3)", True),
+    ("$\\boxed{2} \\quad \\text{and} \\quad \\boxed{3}$", "2, 3", True),
+    ("$a = \\boxed{3}$ and $b = \\boxed{4}$", "(3,4)", True), ("$x=\\boxed{-1}$ \\text{ or } $x=\\boxed{2}$", "-1, 2", True),
+    ("(a) \\boxed{3} (b) \\boxed{4}", "3, 4", True), ("\\boxed{15\\frac{39}{40}} or \\boxed{\\frac{639}{40}}", "\\frac{639}{40}", True),
+    ("\\boxed{9\\pi \\text{ m}^2}", "9", False), ("\\boxed{9 \\text{ m}^2}", "9\\pi", False),
+    ("\\boxed{(0,+\\infty)}", "(-\\infty,+\\infty)", False), ("\\boxed{5} \\boxed{6}", "5", False),
+    ("$\\boxed{2} \\quad\\text{and}\\quad \\boxed{3}$", "(3,2)", False),
+    ("$\\boxed{2} \\quad\\text{and}\\quad \\boxed{3}$", "2", False),
+    ("$\\boxed{2} \\quad\\text{and}\\quad \\boxed{3}$", "2, 3, 4", False),
+    ("\\boxed{\\left. \\frac{1}{2} \\right.}", "2", False),
+]
+for i, (ending, gold, expected) in enumerate(_BOX_FORMS):
+    _add("box_forms", _w(i) + ending, gold, expected)
+
+# --- Deep nesting, exact power towers, long integers -----------------------------------------------------------------
+_DEEP = [
+    ("\\boxed{" * 100 + "7" + "}" * 100, "7", True), ("\\boxed{" * 100 + "7" + "}" * 100, "8", False),
+    ("\\boxed{" + "\\left(" * 100 + "7" + "\\right)" * 100 + "}", "7", True),
+    ("\\boxed{" + "\\left(" * 100 + "7" + "\\right)" * 100 + "}", "-7", False),
+    ("Answer: " + "{" * 100 + "5" + "}" * 100, "5", True), ("Answer: " + "(" * 150 + "5" + ")" * 150, "6", False),
+    ("\\boxed{10^{10^{10}}}", "10^{10^{10}}", True), ("\\boxed{10^{10000000000}}", "10^{10^{10}}", True),
+    ("\\boxed{10^10^10}", "10^{10^{10}}", True), ("\\boxed{1^{10^{10^{10}}}}", "1", True),
+    ("\\boxed{0^{10^{10}}}", "0", True), ("\\boxed{100^{5 \\cdot 10^{9}}}", "10^{10^{10}}", True),
+    ("\\boxed{2^{2^{2^{2}}}}", "65536", True), ("\\boxed{4^{2^{100}}}", "2^{2^{101}}", True),
+    ("\\boxed{(10^{10})^{10}}", "10^{10^{10}}", False), ("\\boxed{10^{100}}", "10^{10^{10}}", False),
+    ("\\boxed{10^{10^{11}}}", "10^{10^{10}}", False), ("\\boxed{2^{2^{2^{2}}}}", "65537", False),
+    ("\\boxed{10^10^10}", "10^{100}", False), ("\\boxed{1^{10^{10}}}", "10", False),
+    ("\\boxed{" + "7" * 100 + "}", "7" * 100, True), ("\\boxed{" + "7" * 99 + "8}", "7" * 100, False),
+    ("\\boxed{" + "{:,}".format(int("9" * 100)) + "}", "9" * 100, True), ("Answer: " + "1" + "0" * 100, "10^{100}", True),
+    ("Answer: " + "1" + "0" * 99, "10^{100}", False), ("\\boxed{" + "3" * 120 + "}", "3" * 119, False),
+]
+for i, (ending, gold, expected) in enumerate(_DEEP):
+    _add("deep", _w(i) + ending, gold, expected)
+
+# --- Long responses: bound the work, not the window that holds the answer --------------------------------------------
+_add("long_tail", _w(0) + "\\boxed{42}\n\n" + _LOOP * 300, "42", True)
+_add("long_tail", _w(1) + "Answer: 42\n\n" + _LOOP * 300, "42", True)
+_add("long_tail", _w(2) + "The final answer is $42$.\n\n" + _LOOP * 300 + "\n\nLet me check whether", "42", True)
+_add("long_tail", _w(3) + "\\boxed{42}\n\n" + _LOOP * 300 + "Hmm, actually I misread: it asks for 24. \\boxed{24}", "42", False)
+_add("long_tail", _w(4) + "\\boxed{42}\n\n" + _LOOP * 300 + "Let me check whether the answer is 24 instead.", "42", True)
+_add("long_tail", "Answer: 42\n\nWait, let me recompute: 6 \\times 7 = ", "42", True)
+_add("long_tail", _R2 * 300 + "Now the remaining case gives", "12", False)
+_add("long_tail", _R2 * 300 + "The answer is 12.", "12", True)
+_add("long_tail", _R2 * 300 + "The answer is 12.", "11", False)
+_add("long_tail", "\\boxed{7}" + "\n\nAnother check: 3 + 4 = 7." * 2000, "7", True)
+
+# --- Each candidate at its own position; equation golds keep their left side ----------------------------------------
+_POSITION = [
+    ("Final Answer: 12. Wait, that is wrong: recomputing gives \\boxed{14}.", "12", False),
+    ("Final Answer: 12. Wait, that is wrong: recomputing gives \\boxed{14}.", "14", True),
+    ("**Final Answer:** 7 ... no wait, it is 8. \\boxed{8}", "7", False),
+    ("\\boxed{14} was my first guess, but Final Answer: 12", "12", True),
+    ("The answer is 5 and the final check confirms it.", "5", True),
+    ("\\boxed{0}", "x + 2y = 0", False), ("\\boxed{x + 2y = 0}", "x + 2y = 0", True), ("\\boxed{2y = -x}", "x+2y=0", True),
+    ("\\boxed{x = -2y}", "x+2y=0", True), ("\\boxed{1}", "y = 2x + 1", False), ("\\boxed{3}", "x = 3", True),
+    ("\\boxed{25}", "x^2 + y^2 = 25", False), ("\\boxed{3x}", "y = 3x", True), ("\\boxed{6}", "2x + 3y = 6", False),
+    ("Answer: m + n = 33", "33", True),
+]
+for i, (response, gold, expected) in enumerate(_POSITION):
+    _add("position", response, gold, expected)
+
+# --- Checks after a commitment do not override it; hedges and questions are not commitments -------------------------
+_CHECKS = [
+    ("Answer: 12\n\nCheck: 12 \\times 3 = 36, so the total is 36 as required.", "12", True),
+    ("\\boxed{7}\n\nLet me verify: if x = 7, then 2x + 1 = 15.", "7", True),
+    ("Answer: 12\n\nTo double-check, 3 \\times 4 =", "12", True),
+    ("\\boxed{12}\n\nVerification: 3 \\times 4 = 12. ✓", "12", True),
+    ("Answer: 20\n\nHmm, wait. Actually the overlap was counted twice, so the total is 16.", "16", True),
+    ("Answer: 20\n\nHmm, wait. Actually the overlap was counted twice, so the total is 16.", "20", False),
+    ("Answer: 12\n\nCheck: 12 \\times 3 = 36, so the total is 36 as required.", "36", False),
+    ("The final answer is $\\boxed{1", "1", False), ("Answer: \\frac{3}{", "\\frac34", False),
+    ("So the total number of arrangements is", "12", False), ("Therefore, the answer is", "12", False),
+    ("12?", "12", False), ("Could the answer be 12? Let me check.", "12", False),
+]
+for i, (ending, gold, expected) in enumerate(_CHECKS):
+    _add("checks", (_w(i) if i % 3 else "") + ending, gold, expected)
+
+# --- Numbers with spacing and currency ----------------------------------------------------------------------------
+_SPACED = [
+    ("Answer: 2 500", "2500", True), ("Answer: 2\\;500", "2500", True), ("Answer: \\$3{,}200", "3200", True),
+    ("Answer: 3,200.50", "3200.5", True), ("Answer: 2\u2009500", "2500", True), ("Answer: \\$1,234.5", "1234.50", True),
+    ("Answer: 2 500", "2.5", False), ("Answer: 3,200.50", "3200.05", False), ("Answer: 1,5", "1.5", False),
+]
+for i, (ending, gold, expected) in enumerate(_SPACED):
+    _add("spaced", _w(i + 2) + ending, gold, expected)
+
+# --- Hedged, counterfactual and intermediate statements are no commitment (boxes included) -------------------------
+_W3 = "We need the number of ways. First choose the captain: 12 options. Then the vice-captain: 11 options.\n\n"
+_HEDGED = [
+    ("Therefore the answer is 12 times 11, which I will compute next.", "12", False),
+    ("The answer is not 12, since order matters.", "12", False),
+    ("Thus the count is either 12 or 132.", "12", False),
+    ("If order did not matter, the answer would be 66. But order matters.", "66", False),
+    ("A common mistake is to answer 66.", "66", False),
+    ("Is it 132? Let me verify.", "132", False),
+    ("I think it's 132, but I'm not sure.", "132", False),
+    ("So the total is 12 \\times 11 =", "132", False),
+    ("Hence we multiply: 12 \\times 11.", "12", False),
+    ("Therefore, 12 \\times 11 = 132 would be the count if roles were distinct, but they are not, so we divide by 2",
+     "132", False),
+    ("Hmm, the answer might be $\\boxed{7}$, but I am not sure.", "7", False),
+    ("If the answer were $\\boxed{132}$, the roles would be distinct.", "132", False),
+    ("$\\boxed{132}$? Let me double-check the roles first.", "132", False),
+    ("\\boxed{12} is what you get if you ignore order; with order it is \\boxed{132}", "12", False),
+    ("So the area is 40 and the perimeter is 26.", "40", False),
+    ("The answer is the number of subsets, which is 2^n.", "1024", False),
+    ("If $10^x = 10000$, then $x = \\boxed{4}$.", "4", True),
+    ("We may set the exponents equal, so $x = \\boxed{\\frac{3}{2}}$.", "\\frac32", True),
+    ("If you're lucky, you could guess $24\\cdot 20$, as this yields $\\boxed{480}$.", "480", True),
+    ("Ordered pairs: $12 \\times 11 = \\boxed{132}$.", "132", True),
+]
+for i, (ending, gold, expected) in enumerate(_HEDGED):
+    _add("hedged", _W3 + ending, gold, expected)
+
+# --- More ways of writing the same committed answer (and near misses) ---------------------------------------------
+_FORMS = [
+    ("bare", "$x=2$ and $y=3$", "(2,3)", True), ("bare", "$x=2$ and $y=3$", "(3,2)", False),
+    ("bare", "f is even.", "\\text{even}", True), ("bare", "f is odd.", "\\text{even}", False),
+    ("choice", "Answer: C) 40", "40", True), ("choice", "Answer: C) 40", "C", True), ("choice", "Answer: C) 40", "D", False),
+    ("choice", "Option C", "\\text{(C)}", True), ("choice", "Option C", "\\text{(B)}", False),
+    ("conclusion", _R2 + "This gives 2,500.", "2500", True), ("conclusion", _R2 + "This gives 2,500.", "25", False),
+    ("words", "Answer: 31 (thirty-one)", "31", True), ("words", "Answer: 3 (mod 7)", "3", True),
+    ("box_forms", "Answer: x = (3, \\frac{\\pi}{2})", "(3,\\frac{\\pi}{2})", True),
+    ("box_forms", "Answer: all real numbers", "(-\\infty,\\infty)", True), ("box_forms", "\\boxed{\\num{2500}}", "2500", True),
+    ("spaced", "Answer: 2\\thinspace 500", "2500", True), ("box_forms", "\\boxed{9\\pi\\,\\mathrm{m^2}}", "9\\pi", True),
+    ("unicode", "Answer: π²/6", "\\frac{\\pi^2}{6}", True), ("unicode", "Answer: x⁻¹", "\\frac{1}{x}", True),
+    ("unicode", "Answer: π²/6", "\\frac{\\pi}{6}", False),
+]
+for category, response, gold, expected in _FORMS:
+    _add(category, response, gold, expected)
+
 assert len(CASES) >= 300, len(CASES)

@@ -3,15 +3,13 @@ and the real MBPP / HumanEval canonical solutions."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import pickle
 from pathlib import Path
 
 import pytest
 
 from dapo_env.types import CodeTests, VerifyResult
-from dapo_env.verifiers import CodeVerifier, VerifierPool
+from dapo_env.verifiers import CodeVerifier
 from dapo_env.verifiers.code import assemble_program, extract_code
 from dapo_env.verifiers.sandbox import SandboxLimits
 
@@ -134,65 +132,96 @@ def test_verifier_is_picklable_frozen_and_validated() -> None:
     assert layers.ok and {"bubblewrap", "pid_ns", "net_ns", "unprivileged_uid"} <= set(layers.active)
 
 
-# -- real data -------------------------------------------------------------------------------------
-def _mbpp(shared: Path, count: int) -> list[dict]:
-    with open(shared / "mbpp" / "mbpp.jsonl") as fh:
-        return [json.loads(line) for _, line in zip(range(count), fh)]
+# -- real data, through the env layer ---------------------------------------------------------------
+# Variants of a reference solution, each as a candidate would write it: the reference, a broken one (every
+# result of the entry point changed), two cheats (an object equal to anything; exit before the tests).
+BREAK = """
+_reference = {name}
+def _changed(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1 + abs(value)  # beyond any tolerance a test allows
+    if isinstance(value, str):
+        return value + "?"
+    if isinstance(value, (list, tuple)):
+        return type(value)([*value, None])
+    return "changed" if value is None else None
+def {name}(*args, **kwargs):
+    return _changed(_reference(*args, **kwargs))
+"""
+ALWAYS_EQUAL = """
+class _Anything:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    def __bool__(self):
+        return True
+    __hash__ = object.__hash__
+def {name}(*args, **kwargs):
+    return _Anything()
+"""
+EXIT_EARLY = "import sys\nprint('passed')\nsys.exit(0)\n"
 
 
-def _humaneval(shared: Path, count: int) -> list[dict]:
-    with gzip.open(shared / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for _, line in zip(range(count), fh)]
+def _variants(reference: str, name: str) -> list[str]:
+    return [fenced(reference), fenced(reference + BREAK.format(name=name)), fenced(ALWAYS_EQUAL.format(name=name)),
+            fenced(EXIT_EARLY + reference)]
 
 
-def test_real_mbpp_and_humaneval_canonical_pass_wrong_fail(shared_data: Path) -> None:
-    responses: list[str] = []
-    references: list[CodeTests] = []
-    expect: list[bool] = []
-    mbpp = _mbpp(shared_data, 20)
-    for row, other in zip(mbpp, mbpp[1:] + mbpp[:1]):
-        tests = CodeTests(tests=tuple(row["test_list"]), setup=row["test_setup_code"])
-        responses += [fenced(row["code"]), fenced(other["code"])]  # another task's solution is wrong
-        references += [tests, tests]
-        expect += [True, False]
-    for row in _humaneval(shared_data, 20):
-        tests = CodeTests(
-            tests=(f"{row['test']}\n\ncheck({row['entry_point']})\n",),
-            prefix=row["prompt"],
-            entry_point=row["entry_point"],
-        )
-        responses += [row["canonical_solution"], fenced("    return None")]
-        references += [tests, tests]
-        expect += [True, False]
-    with VerifierPool(2, timeout_s=30.0) as pool:
-        results = pool.map(VERIFIER, responses, references)
-    assert [r.correct for r in results] == expect, [(i, r.reason) for i, r in enumerate(results)]
+def _sweep(env_id: str, data_file: Path, *, limit: int | None, workers: int) -> tuple[list, list]:
+    """Every (or the first ``limit``) problem's variants through ``GroupVectorEnv``: (variants that passed,
+    references that failed), each as (problem id, the four reasons)."""
+    from dapo_env.vector import GroupVectorEnv
+
+    batch = 8 if limit is None else min(8, limit)
+    env = GroupVectorEnv(env_id, num_envs=4 * batch, group_size=4, data_files=str(data_file), workers=workers,
+                         timeout_s=120.0)
+    try:
+        n = len(env.problems) if limit is None else min(limit, len(env.problems))
+        wrong_passes, failed_references = [], []
+        for start in range(0, n, batch):
+            indices = [min(i, n - 1) for i in range(start, start + batch)]
+            env.reset(options={"indices": indices})
+            actions = []
+            for index in indices:
+                problem = env.problems[index]
+                if env_id.startswith("MBPP"):
+                    reference = problem.metadata["code"]
+                else:
+                    reference = problem.question + problem.metadata["canonical_solution"]
+                actions += _variants(reference, problem.answer.entry_point)
+            _, _, _, _, infos = env.step(actions)
+            for k, index in enumerate(indices):
+                got, reasons = list(infos["correct"][4 * k:4 * k + 4]), list(infos["reason"][4 * k:4 * k + 4])
+                if any(got[1:]):
+                    wrong_passes.append((env.problems[index].id, reasons))
+                if not got[0]:
+                    failed_references.append((env.problems[index].id, reasons))
+        return wrong_passes, failed_references
+    finally:
+        env.close()
+
+
+def test_real_mbpp_and_humaneval_through_the_env_sample(shared_data: Path) -> None:
+    """The first 4 MBPP and HumanEval problems: references pass; broken and cheating variants fail."""
+    assert _sweep("MBPP-v0", shared_data / "mbpp" / "mbpp.jsonl", limit=4, workers=2) == ([], [])
+    assert _sweep("HumanEval-v0", shared_data / "humaneval" / "HumanEval.jsonl.gz", limit=4, workers=2) == ([], [])
 
 
 @pytest.mark.slow
-def test_all_real_canonical_solutions_pass(shared_data: Path) -> None:
-    """Every MBPP (974) and HumanEval (164) reference solution, through a 2-worker pool (~90 s)."""
-    responses: list[str] = []
-    references: list[CodeTests] = []
-    with open(shared_data / "mbpp" / "mbpp.jsonl") as fh:
-        for row in map(json.loads, fh):
-            tests, setup = tuple(row["test_list"]), row["test_setup_code"]
-            if row["task_id"] in (367, 927):  # their setup uses the solution's class: run it per test
-                tests, setup = tuple(f"{setup}\n{test}" for test in tests), ""
-            responses.append(fenced(row["code"]))
-            references.append(CodeTests(tests=tests, setup=setup))
-    for row in _humaneval(shared_data, 164):
-        responses.append(row["canonical_solution"])
-        references.append(
-            CodeTests(tests=(f"{row['test']}\n\ncheck({row['entry_point']})\n",), prefix=row["prompt"],
-                      entry_point=row["entry_point"])
-        )
-    with VerifierPool(2, timeout_s=60.0) as pool:
-        results = pool.map(CodeVerifier(limits=SandboxLimits(wall_s=20.0)), responses, references)
-    failed = [(i, r.reason) for i, r in enumerate(results) if not r.correct]
-    assert len(results) == 974 + 164
-    assert all(i < 974 for i, _ in failed), failed  # every HumanEval solution passes
-    assert len(failed) <= 2, failed  # MBPP: at most a slow one or two under a loaded machine
+@pytest.mark.parametrize(("env_id", "file"), [("MBPP-v0", "mbpp/mbpp.jsonl"),
+                                              ("MBPP-v0", "mbpp/mbpp_sanitized.jsonl"),
+                                              ("HumanEval-v0", "humaneval/HumanEval.jsonl.gz")])
+def test_every_real_reference_passes_and_every_variant_fails(shared_data: Path, env_id: str, file: str) -> None:
+    """All of MBPP (974 and the 427 sanitized) and HumanEval (164), four variants each (~4 min idle). No
+    variant may pass. A reference may miss only the time limit, and at most twice: MBPP 123's needs ~5 s
+    of CPU, so a loaded machine can push it past the 6 s default."""
+    wrong_passes, failed_references = _sweep(env_id, shared_data / file, limit=None, workers=2)
+    assert wrong_passes == []
+    assert len(failed_references) <= 2 and all(r[0].endswith(";timeout") for _, r in failed_references), \
+        failed_references
 
 
 def test_ordinary_library_use_is_not_blocked() -> None:

@@ -44,9 +44,15 @@ def test_labelled_table(case) -> None:
 
 def test_table_is_large_and_covers_every_category() -> None:
     categories = {c.category for c in CASES}
-    assert len(CASES) >= 300
+    assert len(CASES) >= 700
     assert {"dapo_int", "math500", "numeric", "choice", "text", "symbolic", "distractor", "self_correction",
             "truncated", "near_miss", "gsm8k", "aime", "pathological"} <= categories
+    # round 2: every kind of miss an independent review found, each with near misses
+    assert {"bare", "conclusion", "statement", "unicode", "words", "box_forms", "deep", "long_tail", "position",
+            "checks", "spaced", "hedged"} <= categories
+    for category in categories - {"pathological", "truncated", "near_miss", "long_tail"}:
+        kinds = {c.expected for c in CASES if c.category == category}
+        assert kinds == {True, False} or category in ("dapo_int", "distractor", "gsm8k", "aime"), category
     assert sum(c.expected for c in CASES) > 100 and sum(not c.expected for c in CASES) > 100
 
 
@@ -71,7 +77,7 @@ def test_table_is_large_and_covers_every_category() -> None:
         ("If the answer is 12, then", None),
         ("Working... Answer: 996", "996"),
         ("We may check our answer: 17 * 44 = 748", None),
-        ("**Answer:**\n\n$$5$$", "$$5$$"),  # the answer on the line after the label
+        ("**Answer:**\n\n$$5$$", "5"),  # the answer on the line after the label
         ("Answer:\n\n", None),
         ("Answer: $\\$32,\\!348$. Done.", "$\\$32,\\!348$"),  # \$ and \! are not punctuation
     ],
@@ -80,10 +86,18 @@ def test_extraction_policy(response: str, expected: str | None) -> None:
     assert extract_answer(response) == expected
 
 
-def test_last_number_fallback_is_opt_in() -> None:
+def test_lenient_extraction_is_opt_in() -> None:
     response = "we compute 3 + 4 = 7"
     assert AUTO(response, "7").reason == "no_answer"
-    assert MathVerifier(last_number_fallback=True)(response, "7").correct
+    assert MathVerifier(extraction="lenient")(response, "7").correct
+
+
+def test_deprecated_knobs_warn_and_map_to_one_concept() -> None:
+    with pytest.warns(DeprecationWarning, match="extraction='lenient'"):
+        old = MathVerifier(last_number_fallback=True)
+    assert old.extraction == "lenient" and old("we compute 3 + 4 = 7", "7").correct
+    with pytest.warns(DeprecationWarning, match="ignored"):
+        assert MathVerifier(max_chars=100)("Answer: 42\n\n" + "filler text " * 100, "42").correct
 
 
 def test_boxed_format_ignores_answer_lines() -> None:
@@ -92,10 +106,11 @@ def test_boxed_format_ignores_answer_lines() -> None:
     assert boxed("so $\\boxed{5}$", "5").correct
 
 
-def test_only_the_tail_is_scanned() -> None:
-    buried = "Answer: 42\n\n" + "filler text " * 5000
-    assert AUTO(buried, "42").reason == "no_answer"
-    assert MathVerifier(max_chars=100_000)(buried, "42").correct
+def test_an_early_commitment_survives_a_long_tail() -> None:
+    buried = "Answer: 42\n\n" + "Let me verify this once more, step by step. " * 5000
+    start = time.monotonic()
+    assert AUTO(buried, "42").correct
+    assert time.monotonic() - start < 1.0
 
 
 # --- grading ---------------------------------------------------------------------------------------------
@@ -289,7 +304,8 @@ def test_pickling_and_frozen() -> None:
         v.timeout_s = 1.0  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("kwargs", [{"answer_format": "latex"}, {"timeout_s": 0}, {"max_chars": 10}])
+@pytest.mark.parametrize("kwargs", [{"answer_format": "latex"}, {"timeout_s": 0}, {"extraction": "loose"},
+                                    {"answer_format": "dapo", "extraction": "lenient"}])
 def test_invalid_config_raises_with_a_fix(kwargs) -> None:
     with pytest.raises(ValueError, match="must"):
         MathVerifier(**kwargs)

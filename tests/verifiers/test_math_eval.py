@@ -57,7 +57,8 @@ def test_unicode_and_canonical_forms() -> None:
     assert parse_number("1e999999") is None
 
 
-@pytest.mark.parametrize("module", ["math", "math_extract", "math_normalize", "math_eval", "math_symbolic"])
+@pytest.mark.parametrize("module", ["math", "math_extract", "math_statements", "math_conclusions", "math_normalize", "math_eval",
+                                    "math_symbolic", "math_words", "math_towers"])
 def test_docstring_examples_run(module: str) -> None:
     import doctest
     import importlib

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -37,6 +39,14 @@ def raising(response: str, reference: str) -> VerifyResult:
         raise ZeroDivisionError("boom")
     if response == "bad":
         return "not a VerifyResult"  # type: ignore[return-value]
+    return exact(response, reference)
+
+
+def exiting(response: str, reference: str) -> VerifyResult:
+    if response == "exit":
+        raise SystemExit(0)
+    if response == "interrupt":
+        raise KeyboardInterrupt
     return exact(response, reference)
 
 
@@ -94,6 +104,33 @@ def test_exceptions_become_error_results(pool: VerifierPool) -> None:
     out = pool.map(raising, ["ok", "boom", "bad", "ok"], ["ok", "ok", "ok", "no"])
     assert [r.reason for r in out] == ["equal", "error:ZeroDivisionError", "error:bad_return:str", "different"]
     assert not any(r.correct for r in out[1:])
+
+
+@pytest.mark.parametrize("backend", ["process", "inline"])
+def test_system_exit_and_keyboard_interrupt_are_error_results(backend: str) -> None:
+    out = verify_batch(exiting, ["ok", "exit", "interrupt", "ok"], ["ok"] * 4, workers=1, backend=backend)
+    assert [r.reason for r in out] == ["equal", "error:SystemExit", "error:KeyboardInterrupt", "equal"]
+
+
+def test_system_exit_in_a_persistent_pool_keeps_its_worker(pool: VerifierPool) -> None:
+    pids = pool.pids()
+    out = pool.map(exiting, ["exit", "interrupt", "ok"], ["ok"] * 3)
+    assert [r.reason for r in out] == ["error:SystemExit", "error:KeyboardInterrupt", "equal"]
+    assert pool.pids() == pids and pool.replaced == 0
+
+
+def test_a_real_ctrl_c_still_stops_an_inline_batch() -> None:
+    def slow(response: str, reference: str) -> VerifyResult:
+        time.sleep(0.2)
+        return exact(response, reference)
+
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            verify_batch(slow, ["a"] * 50, ["a"] * 50, backend="inline")
+    finally:
+        timer.cancel()
 
 
 def test_hanging_item_times_out_and_rest_complete() -> None:

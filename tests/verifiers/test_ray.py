@@ -77,8 +77,7 @@ def test_hang_crash_and_exception_cost_one_item_each(pool) -> None:
 
 
 def test_one_shot_backend_and_code_sandbox_inside_actors(ray_local: object) -> None:
-    from dapo_env.verifiers import CodeVerifier
-    from dapo_env.verifiers.sandbox import SandboxLimits
+    from dapo_env.verifiers import CodeVerifier, SandboxLimits
 
     verifier = CodeVerifier(limits=SandboxLimits(wall_s=2.0))
     tests = CodeTests(tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0"))
@@ -89,7 +88,7 @@ def test_one_shot_backend_and_code_sandbox_inside_actors(ray_local: object) -> N
                  f"```python\ndef add(a, b):\n    open({marker!r}, 'w').write('x')\n    return a + b\n```"]
     out = verify_batch(verifier, responses, [tests] * 4, backend="ray", workers=2, timeout=20.0)
     assert out[0].reason == "passed:2/2" and not out[1].correct and not out[2].correct
-    assert not os.path.exists(marker)  # the candidate's /tmp is the sandbox's own tmpfs inside the actor too
+    assert not os.path.exists(marker)  # the candidate's /tmp is a private tmpfs inside the actor too
     local = [verifier(r, tests) for r in responses]
     assert [r.reason for r in out] == [r.reason for r in local]
 

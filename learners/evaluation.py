@@ -1,0 +1,81 @@
+"""Held-out evaluation: the one function that generates, verifies and grades a set of problems.
+
+The trainer's ``eval/accuracy``, the warm start's probe, ``dapo-env eval`` and the benchmarks all call
+:func:`evaluate`. It returns one :class:`~dapo_env.learners.run_folder.EvalSample` per sample (``samples``
+per problem): the record of a run folder's ``eval/step_<N>.jsonl`` lines, so pass@k, avg@k and maj@k
+(``dapo_env.evaluation``) can be computed from them.
+Prompts are rendered exactly as the group env renders them (the task's template, then the chat template
+when a tokenizer is given); verification runs in this process through ``verify_batch`` (the one inline
+verification path); a truncated response counts as wrong.
+
+Example:
+    >>> from dapo_env.learners.engine import HFEngine
+    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.tasks import get_task
+    >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok, seed=0), tok)
+    >>> task = get_task("Arithmetic-v0")
+    >>> result = evaluate(engine, task, task.load(split="test")[:3], max_response_tokens=4)
+    >>> len(result.records), result.accuracy, result.records[0].finish_reason in ("stop", "length")
+    (3, 0.0, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dapo_env.envs import render_prompt
+from dapo_env.types import Problem
+from dapo_env.verifiers import as_verifier, verify_batch
+
+from .engine import RolloutEngine, SamplingParams
+from .run_folder import EvalSample
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The records of one evaluation, problem-major (``samples`` consecutive records per problem)."""
+
+    records: tuple[EvalSample, ...]
+
+    @property
+    def accuracy(self) -> float:
+        """Mean of ``correct`` over every record (avg@k with k samples; accuracy for greedy); 0.0 when empty."""
+        return sum(r.correct for r in self.records) / len(self.records) if self.records else 0.0
+
+
+def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[str, Any] | None = None) -> list[Problem]:
+    """The first ``size`` problems of ``split`` (the held-out set of a run: fixed, in file order)."""
+    problems = task.load(split=split, **dict(task_kwargs or {}))
+    return [problems[i] for i in range(min(size, len(problems)))]
+
+
+def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, max_response_tokens: int,
+             samples: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+             chat_template: Any = None, system_prompt: str | None = None) -> EvalResult:
+    """Generate ``samples`` responses per problem, verify them with the task's verifier, return the records.
+
+    Args:
+        engine: a rollout engine (its current weights are evaluated).
+        task: the :class:`~dapo_env.tasks.Task` (prompt template and verifier).
+        problems: the problems to evaluate.
+        max_response_tokens: the response budget.
+        samples: responses per problem (``k`` of avg@k / pass@k).
+        temperature: 0 decodes greedily; otherwise samples with ``top_p`` and ``seed``.
+        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env).
+    """
+    prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
+    sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
+    outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
+    flat = [(p, prompt, k, c) for p, prompt, group in zip(problems, prompts, outs) for k, c in enumerate(group)]
+    verdicts = verify_batch(as_verifier(task.verifier), [c.text for *_, c in flat], [p.answer for p, *_ in flat],
+                            workers=0)
+    return EvalResult(tuple(
+        EvalSample(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
+                   correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
+                   finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+        for (p, prompt, k, c), v in zip(flat, verdicts)))
+
+
+__all__ = ["EvalResult", "evaluate", "load_eval_problems"]

@@ -1,0 +1,170 @@
+"""One policy update on a rollout batch: mini-batches, gradient accumulation with global denominators,
+clipping, optimizer and scheduler steps, and a callback after every optimizer step (the weight push).
+
+The batch's groups are shuffled (seeded, members kept together) into mini-batches of
+``mini_batch_size`` groups; each mini-batch is one optimizer step, accumulated over micro-batches of
+``micro_batch_size`` sequences. Every micro-batch's loss divides by the token and sequence counts of
+the WHOLE mini-batch, summed over data-parallel ranks by the :class:`~dapo_env.learners.collective.Collective`
+(verl #5625), so the result does not depend on the micro-batch or rank split.
+
+Metrics, one rule for all: within an optimizer step a metric is the sum of the micro-batches' shares
+(the loss is already a share; the others are weighted by the micro-batch's share of the global token
+count, so across ranks the shares sum too); the value reported for the update is the MEAN over its
+optimizer steps (``loss``, ``entropy``, ``clip_frac_high``, ``clip_frac_low``, ``clip_frac``,
+``dual_clip_frac``, ``approx_kl``, ``ratio_mean``, ``grad_norm``).
+
+Example:
+    >>> import torch
+    >>> from dapo_env.learners.batch import build_sequence_batch
+    >>> from dapo_env.learners.config import preset
+    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.types import Completion, Group
+    >>> tok = build_tokenizer(); model = build_tiny_model(tok, hidden_size=64, layers=1, heads=2)
+    >>> c = [Completion("x", token_ids=(5 + i, 2), prompt_token_ids=(1, 7)) for i in range(2)]
+    >>> batch = build_sequence_batch([Group("0", "p", tuple(c), (1.0, -1.0), (True, False), (True, True))], pad_id=0)
+    >>> cfg = preset("tiny", group_size=2, batch_size=1, mini_batch_size=1)
+    >>> result = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
+    ...                        torch.tensor([1.0, -1.0]), cfg, key=(0, 0))
+    >>> result.optimizer_steps, sorted(result.metrics)[:3]
+    (1, ['approx_kl', 'clip_frac', 'clip_frac_high'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .batch import SequenceBatch, autocast, response_logprobs
+from .collective import Collective, LocalCollective
+from .losses import masked_mean, policy_loss, truncated_is_weights
+
+#: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
+LOSS_METRICS = ("clip_frac_high", "clip_frac_low", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean")
+
+
+def derive_seed(*keys: int) -> int:
+    """A 31-bit seed that is a pure function of ``keys`` (e.g. (seed, step, round)): reproducible draws.
+
+    Example:
+        >>> derive_seed(0, 3, 1) == derive_seed(0, 3, 1) != derive_seed(0, 3, 2)
+        True
+    """
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def loss_settings(cfg: Any) -> dict[str, Any]:
+    """The :func:`~dapo_env.learners.losses.policy_loss` keywords a :class:`TrainConfig` selects."""
+    return {"clip_low": cfg.clip_low, "clip_high": cfg.clip_high, "clip_c": cfg.clip_c, "agg": cfg.loss_agg,
+            "ratio_level": cfg.ratio_level, "max_response_tokens": cfg.max_response_tokens}
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :func:`update_policy` returns.
+
+    Attributes:
+        metrics: the update's metrics, each the mean over its optimizer steps (empty without a step).
+        old_logp: (N, R) the log-probs the importance ratios were taken against (the learner's before
+            the update; filled from the update's own forward when ``old_logp=None`` was passed).
+        optimizer_steps: how many optimizer steps ran (mini-batches with no loss token are skipped).
+    """
+
+    metrics: dict[str, float]
+    old_logp: torch.Tensor
+    optimizer_steps: int
+
+
+def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: SequenceBatch,
+                  advantages: torch.Tensor, cfg: Any, *, key: Sequence[int], old_logp: torch.Tensor | None = None,
+                  scheduler: Any = None, collective: Collective | None = None,
+                  on_optimizer_step: Callable[[], None] | None = None) -> UpdateResult:
+    """Optimise the policy on one rollout batch (``cfg.epochs_per_batch`` passes).
+
+    Args:
+        model: the learner (its forward may be FSDP-sharded).
+        optimizer, scheduler: stepped once per mini-batch (the scheduler may be ``None``).
+        batch: the N = groups * G samples, group-major (:func:`build_sequence_batch`).
+        advantages: (N,) or (N, R) advantages.
+        cfg: a :class:`~dapo_env.learners.config.TrainConfig` (sizes, clipping, aggregation, ratio level,
+            ``tis_cap``, ``grad_clip``, ``temperature``, ``precision``).
+        key: the batch's key, e.g. ``(seed, step)``; epoch ``e`` shuffles groups with ``derive_seed(*key, 1000 + e)``.
+        old_logp: (N, R) log-probs of the policy that sampled (detached). ``None``: the batch gets exactly
+            one optimizer step, so the update's own forward IS the old policy; its detached log-probs are
+            used (and returned), saving a no-grad pass.
+        collective: data-parallel denominators and gradient sync (default: one process).
+        on_optimizer_step: called after every optimizer step (e.g. push the weights to the engine).
+
+    Returns:
+        :class:`UpdateResult`.
+    """
+    collective = collective or LocalCollective()
+    G, n = cfg.group_size, batch.num_rows
+    if n % G:
+        raise ValueError(f"batch has {n} rows, not a multiple of group_size={G}")
+    num_groups = n // G
+    if old_logp is None and (cfg.epochs_per_batch > 1 or num_groups > cfg.mini_batch_size):
+        raise ValueError("old_logp=None (on-policy) needs exactly one optimizer step on the batch: pass the old "
+                         "policy's log-probs (batch_logprobs) when epochs_per_batch > 1 or the batch has more "
+                         "than mini_batch_size groups")
+    fill = old_logp is None
+    old = torch.zeros_like(batch.loss_mask) if fill else old_logp
+    steps: list[dict[str, float]] = []
+    model.train()
+    for epoch in range(cfg.epochs_per_batch):
+        gen = torch.Generator().manual_seed(derive_seed(*key, 1000 + epoch))
+        order = torch.randperm(num_groups, generator=gen)  # shuffle groups, keep members together
+        rows = (order[:, None] * G + torch.arange(G)[None, :]).reshape(-1)  # (num_groups * G,)
+        for start in range(0, n, cfg.mini_batch_size * G):
+            step = _optimizer_step(model, optimizer, batch, advantages, old, rows[start:start + cfg.mini_batch_size * G],
+                                   cfg, collective, fill=fill)
+            if step is None:
+                continue
+            if scheduler is not None:
+                scheduler.step()
+            steps.append(step)
+            if on_optimizer_step is not None:
+                on_optimizer_step()
+    metrics = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]} if steps else {}
+    return UpdateResult(metrics, old, len(steps))
+
+
+def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: SequenceBatch,
+                    advantages: torch.Tensor, old: torch.Tensor, rows: torch.Tensor, cfg: Any,
+                    collective: Collective, *, fill: bool) -> dict[str, float] | None:
+    """One mini-batch: accumulate the micro-batches' gradients, sync, clip, step. ``None`` if it has no loss token."""
+    num_tokens, num_seqs = collective.denominators(batch.loss_mask[rows])  # global over the mini-batch and ranks
+    if int(num_tokens) == 0:
+        return None
+    device = next(model.parameters()).device
+    optimizer.zero_grad(set_to_none=True)
+    sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS), 0.0)
+    for start in range(0, rows.numel(), cfg.micro_batch_size):
+        sub = rows[start:start + cfg.micro_batch_size]
+        with autocast(cfg.precision, device):
+            logp, entropy = response_logprobs(model, batch, sub, cfg.temperature, with_entropy=True)
+        if fill:
+            old[sub] = logp.detach()
+        mask = batch.loss_mask[sub]
+        is_weights = None
+        if cfg.tis_cap is not None:  # engine-vs-learner correction; samples without engine log-probs weigh 1
+            engine = torch.where(batch.has_rollout_logprobs[sub, None], batch.rollout_logprobs[sub], old[sub])
+            is_weights = truncated_is_weights(old[sub], engine, cfg.tis_cap)
+        loss, metrics = policy_loss(logp, old[sub], advantages[sub], mask, num_tokens=num_tokens, num_seqs=num_seqs,
+                                    is_weights=is_weights, **loss_settings(cfg))
+        loss.backward()
+        weight = float(mask.sum()) / float(num_tokens)  # this micro-batch's share of the global tokens
+        sums["loss"] += float(loss.detach())  # already a share (global denominators)
+        sums["entropy"] += float(masked_mean(entropy.detach(), mask)) * weight
+        for name in LOSS_METRICS:
+            sums[name] += float(metrics[name]) * weight
+    collective.sync_gradients(model)
+    sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+    optimizer.step()
+    return sums
+
+
+__all__ = ["LOSS_METRICS", "UpdateResult", "derive_seed", "loss_settings", "update_policy"]

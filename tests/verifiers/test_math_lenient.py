@@ -1,0 +1,61 @@
+"""``MathVerifier(extraction="lenient")``: evaluation-style extraction, on its own labelled table."""
+
+from __future__ import annotations
+
+import pytest
+
+from dapo_env.verifiers import MathVerifier
+from dapo_env.verifiers.math_extract import extract_answer, lenient_answer
+from dapo_env.verifiers.math_symbolic import warm_up
+
+from math_lenient_cases import LENIENT_CASES  # noqa: E402 - pytest puts this folder on sys.path
+
+LENIENT = MathVerifier(extraction="lenient")
+STRICT = MathVerifier()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _started_helper() -> None:
+    warm_up(120.0)
+
+
+@pytest.mark.parametrize("case", LENIENT_CASES, ids=[f"{i}-{c.category}" for i, c in enumerate(LENIENT_CASES)])
+def test_lenient_table(case) -> None:
+    result = LENIENT(case.prediction, case.gold)
+    assert result.correct is case.expected, (result, case.gold)
+
+
+def test_lenient_table_covers_its_categories() -> None:
+    categories = {c.category for c in LENIENT_CASES}
+    assert categories == {"short", "prose", "commit", "gold_form", "near_miss"}
+    assert len(LENIENT_CASES) >= 90 and sum(not c.expected for c in LENIENT_CASES) >= 20
+
+
+def test_lenient_reads_uncommitted_text_that_strict_refuses() -> None:
+    """The reason lenient is for evaluation only: it rewards text that never commits."""
+    for text in ("I believe it's $5$.", "The answer is probably 5", "Hmm, 5 maybe?", "we compute 2 + 3 = 5"):
+        assert STRICT(text, "5").reason == "no_answer"
+        assert LENIENT(text, "5").correct
+    prose = [c for c in LENIENT_CASES if c.category == "prose"]
+    assert sum(STRICT(c.prediction, c.gold).correct for c in prose) < sum(LENIENT(c.prediction, c.gold).correct for c in prose)
+
+
+def test_lenient_keeps_the_strict_answer_when_there_is_one() -> None:
+    text = "The answer is $\\boxed{6}$, since 2 + 4 = 6 and 6 > 5"
+    assert extract_answer(text, extraction="lenient") == extract_answer(text) == "6"
+    assert extract_answer("\\boxed{12} and then 3 + 4 = 7", extraction="lenient") == "12"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("I believe it's $\\frac{1}{2}$, roughly 0.5", "0.5"), ("we get $x = 3$ for the first case", "x = 3"),
+     ("value: \\(\\sqrt{2}\\) end", "\\sqrt{2}"), ("no maths here", None), ("a total of 1,250 people", "1,250"),
+     ("ratio \\frac{3}{4} overall", "\\frac{3}{4}")],
+)
+def test_last_math_span_or_number(text: str, expected: str | None) -> None:
+    found = lenient_answer(text)
+    assert (found.value if found is not None else None) == expected
+
+
+def test_a_cut_off_box_is_no_answer_even_when_lenient() -> None:
+    assert LENIENT("Therefore the answer is $\\boxed{\\frac{14}{3", "\\frac{14}{3}").reason == "no_answer"
