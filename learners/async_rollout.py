@@ -59,7 +59,9 @@ class RoundRequest:
         options: ``reset(options=...)`` that shows the round's prompts (``{"indices": [...]}``).
         problem_ids: the round's problem ids (the worker checks it shows the same problems).
         seed: the sampling seed.
-        version: the policy version whose weights generate it (stamped on every sample).
+        version: the policy version (training step) whose weights generate it.
+        policy_version: stamped on every sample as ``Completion.policy_version`` (the learner's engine
+            ``weights_version`` of those weights; ``None``: ``version``).
     """
 
     round: int
@@ -67,6 +69,7 @@ class RoundRequest:
     problem_ids: tuple[str, ...]
     seed: int
     version: int
+    policy_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class AsyncGroupSource:
         self.env, self.worker, self.max_staleness, self.seed_fn = env, worker, max_staleness, seed_fn
         self.num_prompts, self.group_size = env.num_prompts, env.group_size
         self._version: int | None = None
+        self._stamp: int | None = None
         self._weights: Mapping[str, torch.Tensor] | None = None
         self._started = False
         self._next_issue = 0  # the env shows this round's prompts
@@ -188,10 +192,12 @@ class AsyncGroupSource:
         return list(result.groups)
 
     # -- the learner's side -------------------------------------------------------------------------
-    def publish(self, version: int, weights: Mapping[str, torch.Tensor]) -> None:
+    def publish(self, version: int, weights: Mapping[str, torch.Tensor], *, policy_version: int | None = None) -> None:
         """The learner's weights as policy ``version`` (its training step); rounds issued from now on use
-        them. Publishing the current version again (after a resume) re-sends it without a new version."""
+        them and stamp their samples with ``policy_version`` (default ``version``). Publishing the current
+        version again (after a resume) re-sends it without a new version."""
         version = int(version)
+        self._stamp = version if policy_version is None else int(policy_version)
         if self._version is not None and version < self._version:
             raise ValueError(f"policy versions must not decrease: published {self._version}, got {version}")
         if self._version is not None and version > self._version:
@@ -202,7 +208,7 @@ class AsyncGroupSource:
             self.worker.send_weights(version, self._weights, copy=False)
         for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
             if n not in self._results and n not in self._tickets:
-                self._submit(dataclasses.replace(self._requests[n], version=version))
+                self._submit(dataclasses.replace(self._requests[n], version=version, policy_version=self._stamp))
 
     def drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
@@ -255,8 +261,9 @@ class AsyncGroupSource:
         self._rounds_this_version = int(state["rounds_this_version"])
         for item in state["rounds"]:
             req = item["request"]
+            stamp = req.get("policy_version")
             request = RoundRequest(int(req["round"]), dict(req["options"]), tuple(req["problem_ids"]), int(req["seed"]),
-                                   int(req["version"]))
+                                   int(req["version"]), None if stamp is None else int(stamp))
             self._requests[request.round] = request
             if item.get("result") is not None:
                 self._results[request.round] = RoundResult.from_dict(item["result"])
@@ -276,7 +283,7 @@ class AsyncGroupSource:
             indices = [int(i) for i in self.env.state_dict()["indices"]]
             request = RoundRequest(round=n, options={"indices": indices},
                                    problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
-                                   seed=int(self.seed_fn(n)), version=int(self._version))
+                                   seed=int(self.seed_fn(n)), version=int(self._version), policy_version=self._stamp)
             self._requests[n] = request
             self._submit(request)
             self.env.reset()  # the next draw of the stream: round n + 1
@@ -324,7 +331,7 @@ class AsyncGroupSource:
                     self.worker.forget(ticket)
                 self._results.pop(n, None)
                 self._stats["rounds_expired"] += 1
-                self._submit(dataclasses.replace(request, version=self._version))
+                self._submit(dataclasses.replace(request, version=self._version, policy_version=self._stamp))
 
     def _replace(self, lost: WorkerLost) -> None:
         """Start a new worker, send it the current weights and every round still to generate."""
@@ -348,7 +355,7 @@ class AsyncGroupSource:
         self._tickets.clear()
         self.worker.send_weights(self._version, self._weights, copy=False)
         for n in pending:
-            self._submit(dataclasses.replace(self._requests[n], version=self._version))
+            self._submit(dataclasses.replace(self._requests[n], version=self._version, policy_version=self._stamp))
 
 
 # --- the worker's side: generate and verify one round ------------------------------------------------
@@ -396,7 +403,8 @@ class _GroupExecutor:
             start = time.perf_counter()
             rows = self.engine.generate(prompts, n=n, sampling=sampling)
             generate_s += time.perf_counter() - start
-            return [[dataclasses.replace(c, policy_version=request.version) for c in row] for row in rows]
+            stamp = request.version if request.policy_version is None else request.policy_version
+            return [[dataclasses.replace(c, policy_version=stamp) for c in row] for row in rows]
 
         start = time.perf_counter()
         groups = self.env.rollout(grouped(generate_n, self.env.group_size))
@@ -428,5 +436,29 @@ class GroupRolloutJob:
         return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
 
 
+def make_rollout_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, seed_fn: Callable[[int], int]
+                        ) -> AsyncGroupSource:
+    """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
+    the learner's group env keeps the prompt schedule; a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
+    runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
+    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's."""
+    import functools
+
+    from .batch import autocast_dtype
+    from .engine import SamplingParams
+    from .rollout import make_group_env
+
+    job = GroupRolloutJob(
+        make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
+                                      autocast_dtype=autocast_dtype(cfg.precision)),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer),
+        sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
+                                max_response_tokens=cfg.max_response_tokens, seed=0),
+        num_threads=cfg.num_threads or 1)
+    worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
+    return AsyncGroupSource(make_group_env(cfg, task, tokenizer), worker, max_staleness=cfg.max_staleness,
+                            seed_fn=seed_fn)
+
+
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
-           "engine_copy", "staleness_metrics"]
+           "engine_copy", "make_rollout_source", "staleness_metrics"]

@@ -38,23 +38,29 @@ def shaping_options(cfg: TrainConfig) -> dict[str, Any]:
             "overlong_penalty": penalty if cfg.overlong_penalty else None}
 
 
-def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
-                 tokenizer: Any = None) -> Any:
-    """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over the
-    task's group env (B*G sub-envs, shaping from ``cfg``) made through Gymnasium's registry; the env is
-    ``sampler.source``."""
+def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
+    """The task's group env (B*G sub-envs, shaping from ``cfg``) made through Gymnasium's registry (also
+    what an asynchronous run's rollout worker builds, so both show the same prompts)."""
     import gymnasium as gym
 
     import dapo_env.tasks  # noqa: F401  (registers the built-in ids)
+
+    return gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
+                        vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
+                        split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
+                        chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
+                        **dict(cfg.task_kwargs))
+
+
+def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
+                 tokenizer: Any = None, *, source: Any = None) -> Any:
+    """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over
+    ``source`` (default: :func:`make_group_env`); the source is ``sampler.source``."""
     from dapo_env.sampler import DynamicSampler
 
-    env = gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
-                       vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
-                       split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
-                       chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
-                       **dict(cfg.task_kwargs))
-    return DynamicSampler(env, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
+    source = make_group_env(cfg, task, tokenizer) if source is None else source
+    return DynamicSampler(source, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
                           filter_groups=cfg.dynamic_sampling, seed=cfg.seed)
 
 
-__all__ = ["make_sampler", "resolve_task", "shaping_options"]
+__all__ = ["make_group_env", "make_sampler", "resolve_task", "shaping_options"]
