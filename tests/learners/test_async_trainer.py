@@ -1,0 +1,111 @@
+"""Asynchronous rollouts in the trainer: max_staleness=0 through a worker is the synchronous loop (same
+records but timing), staleness 1 overlaps and stays within the bound, IS correction and CISPO are
+reachable from the config, a worker killed mid-step is replaced without a deadlock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dapo_env.learners.config import preset
+from dapo_env.learners.trainer import Trainer, train
+
+from trainer_helpers import tiny_config
+
+TIMING = ("time/", "perf/")
+
+
+def untimed(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if not k.startswith(TIMING)}
+
+
+def test_staleness_0_through_a_worker_reproduces_the_synchronous_metrics(tmp_path: Path) -> None:
+    common = dict(max_steps=3, checkpoint_every=0, plot_every=0)
+    sync = train(tiny_config(tmp_path / "sync", **common)).metrics
+    worker = train(tiny_config(tmp_path / "worker", rollout_worker=True, **common)).metrics
+    assert len(sync) == len(worker) == 4
+    assert [untimed(r) for r in sync] == [untimed(r) for r in worker]
+    assert set(worker[-1]) - set(sync[-1]) == {"time/rollout_wait_s", "time/worker_generate_s"}
+    trained = [r for r in sync[1:] if r["rollout/num_groups"]]
+    assert trained and all(r["loss/policy"] is not None for r in trained)  # the comparison covers updates
+    assert all(r["staleness/share_0"] + r["staleness/share_older"] == pytest.approx(1.0) for r in trained)
+
+
+def test_staleness_1_overlaps_within_the_bound_with_is_correction_and_cispo(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, max_steps=4, max_staleness=1, loss="cispo", is_correction="token-mask",
+                      is_cap=2.0, checkpoint_every=0, plot_every=0, eval_every=0)
+    records = train(cfg).metrics[1:]
+    assert len(records) == 4
+    fresh = [r for r in records if r["staleness/mean"] is not None]
+    assert fresh
+    for r in fresh:  # shares of every consumed sample's age; carried-over groups are the only older ones
+        assert r["staleness/share_0"] + r["staleness/share_1"] + r["staleness/share_older"] == pytest.approx(1.0)
+    assert any(r["staleness/share_1"] > 0 for r in fresh)  # rounds generated during the previous update
+    assert any(r["async/rounds_ahead"] >= 1 for r in records)
+    updated = [r for r in records if r["loss/policy"] is not None]
+    assert updated
+    for r in updated:
+        assert {"is/weight_mean", "is/weight_max", "is/masked_share", "is/mismatch_k3"} <= set(r)
+        assert 0.0 < r["is/weight_mean"] <= 2.0 and 0.0 <= r["is/masked_share"] <= 1.0
+    assert any(r["is/mismatch_abs"] > 1e-4 for r in updated)  # stale samples: engine and learner differ
+
+
+def test_a_worker_killed_mid_step_is_replaced_with_a_warning(tmp_path: Path) -> None:
+    trainer = Trainer(tiny_config(tmp_path, max_steps=3, max_staleness=1, rollout_timeout_s=60, checkpoint_every=0))
+    source = trainer.sampler.source
+    records: list[dict[str, Any]] = []
+    killed: list[int] = []
+
+    def kill_when_busy() -> None:  # SIGKILL the worker while it holds a round of the running step
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            pid = source.worker.pid
+            if pid is not None and source.worker.outstanding:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.005)
+
+    try:
+        records.append(trainer.train_step())
+        killer = threading.Thread(target=kill_when_busy, daemon=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            killer.start()
+            step = threading.Thread(target=lambda: records.append(trainer.train_step()), daemon=True)
+            step.start()
+            step.join(120)
+            killer.join(60)
+            assert not step.is_alive(), "the step deadlocked after the worker was killed"
+            records.append(trainer.train_step())
+        assert killed
+        lost = [w for w in caught if issubclass(w.category, RuntimeWarning) and "rollout worker" in str(w.message)]
+        assert len(lost) == 1, [str(w.message) for w in caught]
+        assert f"pid {killed[0]}" in str(lost[0].message) and "replaced" in str(lost[0].message)
+        assert source.worker.pid not in (None, killed[0])
+        assert records[-1]["async/worker_restarts"] == 1.0 and len(records) == 3
+    finally:
+        trainer.env.close()
+    assert source.worker.pid is None  # closed: no worker process left behind
+
+
+def test_async_config_errors_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_staleness.*>= 0"):
+        preset("tiny", max_staleness=-1)
+    with pytest.raises(ValueError, match="is_correction.*token-truncate"):
+        preset("tiny", is_correction="clip")
+    with pytest.raises(ValueError, match="is_cap.*> 1"):
+        preset("tiny", is_correction="token-mask", is_cap=1.0)
+    with pytest.raises(ValueError, match="not both"):
+        preset("tiny", is_correction="token-truncate", tis_cap=2.0)
+    with pytest.raises(ValueError, match="clip_c=None"):
+        preset("tiny", loss="cispo", clip_c=3.0)
+    with pytest.raises(ValueError, match="known|registered policy loss"):
+        preset("tiny", loss="ppo")
+    assert preset("tiny", max_staleness=2).uses_rollout_worker and not preset("tiny").uses_rollout_worker
