@@ -4,11 +4,15 @@ reachable from the config, a worker killed mid-step is replaced without a deadlo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from dapo_env.learners.trainer import Trainer, train
 from trainer_helpers import tiny_config
 
 TIMING = ("time/", "perf/")
+JOB = Path(__file__).resolve().parent / "async_resume_job.py"
 
 
 def untimed(record: dict[str, Any]) -> dict[str, Any]:
@@ -109,3 +114,52 @@ def test_async_config_errors_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="known|registered policy loss"):
         preset("tiny", loss="ppo")
     assert preset("tiny", max_staleness=2).uses_rollout_worker and not preset("tiny").uses_rollout_worker
+
+
+def _run_job(out_dir: Path, log: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(JOB.parents[2]), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(JOB), str(out_dir), str(log), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _per_step(log: Path) -> dict[int, dict[str, Any]]:
+    """The last line written for each step (a resumed run redoes the steps after its checkpoint)."""
+    out: dict[int, dict[str, Any]] = {}
+    for line in log.read_text().splitlines():
+        item = json.loads(line)
+        out[item["step"]] = item
+    return out
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_consume_every_problem_exactly_as_an_uninterrupted_run(tmp_path: Path) -> None:
+    """A real SIGKILL of the training process while rounds are buffered and in flight (max_staleness=1),
+    then --resume: every step draws the same generation rounds and trains on the same groups as a run that
+    was never interrupted, so no prompt is skipped or seen twice."""
+    whole = _run_job(tmp_path / "whole", tmp_path / "whole.jsonl")
+    assert whole.wait(600) == 0, whole.stderr.read()
+    reference = _per_step(tmp_path / "whole.jsonl")
+    assert sorted(reference) == list(range(1, 7))
+
+    killed_log = tmp_path / "killed.jsonl"
+    run = _run_job(tmp_path / "killed", killed_log)
+    checkpoints = tmp_path / "killed" / "t" / "checkpoints"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None:  # kill -9 in the step after the second checkpoint
+        if (checkpoints / "step_000002").exists() and killed_log.exists() and len(killed_log.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    assert run.poll() is None, "the run finished before it could be killed: " + run.stderr.read()
+    os.kill(run.pid, signal.SIGKILL)
+    assert run.wait(60) == -signal.SIGKILL
+    before = _per_step(killed_log)
+    assert max(before) < 6
+
+    resumed = _run_job(tmp_path / "killed", killed_log, "--resume")
+    assert resumed.wait(600) == 0, resumed.stderr.read()
+    lines = [json.loads(line) for line in killed_log.read_text().splitlines()]
+    assert any(item["resumed"] for item in lines) and lines[0]["step"] == 1
+    after = _per_step(killed_log)
+    assert after == {k: {**v, "resumed": after[k]["resumed"]} for k, v in reference.items()}
+    consumed = Counter(pid for item in after.values() for rnd in item["drawn"] for pid in rnd)
+    assert consumed == Counter(pid for item in reference.values() for rnd in item["drawn"] for pid in rnd)
