@@ -163,3 +163,20 @@ def test_kill_9_and_resume_consume_every_problem_exactly_as_an_uninterrupted_run
     assert after == {k: {**v, "resumed": after[k]["resumed"]} for k, v in reference.items()}
     consumed = Counter(pid for item in after.values() for rnd in item["drawn"] for pid in rnd)
     assert consumed == Counter(pid for item in reference.values() for rnd in item["drawn"] for pid in rnd)
+
+
+def test_cli_runs_async_with_cispo_and_is_correction(tmp_path: Path) -> None:
+    from dapo_env.learners.cli import main
+
+    code = main(["train", "--run-name", "cli", "--out-dir", str(tmp_path), "--max-steps", "2", "--no-progress",
+                 "--max-staleness", "1", "--loss", "cispo", "--is-correction", "sequence-truncate", "--is-cap", "3",
+                 "--verifier", "trainer_helpers:even_length", "--set", "warmstart_steps=0", "batch_size=4",
+                 "group_size=4", "mini_batch_size=2", "micro_batch_size=8", "tiny_hidden_size=64", "tiny_heads=2",
+                 "tiny_layers=1", "eval_size=4", "max_response_tokens=8", "overlong_cache_length=2", "num_threads=1",
+                 "checkpoint_every=0", "eval_every=0", "plot_every=0"])
+    assert code == 0
+    run = tmp_path / "cli"
+    cfg = json.loads((run / "config.json").read_text())
+    assert (cfg["max_staleness"], cfg["loss"], cfg["is_correction"], cfg["is_cap"]) == (1, "cispo", "sequence-truncate", 3.0)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == 2 and "staleness/share_1" in records[-1]
