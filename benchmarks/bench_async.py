@@ -4,7 +4,9 @@ Every (workload, setting, seed) trains in its OWN fresh subprocess for the same 
 setting generates about the same number of tokens (dynamic sampling's extra rounds aside; the JSON records
 the counts) and held-out accuracy is compared at (nearly) equal generated tokens. Settings:
 
-- ``sync``: ``max_staleness=0``, generation in the learner's process, ``--threads`` torch threads;
+- ``sync``: ``max_staleness=0``, generation in the learner's process, ``--threads`` torch threads (the
+  ``tiny`` workload keeps its preset's one thread: at that size intra-op threads do not pay, and on the
+  loaded 2-core machine two threads made the synchronous run an order of magnitude slower);
 - ``staleness_1`` / ``staleness_2``: a rollout worker process generates the next rounds while the learner
   updates; learner and worker get ``--threads // 2`` threads each (the same CPU budget).
 
@@ -86,7 +88,7 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     staleness = SETTINGS[setting]
     common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
                   plot_every=0, progress=False, out_dir=out_dir, name=f"{workload}-{setting}-s{seed}",
-                  num_threads=threads if staleness == 0 else max(1, threads // 2),
+                  num_threads=(1 if workload == "tiny" else threads) if staleness == 0 else max(1, threads // 2),
                   is_correction=is_correction if staleness > 0 else None)
     if workload == "tiny":
         quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}

@@ -20,7 +20,9 @@ def test_settings_share_one_cpu_budget(bench, tmp_path):
     sync = bench.run_config("tiny", "sync", seed=1, steps=3, threads=2, out_dir=str(tmp_path))
     stale = bench.run_config("tiny", "staleness_2", seed=1, steps=3, threads=2, out_dir=str(tmp_path),
                              is_correction="token-truncate")
-    assert (sync.max_staleness, sync.num_threads, sync.uses_rollout_worker, sync.is_correction) == (0, 2, False, None)
+    assert (sync.max_staleness, sync.num_threads, sync.uses_rollout_worker, sync.is_correction) == (0, 1, False, None)
+    big = bench.run_config("smollm2", "sync", seed=1, steps=3, threads=2, out_dir=str(tmp_path), model_dir="m")
+    assert big.num_threads == 2 and big.model == "m" and big.warmstart_steps == 0
     assert (stale.max_staleness, stale.num_threads, stale.is_correction) == (2, 1, "token-truncate")
     assert sync.run_name != stale.run_name and sync.warmstart_steps == stale.warmstart_steps > 0
     with pytest.raises(ValueError, match="unknown workload"):
