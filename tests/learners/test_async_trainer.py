@@ -4,7 +4,9 @@ reachable from the config, a worker killed mid-step is replaced without a deadlo
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -180,3 +182,50 @@ def test_cli_runs_async_with_cispo_and_is_correction(tmp_path: Path) -> None:
     assert (cfg["max_staleness"], cfg["loss"], cfg["is_correction"], cfg["is_cap"]) == (1, "cispo", "sequence-truncate", 3.0)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == 2 and "staleness/share_1" in records[-1]
+
+
+def test_update_masks_outlier_tokens_before_the_denominators_and_weights_the_rest(monkeypatch) -> None:
+    """is_correction='token-mask': tokens whose engine log-prob is far from the learner's leave the loss mask
+    and the global token count; the others carry w = exp(old - engine)."""
+    import torch
+
+    from dapo_env.learners.batch import batch_logprobs, build_sequence_batch
+    from dapo_env.learners.losses import POLICY_LOSSES, group_advantages
+    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.update import update_policy
+    from dapo_env.types import Completion, Group
+
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    model = build_tiny_model(tok, hidden_size=64, layers=1, heads=2, seed=0)
+    groups = [Group(str(g), "p", tuple(Completion("x", token_ids=(5 + g, 6 + k, 7), logprobs=(0.0, 0.0, 0.0),
+                                                  prompt_token_ids=(1, 4)) for k in range(4)),
+                    (1.0, -1.0, 1.0, -1.0), (True, False, True, False), (True,) * 4) for g in range(2)]
+    batch = build_sequence_batch(groups, pad_id=0)
+    old = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
+    engine = old.clone()
+    engine[0, 1] = old[0, 1] + 5.0  # w = e^-5: masked at C = 2
+    engine[3, 0] = old[3, 0] - 0.5  # w = e^0.5 = 1.65: kept with that weight
+    batch = dataclasses.replace(batch, rollout_logprobs=engine)
+    calls: list[dict[str, Any]] = []
+    real = POLICY_LOSSES["ppo-clip"]
+
+    def spy(logp, old_logp, advantages, mask, **kwargs):
+        calls.append({"mask": mask.clone(), **kwargs})
+        return real(logp, old_logp, advantages, mask, **kwargs)
+
+    monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)
+    cfg = preset("tiny", group_size=4, batch_size=2, mini_batch_size=2, micro_batch_size=8,
+                 is_correction="token-mask", is_cap=2.0)
+    adv = group_advantages(torch.tensor([r for g in groups for r in g.rewards]), 4)
+    result = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, adv, cfg, key=(0, 0),
+                           old_logp=old)
+    (call,) = calls
+    mask, weights = call["mask"], call["is_weights"]  # rows in the update's shuffled group order
+    assert mask.sum() == 8 * 3 - 1 and int(call["num_tokens"]) == 23
+    assert int((weights == 0).sum()) == 1 and bool(mask[weights == 0].eq(0).all())
+    assert sorted(weights[mask.bool()].tolist())[-1] == pytest.approx(math.exp(0.5), rel=1e-5)
+    assert int(torch.isclose(weights[mask.bool()], torch.tensor(1.0)).sum()) == 22
+    assert result.metrics["is_masked_share"] == pytest.approx(1 / 24)
+    with pytest.raises(ValueError, match="old_logp"):
+        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, adv, cfg, key=(0, 0))
