@@ -17,7 +17,9 @@ are right and every step updates; its accuracy measures nothing and is reported 
 
 Measured per run, over training steps 2..N (the first step includes starting the worker): wall-clock
 steps/s and generated tokens/s; CPU seconds of the run's process tree (learner + worker); the final
-held-out accuracy (the ``tiny`` preset's greedy eval). ``speedup_staleness_k`` is the mean over seeds of
+held-out accuracy (the ``tiny`` preset's greedy eval); the share of step time the learner spent waiting for
+rollouts (generating them itself when synchronous): the overlap, readable even on a loaded machine.
+``speedup_staleness_k`` is the mean over seeds of
 steps/s at staleness k over the same seed's sync steps/s.
 
 Run (full: both workloads, 3 seeds; sizes chosen for ~35-45 minutes on an idle 2-core box)::
@@ -118,7 +120,10 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
             "total_wall_s": time.perf_counter() - start,
             "staleness_mean": float(np.mean([r["staleness/mean"] for r in records if r.get("staleness/mean") is not None]
                                             or [0.0])),
-            "worker_restarts": last.get("async/worker_restarts", 0.0)}
+            "worker_restarts": last.get("async/worker_restarts", 0.0),
+            # the share of a step the learner waits for rollouts (sync: generating them itself)
+            "rollout_share": float(sum(r["time/rollout_s"] for r in measured) / sum(r["time/step_s"] for r in measured)),
+            "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured]))}
 
 
 def run_in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +147,7 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
         rows = [by[(setting, s)] for s in seeds if (setting, s) in by]
         if not rows:
             continue
-        for key in ("steps_per_s", "generated_tokens_per_s", "accuracy", "generated_tokens", "cpu_s"):
+        for key in ("steps_per_s", "generated_tokens_per_s", "accuracy", "generated_tokens", "cpu_s", "rollout_share"):
             values = [r[key] for r in rows if r.get(key) is not None]
             out[f"{key}_{setting}"] = float(np.mean(values)) if values else None
             out[f"{key}_{setting}_std"] = float(np.std(values)) if len(values) > 1 else None
@@ -195,14 +200,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     first = result["workloads"][args.workloads[0]]
     result.update({k: first.get(k) for k in ("speedup_staleness_1", "speedup_staleness_2")})
     result["accuracy"] = {s: first.get(f"accuracy_{s}") for s in SETTINGS}
-    print(f"\n{'workload':9s} {'setting':12s} {'steps/s':>9s} {'tok/s':>8s} {'speedup':>8s} {'accuracy':>14s} {'cpu s':>7s}")
+    print(f"\n{'workload':9s} {'setting':12s} {'steps/s':>9s} {'tok/s':>8s} {'speedup':>8s} {'accuracy':>14s} {'cpu s':>7s} "
+          f"{'rollout share':>13s}")
     for workload, w in result["workloads"].items():
         for s in SETTINGS:
             acc, sd = w.get(f"accuracy_{s}"), w.get(f"accuracy_{s}_std")
             acc_text = "-" if acc is None else f"{acc:.3f}" + (f" +-{sd:.3f}" if sd is not None else "")
             speed = 1.0 if s == "sync" else w.get(f"speedup_{s}")
             print(f"{workload:9s} {s:12s} {w[f'steps_per_s_{s}']:9.3f} {w[f'generated_tokens_per_s_{s}']:8.0f} "
-                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f}")
+                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f} {w[f'rollout_share_{s}']:13.2f}")
     write_json(out_path(args.out, "bench_async"), result)
     return result
 
