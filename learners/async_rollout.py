@@ -120,6 +120,61 @@ def staleness_metrics(versions: Sequence[int | None], current: int, *, max_stale
     return out
 
 
+#: ``info`` key of every training sample: the training step whose weights generated it (its policy version).
+POLICY_STEP = "policy_step"
+
+
+def stamp_step(group: Any, step: int) -> Any:
+    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
+    of carried-over groups survives a resume)."""
+    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
+
+
+class StepStampedSource:
+    """A :class:`~dapo_env.sampler.GroupSource` that stamps every group it returns with ``step_fn()``, the
+    training step generating it (:func:`stamp_step`); the synchronous loop's staleness bookkeeping.
+    Everything else is the wrapped ``source``'s (its state dict unchanged).
+
+    Example:
+        >>> from dapo_env import GroupVectorEnv
+        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10)
+        >>> source = StepStampedSource(env, lambda: 7)
+        >>> _ = source.reset(seed=0)
+        >>> source.rollout(lambda prompts: ["Answer: 0"] * len(prompts))[0].infos[0]["policy_step"]
+        7
+        >>> source.close()
+    """
+
+    def __init__(self, source: Any, step_fn: Callable[[], int]) -> None:
+        self.source, self.step_fn = source, step_fn
+        self.num_prompts, self.group_size = source.num_prompts, source.group_size
+
+    @property
+    def needs_reset(self) -> bool:
+        return self.source.needs_reset
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        return self.source.reset(seed=seed, options=options)
+
+    def rollout(self, generate: Any) -> list[Any]:
+        step = self.step_fn()
+        return [stamp_step(g, step) for g in self.source.rollout(generate)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.source.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.source.load_state_dict(state)
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped env's other attributes (problems, task, ...)
+        if name == "source":
+            raise AttributeError(name)
+        return getattr(self.source, name)
+
+
 class AsyncGroupSource:
     """A :class:`~dapo_env.sampler.GroupSource` whose rounds a :class:`RolloutWorker` generates ahead.
 
@@ -189,7 +244,7 @@ class AsyncGroupSource:
         self._consumed += 1
         self._rounds_this_version += 1
         self._stats["generate_s"] += result.generate_s
-        return list(result.groups)
+        return [stamp_step(g, result.version) for g in result.groups]
 
     # -- the learner's side -------------------------------------------------------------------------
     def publish(self, version: int, weights: Mapping[str, torch.Tensor], *, policy_version: int | None = None) -> None:
@@ -416,7 +471,7 @@ class _GroupExecutor:
 class GroupRolloutJob:
     """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
     its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
-    verified, shaped groups (every sample stamped with the request's version).
+    verified, shaped groups (every sample stamped with the request's ``policy_version``).
 
     Args:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
@@ -460,5 +515,5 @@ def make_rollout_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, seed
                             seed_fn=seed_fn)
 
 
-__all__ = ["MAX_CONSECUTIVE_LOSSES", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
-           "engine_copy", "make_rollout_source", "staleness_metrics"]
+__all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
+           "StepStampedSource", "engine_copy", "make_rollout_source", "stamp_step", "staleness_metrics"]

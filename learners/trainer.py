@@ -39,10 +39,10 @@ from .collective import Collective, LocalCollective
 from .config import TrainConfig
 from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
-from .async_rollout import staleness_metrics
+from .async_rollout import POLICY_STEP, StepStampedSource, staleness_metrics
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import make_sampler, resolve_task
+from .rollout import make_group_env, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .update import derive_seed, update_policy
 from dapo_env.envs import render_prompt
@@ -219,7 +219,6 @@ class Trainer:
         updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
-        self._version_steps: dict[int, int] = {}  # engine weights_version at a step's start -> that step
         self.sampler = self._make_sampler(tokenizer)
         self.env = self.sampler.source
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
@@ -301,8 +300,10 @@ class Trainer:
         """The dynamic sampler over the group env, or, with ``cfg.uses_rollout_worker``, over an
         :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` whose worker process generates."""
         cfg = self.cfg
-        if not cfg.uses_rollout_worker:
-            return make_sampler(cfg, self.task, grouped(self._generate, cfg.group_size), tokenizer=tokenizer)
+        if not cfg.uses_rollout_worker:  # groups stamped with the step generating them (staleness metrics)
+            source = StepStampedSource(make_group_env(cfg, self.task, tokenizer), lambda: self.step)
+            return make_sampler(cfg, self.task, grouped(self._generate, cfg.group_size), tokenizer=tokenizer,
+                                source=source)
         if self.collective.world.world_size > 1:
             raise ValueError("max_staleness > 0 / rollout_worker run on one process for now; under torchrun set "
                              "max_staleness=0 and rollout_worker=false (docs/scaling.md)")
@@ -327,8 +328,7 @@ class Trainer:
 
     def _staleness(self, groups: tuple[Group, ...]) -> dict[str, Any]:
         """Per-sample age in training steps (staleness histogram) and the rollout worker's counters."""
-        steps = [self._version_steps.get(c.policy_version) if c.policy_version is not None else None
-                 for g in groups for c in g.completions]
+        steps = [info.get(POLICY_STEP) for g in groups for info in g.infos]
         out: dict[str, Any] = staleness_metrics(steps, self.step, max_staleness=self.cfg.max_staleness)
         source = self.sampler.source
         stats = source.step_stats() if hasattr(source, "step_stats") else {}
@@ -351,9 +351,6 @@ class Trainer:
         """Sample -> batch -> advantages -> old log-probs -> update -> metrics (one record, combined over ranks)."""
         cfg, t0 = self.cfg, time.perf_counter()
         version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
-        self._version_steps[version] = self.step
-        for old in [v for v, s in self._version_steps.items() if s < self.step - 64]:
-            del self._version_steps[old]  # groups older than 64 steps count as of unknown age
         rollout = self.sampler.sample()
         groups = self._balanced(rollout.groups)
         t_roll = time.perf_counter() - t0
