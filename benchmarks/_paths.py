@@ -79,6 +79,13 @@ def data_file(relative: str) -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a benchmark's worker process: this checkout first on ``PYTHONPATH`` (so the
+    child imports the same code as the parent, installed or not), plus ``extra`` variables."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def _shown(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
@@ -86,5 +93,5 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-__all__ = ["DATA_ENV", "REPO", "TRACKED_DIR", "UNTRACKED_DIR", "add_out_argument", "data_dir", "data_file",
+__all__ = ["DATA_ENV", "REPO", "TRACKED_DIR", "UNTRACKED_DIR", "add_out_argument", "child_env", "data_dir", "data_file",
            "out_path", "write_json"]

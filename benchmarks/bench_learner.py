@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _paths import out_path, write_json
+from _paths import child_env, out_path, write_json
 
 
 #: Model shapes: (hidden, layers, heads, kv_heads, intermediate, vocab, architecture).
@@ -392,8 +392,8 @@ def run_isolated(side: str, cfg: BenchConfig) -> dict[str, Any]:
     """Run one side in a fresh Python process and return its JSON result."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", side,
            "--config-json", json.dumps(dataclasses.asdict(cfg))]
-    env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
-           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = child_env(OMP_NUM_THREADS=str(cfg.threads), MKL_NUM_THREADS=str(cfg.threads), HF_HUB_OFFLINE="1",
+                    TOKENIZERS_PARALLELISM="false")
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{side} worker failed (exit {out.returncode}):\n{out.stderr[-4000:]}")

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from _paths import add_out_argument, out_path, write_json
+from _paths import add_out_argument, child_env, out_path, write_json
 
 VOCAB = 151_936
 CPU_SHAPES = [(1, 256), (2, 512), (4, 512)]
@@ -100,7 +100,7 @@ def worker(path: str, device: str, batch: int, length: int, chunk_size: int) -> 
 def run_isolated(path: str, device: str, batch: int, length: int, chunk_size: int) -> dict:
     cmd = [sys.executable, __file__, "--worker", path, "--device", device, "--batch", str(batch),
            "--length", str(length), "--chunk-size", str(chunk_size)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=child_env())
     if out.returncode != 0:
         raise RuntimeError(f"worker {path} {batch}x{length} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _paths import add_out_argument, out_path, write_json
+from _paths import add_out_argument, child_env, out_path, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ["warmstart_steps=0", "batch_size=8", "group_size=8", "mini_batch_size=8", "micro_batch_size=16",
@@ -49,7 +49,7 @@ def run(procs: int, steps: int, out_dir: Path) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(procs), "--master-port",
            str(_free_port()), "-m", "dapo_env.learners.train", "--max-steps", str(steps), "--out-dir",
            str(out_dir), "--run-name", f"p{procs}", "--no-progress", "--set", *OVERRIDES]
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env = child_env(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     wall = time.perf_counter() - t0

@@ -121,4 +121,20 @@ class DifficultySampler:
         self.seen = np.asarray(state["seen"], dtype=np.int64)
 
 
-__all__ = ["DifficultySampler"]
+def resolve_difficulty(value: DifficultySampler | bool | None, num_problems: int,
+                       group_size: int) -> DifficultySampler | None:
+    """A group env's ``difficulty=`` argument as a sampler: ``True`` builds one with the defaults, ``None`` or
+    ``False`` turns it off, a :class:`DifficultySampler` is checked against the env's problems and G."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DifficultySampler(num_problems, group_size)
+    if not isinstance(value, DifficultySampler):
+        raise TypeError(f"difficulty must be a DifficultySampler, True or None, got {type(value).__name__}")
+    if (value.num_problems, value.group_size) != (num_problems, group_size):
+        raise ValueError(f"the DifficultySampler was built for {value.num_problems} problems and G={value.group_size}; "
+                         f"this env has {num_problems} problems and G={group_size}: build it with those")
+    return value
+
+
+__all__ = ["DifficultySampler", "resolve_difficulty"]

@@ -7,7 +7,7 @@ the observation or in any info dict before the step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -130,6 +130,33 @@ def build_id_index(problems: Sequence[Problem]) -> dict[str, int]:
     return index
 
 
+def draw_problem_indices(problems: Sequence[Problem], num_prompts: int, rng: np.random.Generator,
+                         options: Mapping[str, Any] | None, id_index: Callable[[], dict[str, int]],
+                         difficulty: Any = None) -> np.ndarray:
+    """The ``num_prompts`` problem indices of a group env's next prompts: ``options["indices"]`` or
+    ``options["ids"]`` when given (checked), else drawn by ``difficulty`` (a
+    :class:`~dapo_env.difficulty.DifficultySampler`) or uniformly without replacement.
+
+    ``id_index`` returns the id -> index map (built lazily by the caller: only ``ids`` needs it).
+    """
+    n, b = len(problems), num_prompts
+    if options and "indices" in options:
+        indices = np.asarray(options["indices"], dtype=np.int64)
+        if indices.shape != (b,) or (indices < 0).any() or (indices >= n).any():
+            raise ValueError(f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
+        return indices
+    if options and "ids" in options:
+        known = id_index()
+        ids = [str(i) for i in options["ids"]]
+        missing = [i for i in ids if i not in known]
+        if len(ids) != b or missing:
+            raise ValueError(f"options['ids'] must name {b} known problem ids; unknown: {missing[:5]}")
+        return np.array([known[i] for i in ids], dtype=np.int64)
+    if difficulty is not None:
+        return difficulty.draw(rng, b)
+    return rng.choice(n, size=b, replace=b > n)
+
+
 class ReasoningEnv(gym.Env[str, str]):
     """A reasoning task as a one-step Gymnasium environment.
 
@@ -234,5 +261,5 @@ class ReasoningEnv(gym.Env[str, str]):
         return None
 
 
-__all__ = ["MAX_TEXT_LENGTH", "ReasoningEnv", "as_completion", "is_truncated", "render_prompt", "resolve_task",
+__all__ = ["MAX_TEXT_LENGTH", "ReasoningEnv", "as_completion", "build_id_index", "draw_problem_indices", "is_truncated", "render_prompt", "resolve_task",
            "step_info"]

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 from gymnasium.utils import seeding
 
-from dapo_env.envs import as_completion, build_id_index, load_problems, resolve_task
+from dapo_env.difficulty import DifficultySampler, resolve_difficulty
+from dapo_env.envs import as_completion, build_id_index, draw_problem_indices, load_problems, resolve_task
 from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
@@ -73,6 +74,9 @@ class EpisodeGroupEnv:
             cache_length=, factor=)`` or ``True`` (the paper's 20480/4096): DAPO's soft penalty of
             the tokens the model sampled in the episode.
         overlong_filter: exclude truncated episodes from the loss (``loss_mask`` False).
+        difficulty: difficulty-aware problem draws, as for :class:`~dapo_env.vector.GroupVectorEnv`
+            (``True`` or a :class:`~dapo_env.difficulty.DifficultySampler`); updated with each rollout's
+            solved counts.
         **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``).
 
     Each ``Group``'s infos hold per episode: ``correct`` (solved), ``score`` (the episode return), ``extracted``
@@ -99,7 +103,7 @@ class EpisodeGroupEnv:
                  max_turns: int | None = None, max_episode_tokens: int | None = None, workers: int = 0,
                  timeout_s: float = 10.0, threads: int = 1, reward_map: tuple[float, float] | None = None,
                  overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
-                 overlong_filter: bool = False,
+                 overlong_filter: bool = False, difficulty: DifficultySampler | bool | None = None,
                  **task_kwargs: Any) -> None:
         for name, value in (("num_prompts", num_prompts), ("group_size", group_size), ("threads", threads)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -112,6 +116,7 @@ class EpisodeGroupEnv:
         self.chat = chat_tokens(tokenizer, system_prompt, template_kwargs)
         self.num_prompts, self.group_size = num_prompts, group_size
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
+        self.difficulty = resolve_difficulty(difficulty, len(self.problems), group_size)
         self._np_random, _ = seeding.np_random(None)
         self._indices: np.ndarray | None = None  # (B,) problem indices of the next rollout
         self._id_index: dict[str, int] | None = None
@@ -141,22 +146,14 @@ class EpisodeGroupEnv:
         return self.chat.prompt(content) if self.chat is not None else (content, None)
 
     def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
-        """B problem indices: ``options["indices"]`` / ``options["ids"]``, else drawn without replacement."""
-        n, b = len(self.problems), self.num_prompts
-        if options and "indices" in options:
-            indices = np.asarray(options["indices"], dtype=np.int64)
-            if indices.shape != (b,) or (indices < 0).any() or (indices >= n).any():
-                raise ValueError(
-                    f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
-            return indices
-        if options and "ids" in options:
-            self._id_index = self._id_index or build_id_index(self.problems)
-            ids = [str(i) for i in options["ids"]]
-            missing = [i for i in ids if i not in self._id_index]
-            if len(ids) != b or missing:
-                raise ValueError(f"options['ids'] must name {b} known problem ids; unknown: {missing[:5]}")
-            return np.array([self._id_index[i] for i in ids], dtype=np.int64)
-        return self._np_random.choice(n, size=b, replace=b > n)
+        """B problem indices: ``options["indices"]`` / ``options["ids"]``, by difficulty, else drawn without
+        replacement."""
+        return draw_problem_indices(self.problems, self.num_prompts, self._np_random, options, self._ids,
+                                    self.difficulty)
+
+    def _ids(self) -> dict[str, int]:
+        self._id_index = self._id_index or build_id_index(self.problems)
+        return self._id_index
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -194,6 +191,8 @@ class EpisodeGroupEnv:
         size = self.group_size
         groups = [self._group(b, episodes[b * size:(b + 1) * size]) for b in range(self.num_prompts)]
         self.rollout_stats = self._stats(episodes, calls)
+        if self.difficulty is not None:
+            self.difficulty.update(self._indices, [g.num_correct for g in groups])
         self._rounds += 1
         self._indices = self._draw(None)
         return groups
@@ -256,15 +255,19 @@ class EpisodeGroupEnv:
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The RNG state, the next rollout's problem indices and the rollout counter (JSON-serialisable)."""
+        """The RNG state, the next rollout's problem indices, the rollout counter and the difficulty beliefs
+        (JSON-serialisable)."""
         return {"rng": self._np_random.bit_generator.state, "rounds": self._rounds,
-                "indices": None if self._indices is None else [int(i) for i in self._indices]}
+                "indices": None if self._indices is None else [int(i) for i in self._indices],
+                "difficulty": None if self.difficulty is None else self.difficulty.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: the next rollouts draw the same problems as the saved run."""
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = dict(state["rng"])
         self._np_random, self._rounds = rng, int(state["rounds"])
+        if self.difficulty is not None and state.get("difficulty") is not None:
+            self.difficulty.load_state_dict(state["difficulty"])
         self._indices = None if state["indices"] is None else np.asarray(state["indices"], dtype=np.int64)
 
     def close(self) -> None:

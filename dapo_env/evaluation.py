@@ -11,6 +11,9 @@ Pure functions on per-problem counts, torch-free, for any evaluation loop (``dap
   "same answer" is the verifier's own equivalence (``\\frac12`` and ``0.5`` are one answer for a math
   verifier), not string equality.
 
+The verifier's equivalence comes from :func:`answer_equivalence`, and :func:`summarize_records` computes
+every metric from per-sample records (the lines ``dapo-env eval`` and the trainer write).
+
 Confidence intervals are percentile bootstrap intervals over problems (a fixed seed, so reports are
 reproducible), the right notion when problems are the unit that varies between benchmarks.
 
@@ -23,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -167,4 +171,112 @@ def group_counts(records: Sequence[Mapping[str, Any]], *, key: str = "problem_id
     return {problem: (n, c) for problem, (n, c) in out.items()}
 
 
-__all__ = ["bootstrap_ci", "default_ks", "group_counts", "majority_correct", "pass_at_k", "summarize"]
+# --- answer equivalence and per-sample records ------------------------------------------------------------------------
+def answer_equivalence(verifier: Any) -> Callable[[str, str], bool]:
+    """Whether two extracted answers are the same answer, as ``verifier`` sees it (maj@k groups by this).
+
+    - a verifier with a ``same_answer(a, b) -> bool`` method decides itself (a task's own equivalence);
+    - :class:`~dapo_env.verifiers.MathVerifier`: its own grading of ``a`` (as a boxed answer) against
+      ``b`` as the gold answer, so ``\\frac12`` and ``0.5`` are one answer (the ``dapo`` format
+      compares its normalised strings, as its scorer does);
+    - :class:`~dapo_env.verifiers.CodeVerifier`: equal programs after normalisation (parsed and
+      unparsed: comments, blank lines and formatting do not count);
+    - anything else: equal text up to surrounding and repeated whitespace.
+
+    Example:
+        >>> from dapo_env.verifiers import CodeVerifier
+        >>> answer_equivalence(CodeVerifier())("def f(x):\\n    return x+1  # add", "def f(x): return (x + 1)")
+        True
+    """
+    from dapo_env.verifiers import CodeVerifier, MathVerifier
+
+    own = getattr(verifier, "same_answer", None)
+    if callable(own):
+        return lambda a, b: bool(own(a, b))
+    if isinstance(verifier, MathVerifier) and getattr(verifier, "answer_format", None) != "dapo":
+        return lambda a, b: _same_text(a, b) or bool(verifier(f"\\boxed{{{a}}}", b).correct)
+    if isinstance(verifier, CodeVerifier):
+        return lambda a, b: _normal_program(a) == _normal_program(b)
+    return _same_text
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(str(a).split()) == " ".join(str(b).split())
+
+
+def _normal_program(code: str) -> str:
+    try:
+        return ast.unparse(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "\n".join(line.rstrip() for line in str(code).strip().splitlines() if line.strip())
+
+
+def _memoized(same: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+    """``same`` with a fast path for identical strings and a cache (maj@k compares each answer to each group)."""
+    memo: dict[tuple[str, str], bool] = {}
+
+    def check(a: str, b: str) -> bool:
+        if a == b:
+            return True
+        if (a, b) not in memo:
+            memo[(a, b)] = bool(same(a, b))
+        return memo[(a, b)]
+
+    return check
+
+
+# --- summary from records ----------------------------------------------------------------------------
+def summarize_records(records: Sequence[Mapping[str, Any]], *, same: Callable[[str, str], bool] | None = None,
+                      level: float = 0.95) -> dict[str, Any]:
+    """The metrics of an eval from its per-sample records (the lines of ``samples.jsonl``).
+
+    Problems are grouped by ``index`` (``problem_id`` when absent). Sampled records give pass@k for
+    k = 1, 2, 4, ..., n (:func:`~dapo_env.evaluation.pass_at_k`, unbiased), ``avg@n`` and ``maj@n``
+    (majority of the extracted answers, grouped by ``same``); greedy records give ``greedy``.
+
+    Returns:
+        ``{"metrics": {name: {"value", "ci95"}}, "problems", "n", "notes"}``; ``maj@n`` is left out (with a
+        note) when the verifier extracted no answer at all.
+
+    Example:
+        >>> recs = [{"index": 0, "greedy": False, "sample": s, "correct": c, "extracted": e}
+        ...         for s, (c, e) in enumerate([(True, "1"), (False, "2"), (True, "1")])]
+        >>> m = summarize_records(recs)["metrics"]
+        >>> round(m["pass@2"]["value"], 4), round(m["avg@3"]["value"], 4), m["maj@3"]["value"]
+        (1.0, 0.6667, 1.0)
+    """
+    sampled: dict[Any, list[Mapping[str, Any]]] = {}
+    greedy: dict[Any, bool] = {}
+    for r in records:
+        key = r.get("index", r.get("problem_id"))
+        if r.get("greedy"):
+            greedy[key] = bool(r["correct"])
+        else:
+            sampled.setdefault(key, []).append(r)
+    notes: list[str] = []
+    metrics: dict[str, dict[str, Any]] = {}
+    if sampled:
+        problems = list(sampled)
+        groups = [sorted(sampled[p], key=lambda r: r.get("sample", 0)) for p in problems]
+        counts = [(len(g), sum(bool(r["correct"]) for r in g)) for g in groups]
+        n = min(c for c, _ in counts)
+        answered = any(r.get("extracted") is not None for g in groups for r in g)
+        check = _memoized(same or _same_text)
+        majority = ([majority_correct([r.get("extracted") for r in g], [bool(r["correct"]) for r in g], same=check)
+                     for g in groups] if answered else None)
+        if not answered:
+            notes.append(f"maj@{n} left out: the verifier extracted no answer from any sample")
+        with_greedy = [greedy[p] for p in problems] if greedy and all(p in greedy for p in problems) else None
+        out = summarize(counts, ks=default_ks(n), majority=majority, greedy=with_greedy, level=level)
+        names = [k for k in out if k.startswith(("pass@", "avg@", "maj@")) or k == "greedy"]
+        metrics = {k: {"value": out[k], "ci95": list(out["ci"][k])} for k in names}
+    if greedy and "greedy" not in metrics:
+        values = [float(v) for v in greedy.values()]
+        metrics["greedy"] = {"value": sum(values) / len(values), "ci95": list(bootstrap_ci(values, level=level))}
+    return {"metrics": metrics, "problems": len(set(sampled) | set(greedy)),
+            "n": min((len(g) for g in sampled.values()), default=0), "notes": notes}
+
+
+
+__all__ = ["answer_equivalence", "bootstrap_ci", "default_ks", "group_counts", "majority_correct", "pass_at_k",
+           "summarize", "summarize_records"]

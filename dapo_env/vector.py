@@ -21,10 +21,12 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from dapo_env.difficulty import DifficultySampler, resolve_difficulty
 from dapo_env.envs import (
     MAX_TEXT_LENGTH,
     as_completion,
     build_id_index,
+    draw_problem_indices,
     load_problems,
     render_prompt,
     resolve_task,
@@ -100,6 +102,10 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         chat_template: a tokenizer with ``apply_chat_template``; observations are chat-formatted.
         system_prompt: system message for the chat template.
         render_mode: unused; accepted for Gymnasium's ``make_vec``.
+        difficulty: difficulty-aware prompt draws (:mod:`dapo_env.difficulty`): ``True`` for the default
+            :class:`~dapo_env.difficulty.DifficultySampler`, or one built for this env's problems and G. Each
+            step's group counts update it; draws favour problems likely to give an informative group (never
+            below its floor). ``None`` (default) draws uniformly.
         **task_kwargs: passed to ``task.load``.
 
     ``step_groups(responses)`` takes B*G ``str`` or :class:`~dapo_env.types.Completion` in observation order
@@ -144,6 +150,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         chat_template: ChatTokenizer | None = None,
         system_prompt: str | None = None,
         render_mode: str | None = None,
+        difficulty: DifficultySampler | bool | None = None,
         **task_kwargs: Any,
     ) -> None:
         task_kwargs.pop("max_episode_steps", None)  # make_vec forwards a spec's limit; episodes are one step
@@ -172,6 +179,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = UnicodeText(MAX_TEXT_LENGTH)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
+        self.difficulty = resolve_difficulty(difficulty, len(self.problems), group_size)
         self._indices: np.ndarray | None = None  # (B,) problem indices of the current prompts
         self._prompts: tuple[str, ...] = ()
         self._id_index: dict[str, int] | None = None
@@ -191,22 +199,13 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         return self._prompts
 
     def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
-        """B problem indices: from ``options`` (``indices`` / ``ids``) or drawn without replacement."""
-        n, b = len(self.problems), self.num_prompts
-        if options and "indices" in options:
-            indices = np.asarray(options["indices"], dtype=np.int64)
-            if indices.shape != (b,) or (indices < 0).any() or (indices >= n).any():
-                raise ValueError(f"options['indices'] must hold {b} problem indices in [0, {n}), got {options['indices']!r}")
-            return indices
-        if options and "ids" in options:
-            if self._id_index is None:
-                self._id_index = build_id_index(self.problems)
-            ids = [str(i) for i in options["ids"]]
-            missing = [i for i in ids if i not in self._id_index]
-            if len(ids) != b or missing:
-                raise ValueError(f"options['ids'] must name {b} known problem ids; unknown: {missing[:5]}")
-            return np.array([self._id_index[i] for i in ids], dtype=np.int64)
-        return self.np_random.choice(n, size=b, replace=b > n)
+        """B problem indices: from ``options`` (``indices`` / ``ids``), by difficulty, or drawn without replacement."""
+        return draw_problem_indices(self.problems, self.num_prompts, self.np_random, options, self._ids, self.difficulty)
+
+    def _ids(self) -> dict[str, int]:
+        if self._id_index is None:
+            self._id_index = build_id_index(self.problems)
+        return self._id_index
 
     def _show(self, indices: np.ndarray) -> None:
         self._indices = indices
@@ -257,6 +256,8 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             groups.append(Group(problem_id=problems[start].id, prompt=self._prompts[start],
                                 completions=tuple(completions[i] for i in span), rewards=tuple(rewards),
                                 correct=tuple(correct), loss_mask=tuple(loss_mask), infos=tuple(infos)))
+        if self.difficulty is not None:
+            self.difficulty.update(self._indices, [g.num_correct for g in groups])
         self._show(self._draw(None))  # same-step autoreset: the next prompts are shown now
         return groups
 
@@ -294,10 +295,12 @@ class GroupVectorEnv(gym.vector.VectorEnv):
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The RNG state and current prompts' problem indices (JSON-serialisable) for exact resume."""
+        """The RNG state, current prompts' problem indices and difficulty beliefs (JSON-serialisable) for
+        exact resume."""
         return {
             "rng": self.np_random.bit_generator.state,
             "indices": None if self._indices is None else [int(i) for i in self._indices],
+            "difficulty": None if self.difficulty is None else self.difficulty.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -305,6 +308,8 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = dict(state["rng"])
         self._np_random = rng
+        if self.difficulty is not None and state.get("difficulty") is not None:
+            self.difficulty.load_state_dict(state["difficulty"])
         if state["indices"] is None:
             self._indices, self._prompts = None, ()
         else:

@@ -1,7 +1,12 @@
 """Atomic training checkpoints: model, optimizer, scheduler, RNG states, sampler state, counters.
 
 Layout: ``<run_dir>/checkpoints/step_<N>/`` holds ``model/`` (``save_pretrained`` + tokenizer, so
-``dapo-env eval --model`` loads it directly) and ``trainer_state.pt`` (everything else). A checkpoint
+``dapo-env eval --model`` loads it directly) and ``trainer_state.pt`` (everything else). In a LoRA run
+``model/`` holds the adapter only, in peft's format (``adapter_config.json`` + ``adapter_model.safetensors``,
++ tokenizer), and the adapter config's ``base_model_name_or_path`` names the frozen base: the run's
+``<run_dir>/base_model/`` (written once, as ``../../../base_model``, so a moved run folder still loads) or
+the absolute path of the ``--model`` folder it was trained on unchanged. :func:`load_pretrained` loads
+either kind of ``model/`` folder. A checkpoint
 is written to ``step_<N>.tmp`` and renamed into place, so a run killed mid-write never leaves a
 half-written checkpoint that :func:`latest_checkpoint` would pick.
 
@@ -28,6 +33,10 @@ import numpy as np
 import torch
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+
+#: A LoRA run's frozen base model folder inside the run folder, and how a checkpoint's adapter names it.
+BASE_MODEL_DIR = "base_model"
+RUN_BASE_REF = f"../../../{BASE_MODEL_DIR}"  # relative to <run_dir>/checkpoints/step_N/model
 
 
 def check_run_dir(run_dir: str | Path, *, resume: bool, overwrite: bool) -> str | None:
@@ -94,7 +103,7 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: Any,
-                    trainer_state: Mapping[str, Any], keep: int = 2) -> Path:
+                    trainer_state: Mapping[str, Any], keep: int = 2, base_model: str | None = None) -> Path:
     """Write checkpoint ``step`` atomically and prune all but the newest ``keep`` (0 keeps all).
 
     Args:
@@ -104,6 +113,8 @@ def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: An
         tokenizer: saved next to the model (``None`` skips it).
         trainer_state: optimizer/scheduler state dicts, RNG states, sampler state, counters.
         keep: how many checkpoints to keep.
+        base_model: a model carrying a LoRA adapter saves the adapter only, naming this base model folder
+            (default: the run's ``base_model/``, see :func:`save_base_model`).
 
     Returns:
         The checkpoint folder.
@@ -115,8 +126,15 @@ def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: An
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    with quiet_progress():
-        model.save_pretrained(tmp / "model")
+    from .lora import has_lora
+
+    if has_lora(model):
+        from .lora import save_adapter
+
+        save_adapter(model, tmp / "model", base_model=base_model or RUN_BASE_REF)
+    else:
+        with quiet_progress():
+            model.save_pretrained(tmp / "model")
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp / "model")
     torch.save(dict(trainer_state, step=step), tmp / "trainer_state.pt")
@@ -158,19 +176,77 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
     return torch.load(Path(checkpoint) / "trainer_state.pt", map_location="cpu", weights_only=False)
 
 
-def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
-    """A checkpoint's model (fp32) and tokenizer."""
+def save_base_model(run_dir: str | Path, model: Any, tokenizer: Any) -> Path:
+    """Write the frozen base of a model carrying a LoRA adapter (no adapter, not merged) to
+    ``<run_dir>/base_model/`` atomically, with the tokenizer: what the run's checkpoints apply their adapter to."""
+    from .lora import base_model
+
+    final = Path(run_dir) / BASE_MODEL_DIR
+    tmp = final.with_name(BASE_MODEL_DIR + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with quiet_progress():
+        base_model(model).save_pretrained(tmp)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    _fsync_tree(tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def is_adapter_folder(model_dir: str | Path) -> bool:
+    """Whether a model folder holds a LoRA adapter (peft's ``adapter_config.json``) rather than full weights."""
+    from .lora import CONFIG_FILE
+
+    return (Path(model_dir) / CONFIG_FILE).is_file()
+
+
+def load_pretrained(model_dir: str | Path, *, trainable: bool = True) -> tuple[Any, Any]:
+    """The model (fp32) and tokenizer of a model folder: full weights (``save_pretrained``) or a LoRA adapter
+    folder (base model rebuilt from the adapter config's ``base_model_name_or_path``, adapter injected; needs
+    the ``lora`` extra). ``trainable=False`` freezes every parameter (evaluation).
+
+    Example:
+        >>> load_pretrained("/nonexistent")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: /nonexistent is not a model folder: pass a folder written by save_pretrained or a run's checkpoints/step_N/model
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = str(Path(checkpoint) / "model")
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a model folder: pass a folder written by save_pretrained or a run's "
+                                "checkpoints/step_N/model")
     with quiet_progress():
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), AutoTokenizer.from_pretrained(folder)
+        if is_adapter_folder(folder):
+            from .lora import load_lora_model, resolve_base
+
+            model = load_lora_model(folder, trainable=trainable)
+            has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+            return model, AutoTokenizer.from_pretrained(str(folder if has_tokenizer else resolve_base(folder)))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        if not trainable:
+            model.requires_grad_(False)
+        return model, AutoTokenizer.from_pretrained(str(folder))
+
+
+def load_model(checkpoint: str | Path) -> tuple[Any, Any]:
+    """A checkpoint's model (fp32; with its LoRA adapter in a LoRA run) and tokenizer."""
+    return load_pretrained(Path(checkpoint) / "model")
 
 
 def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
-    """Load a checkpoint's model weights into ``model`` in place (same architecture)."""
-    model.load_state_dict(load_model(checkpoint)[0].state_dict())
+    """Load a checkpoint's model weights into ``model`` in place (same architecture); a LoRA checkpoint's
+    base and adapter both (the adapter is added to a plain ``model`` first)."""
+    loaded = load_model(checkpoint)[0]
+    from .lora import add_lora, has_lora, lora_settings
+
+    if has_lora(loaded) and not has_lora(model):
+        add_lora(model, lora_settings(loaded))
+    model.load_state_dict(loaded.state_dict())
 
 
-__all__ = ["capture_rng_state", "check_run_dir", "latest_checkpoint", "list_checkpoints", "load_model",
-           "load_model_weights", "load_trainer_state", "quiet_progress", "restore_rng_state", "save_checkpoint"]
+__all__ = ["BASE_MODEL_DIR", "RUN_BASE_REF", "capture_rng_state", "check_run_dir", "is_adapter_folder",
+           "latest_checkpoint", "list_checkpoints", "load_model", "load_model_weights", "load_pretrained",
+           "load_trainer_state", "quiet_progress", "restore_rng_state", "save_base_model", "save_checkpoint"]

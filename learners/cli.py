@@ -16,8 +16,8 @@ as ``python -m`` would (the console script alone does not put it on ``sys.path``
 Example:
     >>> parse_overrides(["group_size=8", "overlong_filter=true", "lr=1e-4", "lr_schedule=cosine"])
     {'group_size': 8, 'overlong_filter': True, 'lr': 0.0001, 'lr_schedule': 'cosine'}
-    >>> build_parser().parse_args(["eval", "--model", "runs/r/checkpoints/step_000010/model"]).task
-    'Arithmetic-v0'
+    >>> eval_overrides(build_parser().parse_args(["eval", "--model", "runs/r", "--n", "8", "--size", "all"]))
+    {'size': None, 'n': 8}
 """
 
 from __future__ import annotations
@@ -141,23 +141,73 @@ def _async_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="accuracy of a model on a task split", formatter_class=_HelpFormatter,
-                       description="Accuracy of a local model on a task split (greedy by default).")
+    p = sub.add_parser(
+        "eval", help="pass@k / avg@k / maj@k / greedy accuracy of a checkpoint, with one record per response",
+        formatter_class=_HelpFormatter,
+        description="Evaluate a checkpoint. Inside a run folder (runs/<name>/checkpoints/step_N/model, or runs/<name> "
+                    "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
+                    "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
+                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
     p.add_argument("--model", required=True, metavar="PATH",
-                   help="local HF model folder, e.g. a run's checkpoints/step_N/model (required, no default)")
-    p.add_argument("--task", default="Arithmetic-v0", help="registered task id or name; `dapo-env tasks` lists them")
-    p.add_argument("--split", default="test", help="task split to evaluate on")
-    p.add_argument("--size", type=int, default=200, help="number of problems")
-    p.add_argument("--max-response-tokens", type=int, default=None, metavar="N",
-                   help="response budget in tokens (default: 1024, at most half the model's context)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy")
+                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder "
+                        "(required, no default)")
+    p.add_argument("--task", help="registered task id or name; `dapo-env tasks` lists them (default: the run's; "
+                                  "required outside a run folder)")
+    p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
+    p.add_argument("--size", metavar="N|all", help="the first N problems, or all (default: the run's eval_size, else 200)")
+    p.add_argument("--n", type=int, default=0, metavar="K",
+                   help="sampled responses per problem: pass@k for k = 1, 2, 4, ..., K, avg@K and maj@K "
+                        "(default: 0, greedy only)")
+    p.add_argument("--no-greedy", action="store_true", help="skip the greedy response of each problem (default: keep it)")
+    p.add_argument("--temperature", type=float,
+                   help="temperature of the K samples (default: the run's eval_temperature if > 0, else its temperature)")
+    p.add_argument("--top-p", type=float, help="nucleus mass of the K samples (default: the run's, else 1.0)")
+    p.add_argument("--max-response-tokens", type=int, metavar="N",
+                   help="response budget in tokens (default: the run's, else min(1024, half the model's context))")
+    p.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=None,
+                   help="wrap prompts with the tokenizer's chat template (default: as the run did, else off)")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
-                   help="your verifier, imported from the working directory first (default: the task's)")
-    p.add_argument("--device", default="cpu", help="torch device")
-    p.add_argument("--seed", type=int, default=0, help="seed of the problem order and sampling")
+                   help="your verifier, imported from the working directory first (default: the run's, else the task's)")
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="task knobs, e.g. --set max_value=50; may be repeated (default: the task's)")
+                   help="task knobs merged over the run's, e.g. --set max_value=50 or data_files=test.jsonl; may be "
+                        "repeated (default: the run's knobs)")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="rollout engine, from the trainer's engine registry (default: the run's, else hf)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's, else fp32")
+    p.add_argument("--device", help="torch device (default: the run's, else cpu)")
+    p.add_argument("--seed", type=int, help="sampling seed of the K samples (default: 0)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="responses per generation call (default: 256, the trainer's)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="eval folder (default: <run>/evals/step_<N>-<task>-<split>-n<K>, else ./evals/...)")
+    p.add_argument("--overwrite", action="store_true", help="start the eval folder over (default: resume it)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
     _common(p)
+
+
+def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The eval settings the ``eval`` flags set (everything else comes from the run, see ``eval_run``)."""
+    out: dict[str, Any] = {}
+    for flag in ("task", "split", "temperature", "top_p", "max_response_tokens", "chat_template", "verifier",
+                 "engine", "precision", "seed", "batch_size"):
+        if getattr(args, flag) is not None:
+            out[flag] = getattr(args, flag)
+    if args.size is not None:
+        if args.size != "all" and not args.size.isdigit():
+            raise ValueError(f"--size {args.size!r}: pass a number of problems or 'all'")
+        out["size"] = None if args.size == "all" else int(args.size)
+    if args.set:
+        out["task_kwargs"] = parse_overrides(args.set)
+    out["n"] = args.n
+    if args.no_greedy:
+        out["greedy"] = False
+    return out
+
+
+def _report_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="write a run folder's self-contained HTML report (curves, evals, samples)")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, e.g. runs/<name>")
+    p.add_argument("--out", type=Path, help="HTML file to write (default RUN_DIR/report.html)")
 
 
 def _tasks_parser(sub: Any) -> None:
@@ -263,25 +313,36 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .batch import autocast_dtype
-    from .engine import make_engine
-    from .evaluation import evaluate, load_eval_problems
-    from .rollout import resolve_task
-    from .trainer import build_model
+    from .eval_run import evaluate_checkpoint
 
-    knobs = parse_overrides(args.set)
-    cfg = build_config("dapo", overrides=dict(model=args.model, task=args.task, eval_split=args.split,
-                                              eval_size=args.size, device=args.device, verifier=args.verifier,
-                                              seed=args.seed, task_kwargs=knobs, overlong_penalty=False))
-    model, tok = build_model(cfg)
-    positions = getattr(model.config, "max_position_embeddings", None) or 2048
-    engine = make_engine("hf", model, tok, device=args.device, autocast_dtype=autocast_dtype(cfg.precision))
-    task = resolve_task(cfg)
-    problems = load_eval_problems(task, split=args.split, size=args.size, task_kwargs=knobs)
-    result = evaluate(engine, task, problems, max_response_tokens=args.max_response_tokens or min(1024, positions // 2),
-                      temperature=args.temperature, seed=args.seed)
-    print(json.dumps({"model": args.model, "task": args.task, "split": args.split, "size": len(problems),
-                      "temperature": args.temperature, "accuracy": result.accuracy}))
+    try:
+        outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
+                                      progress=not args.no_progress, **eval_overrides(args))
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("dapo-env eval: interrupted; rerun the same command to resume (finished problems are kept)",
+              file=sys.stderr)
+        return 130
+    summary = outcome.summary
+    settings = summary["settings"]
+    what = "greedy" if settings["greedy"] else ""
+    if settings["n"]:
+        what += f"{' + ' if what else ''}{settings['n']} samples (temperature {settings['temperature']})"
+    print(f"dapo-env eval: {settings['task']} {settings['split']}, {summary['problems']} problems, {what}")
+    print(f"{'metric':<10} {'value':>7}   95% CI")
+    for name, m in summary["metrics"].items():
+        print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
+    if outcome.published is not None:
+        print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
+    metrics = outcome.metrics
+    accuracy = metrics.get("greedy", metrics.get(f"avg@{settings['n']}"))
+    print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
+                      "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
+                      "out": str(outcome.out_dir)}))
     return 0
 
 
@@ -294,8 +355,8 @@ def task_kind(task: Any) -> str:
 
     Example:
         >>> from dapo_env.tasks import get_task
-        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0")]
-        ['math', 'code', 'procedural']
+        >>> [task_kind(get_task(env_id)) for env_id in ("DAPOMath-v0", "MBPP-v0", "Sort-v0", "GSM8KTool-v0")]
+        ['math', 'code', 'procedural', 'math']
     """
     own = getattr(task, "kind", None)  # a task class may say what it is
     if isinstance(own, str) and own:
@@ -307,7 +368,10 @@ def task_kind(task: Any) -> str:
         return "procedural"  # generated problems (a procedural source, or one with a default config)
     if isinstance(task.verifier, CodeVerifier):
         return "code"
-    return "math" if isinstance(task.verifier, MathVerifier) else "custom"
+    # a verifier that grades with a MathVerifier it holds (e.g. the tool tasks' final-answer grader) is math
+    if isinstance(task.verifier, MathVerifier) or isinstance(getattr(task.verifier, "math", None), MathVerifier):
+        return "math"
+    return "custom"
 
 
 def task_source(task: Any) -> str:
@@ -400,7 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["USER_ERRORS", "build_parser", "config_from_args", "main", "parse_overrides", "task_kind", "task_source"]
+__all__ = ["USER_ERRORS", "build_parser", "config_from_args", "eval_overrides", "main", "parse_overrides", "task_kind",
+           "task_source"]
 
 
 if __name__ == "__main__":

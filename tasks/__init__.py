@@ -12,6 +12,7 @@ from .registry import get_task, list_tasks, register_task, unregister_task
 # Built-in tasks: each module registers its task(s) on import.
 from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
 from . import guess_number  # noqa: E402,F401  (multi-turn)
+from . import multiturn_tasks  # noqa: E402,F401  (multi-turn, on the code sandbox)
 from .arithmetic import ArithmeticConfig
 from .countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 from .largest import LargestConfig

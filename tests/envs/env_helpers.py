@@ -109,8 +109,13 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
+# the multi-turn tasks that load their single-turn twin's data
+MULTI_TURN_TWINS = {"MBPPFeedback-v0": "MBPP-v0", "GSM8KTool-v0": "GSM8K-v0", "DAPOMathTool-v0": "DAPOMath-v0"}
+
+
 def fixture_kwargs(env_id: str, directory: Path) -> dict[str, Any]:
     """``gym.make`` kwargs that give ``env_id`` a small local data file (procedural tasks need none)."""
+    env_id = MULTI_TURN_TWINS.get(env_id, env_id)  # a multi-turn task reads its single-turn twin's rows
     if env_id == "DAPOMath-v0":
         return {"data_files": str(write_dapo_jsonl(directory / "dapo.jsonl", n=8))}
     if env_id in FIXTURE_ROWS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -53,6 +54,20 @@ _CORPUS = [
     "no guess found: answer with \"Answer: <integer>\", an integer from 1 to 16",
     "Compute 12+7. Answer: 19 Answer: 12 Answer: 4 Answer: 14 Answer: 15 Answer: 13 Answer: 11",
 ]
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
+# The multi-turn ids whose problems come from a dataset: the shipped samples make them run offline.
+OFFLINE_DATA = {
+    "MBPPFeedback-v0": {"data_files": str(SAMPLES / "mbpp_sample.jsonl")},
+    "GSM8KTool-v0": {"data_files": str(SAMPLES / "gsm8k_sample.jsonl")},
+    "DAPOMathTool-v0": {"data_files": str(SAMPLES / "dapo_math_17k_sample.jsonl")},
+}
+
+
+def offline_kwargs(env_id: str) -> dict[str, Any]:
+    """``gym.make`` keywords that load ``env_id`` offline (none for procedural ids)."""
+    return dict(OFFLINE_DATA.get(env_id, {}))
 
 
 def bpe_chat_tokenizer(template: str) -> PreTrainedTokenizerFast:

@@ -84,3 +84,85 @@ def test_fewer_uninformative_groups_than_uniform_draws() -> None:
 
     uniform, aware = zero_advantage_share(False), zero_advantage_share(True)
     assert uniform > 0.75 and aware < 0.45, (uniform, aware)
+
+
+# -- in the group envs -------------------------------------------------------------------------------------
+
+
+def _population_policy(env, seed: int):
+    """A fixed policy over the env's problems: 40 % always right, 40 % always wrong, 20 % a coin flip."""
+    from dapo_env import GroupVectorEnv  # noqa: F401  (env built by the caller)
+
+    rng = np.random.default_rng(seed)
+    kind = {p.id: k for p, k in zip(env.problems, np.random.default_rng(1).choice(3, len(env.problems), p=[.4, .4, .2]))}
+    by_prompt = {env.task.format_prompt(p): p for p in env.problems}
+
+    def generate(prompts):
+        out = []
+        for prompt in prompts:
+            problem = by_prompt[prompt]
+            right = {0: True, 1: False, 2: bool(rng.random() < 0.5)}[kind[problem.id]]
+            out.append(f"Answer: {problem.answer if right else 'none'}")
+        return out
+
+    return generate
+
+
+def _informative_share(difficulty: bool, steps: int = 60) -> float:
+    from dapo_env import GroupVectorEnv
+
+    env = GroupVectorEnv("Arithmetic-v0", num_envs=32, group_size=4, size=120, difficulty=difficulty)
+    generate = _population_policy(env, seed=0)
+    env.reset(seed=0)
+    informative = [g.informative for _ in range(steps) for g in env.rollout(generate)]
+    env.close()
+    return float(np.mean(informative[len(informative) // 3:]))  # after a first pass over the problems
+
+
+def test_group_env_draws_by_difficulty_and_makes_more_informative_groups() -> None:
+    plain, aware = _informative_share(False), _informative_share(True)
+    # uniform draws: 0.2 * (1 - 2 / 16) = 0.175 informative; by difficulty the coin-flip problems are drawn
+    # far more often (an always-right problem seen once already weighs ~0.28 against ~0.8)
+    assert plain == pytest.approx(0.175, abs=0.06)
+    assert aware > 1.6 * plain
+
+
+def test_group_env_difficulty_state_resumes_the_same_draws() -> None:
+    from dapo_env import GroupVectorEnv
+
+    def run(env, steps):
+        generate = _population_policy(env, seed=3)
+        return [g.problem_id for _ in range(steps) for g in env.rollout(generate)]
+
+    a = GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4, size=40, difficulty=True)
+    a.reset(seed=5)
+    run(a, 5)
+    state = a.state_dict()
+    assert sum(state["difficulty"]["seen"]) == 10
+    b = GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4, size=40, difficulty=True)
+    b.load_state_dict(state)
+    assert np.array_equal(a.difficulty.alpha, b.difficulty.alpha)
+    # the same policy randomness from here on: both draw the same problems
+    assert run(a, 4) == run(b, 4)
+    a.close(), b.close()
+
+
+def test_episode_env_updates_its_beliefs_with_solved_counts() -> None:
+    from dapo_env import EpisodeGroupEnv
+
+    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=3, difficulty=True)
+    env.reset(seed=0)
+    drawn = env.state_dict()["indices"]
+    env.rollout(lambda requests: ["Answer: 1"] * len(requests))
+    seen = np.asarray(env.state_dict()["difficulty"]["seen"])
+    assert seen.sum() == 2 and all(seen[i] >= 1 for i in drawn)
+    env.close()
+
+
+def test_a_sampler_built_for_other_problems_is_refused() -> None:
+    from dapo_env import GroupVectorEnv
+
+    with pytest.raises(ValueError, match="build it with those"):
+        GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4, size=40, difficulty=DifficultySampler(39, 4))
+    with pytest.raises(TypeError, match="DifficultySampler, True or None"):
+        GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4, size=40, difficulty="yes")

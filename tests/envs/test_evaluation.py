@@ -85,3 +85,70 @@ def test_bootstrap_interval_is_reproducible_and_narrows() -> None:
 def test_group_counts() -> None:
     records = [{"problem_id": p, "correct": c} for p, c in [("a", True), ("b", False), ("a", False), ("b", False)]]
     assert group_counts(records) == {"a": (2, 1), "b": (2, 0)}
+
+
+# --- answer_equivalence and summarize_records --------------------------------------------------------
+from dapo_env.evaluation import answer_equivalence, summarize_records  # noqa: E402
+from dapo_env.verifiers import CodeVerifier, MathVerifier  # noqa: E402
+
+
+def test_math_equivalence_is_the_verifiers_own_grading() -> None:
+    same = answer_equivalence(MathVerifier())
+    assert same("\\frac{1}{2}", "0.5") and same("0.5", "\\frac12") and same("1/2", "\\dfrac{1}{2}")
+    assert same("(x+1)^2", "x^2+2x+1")  # decided by the symbolic stage
+    assert not same("2", "3") and not same("\\frac{1}{2}", "0.25")
+    dapo = answer_equivalence(MathVerifier(answer_format="dapo"))  # its scorer compares normalised strings
+    assert dapo("12", "12") and not dapo("0.5", "1/2")
+
+
+def test_code_equivalence_ignores_formatting_and_comments_not_behaviour() -> None:
+    same = answer_equivalence(CodeVerifier(isolation="weak"))
+    assert same("def f(x):\n    # add one\n    return x+1\n", "def f(x): return (x + 1)")
+    assert not same("def f(x): return x + 1", "def f(x): return x + 2")
+    assert same("  return x\n", "  return x")  # not parseable alone: compared as trimmed text
+
+
+def test_a_verifiers_own_same_answer_wins_and_the_fallback_is_whitespace_insensitive_text() -> None:
+    class Mod7:
+        def __call__(self, response, reference):  # pragma: no cover - only its equivalence is used
+            raise AssertionError
+
+        def same_answer(self, a: str, b: str) -> bool:
+            return int(a) % 7 == int(b) % 7
+
+    assert answer_equivalence(Mod7())("1", "8") and not answer_equivalence(Mod7())("1", "9")
+    text = answer_equivalence(lambda response, reference: None)
+    assert text(" 2  3 5", "2 3 5") and not text("2 3 5", "2 35")
+
+
+def _records(extracted: list, correct: list[bool], index: int = 0) -> list[dict]:
+    return [{"index": index, "greedy": False, "sample": s, "extracted": e, "correct": c}
+            for s, (e, c) in enumerate(zip(extracted, correct))]
+
+
+def test_maj_at_k_groups_answers_by_the_verifiers_equivalence_not_strings() -> None:
+    recs = _records(["3", "3", "0.5", "\\frac12", "1/2"], [False, False, True, True, True])
+    assert summarize_records(recs)["metrics"]["maj@5"]["value"] == 0.0  # by strings "3" wins, 2 votes to 1 each
+    assert summarize_records(recs, same=answer_equivalence(MathVerifier()))["metrics"]["maj@5"]["value"] == 1.0
+
+
+def test_summarize_records_by_hand() -> None:
+    recs = (_records(["1", "2", "1", None], [True, False, True, False], index=0)
+            + _records([None, "5", "6", "6"], [False, True, False, False], index=1)
+            + [{"index": 0, "greedy": True, "sample": 0, "extracted": "1", "correct": True},
+               {"index": 1, "greedy": True, "sample": 0, "extracted": "6", "correct": False}])
+    out = summarize_records(recs)
+    m = {k: v["value"] for k, v in out["metrics"].items()}
+    # problem 0: c=2 of 4 -> pass@2 = 1 - C(2,2)/C(4,2) = 5/6; problem 1: c=1 -> pass@2 = 1 - C(3,2)/C(4,2) = 1/2
+    assert m["pass@1"] == pytest.approx((0.5 + 0.25) / 2) and m["pass@2"] == pytest.approx((5 / 6 + 0.5) / 2)
+    assert m["pass@4"] == 1.0 and m["avg@4"] == pytest.approx(0.375)
+    assert m["maj@4"] == 0.5 and m["greedy"] == 0.5  # majority "1" (right) and "6" (wrong)
+    assert (out["problems"], out["n"], out["notes"]) == (2, 4, [])
+
+
+def test_summarize_records_greedy_only_and_no_extracted_answers() -> None:
+    greedy = [{"index": i, "greedy": True, "sample": 0, "extracted": None, "correct": i < 3} for i in range(4)]
+    out = summarize_records(greedy)
+    assert list(out["metrics"]) == ["greedy"] and out["metrics"]["greedy"]["value"] == 0.75 and out["n"] == 0
+    out = summarize_records(_records([None, None], [True, False]))
+    assert "maj@2" not in out["metrics"] and "maj@2" in out["notes"][0]

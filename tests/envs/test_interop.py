@@ -51,8 +51,10 @@ INTEROP_FILE = ROOT / "dapo_env" / "interop.py"
 # --- right and wrong responses for a row ---------------------------------------------------------------
 def right_response(task_id: str, problem: Any) -> str:
     """A response the task's verifier accepts, from the problem's own data (no verifier internals)."""
-    if task_id == "MBPP-v0":
+    if task_id in ("MBPP-v0", "MBPPFeedback-v0"):
         return f"Here you go:\n```python\n{problem.metadata['code']}\n```"
+    if task_id == "GSM8KTool-v0":  # its final answer is a box
+        return f"Let me think step by step.\n\\boxed{{{problem.answer}}}"
     if task_id == "HumanEval-v0":
         return f"```python\n{problem.answer.prefix}{problem.metadata['canonical_solution']}```"
     if task_id == "Countdown-v0":
@@ -61,7 +63,7 @@ def right_response(task_id: str, problem: Any) -> str:
 
 
 def wrong_response(task_id: str) -> str:
-    if task_id in ("MBPP-v0", "HumanEval-v0"):
+    if task_id in ("MBPP-v0", "MBPPFeedback-v0", "HumanEval-v0"):
         return "```python\ndef f(*args):\n    return None\n```"
     return "I think it is hard.\nAnswer: 123456789"
 

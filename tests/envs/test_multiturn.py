@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from multiturn_helpers import CHATML, Bisection, bpe_chat_tokenizer
+from multiturn_helpers import CHATML, OFFLINE_DATA, Bisection, bpe_chat_tokenizer, offline_kwargs
 
 import dapo_env
 import dapo_env.multiturn
@@ -46,7 +46,7 @@ def test_the_module_docstrings_run() -> None:
 def test_check_env_passes_without_warnings_on_every_multi_turn_id(env_id: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make(env_id)
+        env = gym.make(env_id, **offline_kwargs(env_id))
         check_env(env.unwrapped)
         obs, info = env.reset(seed=3)  # and through gym.make's checker wrappers
         assert isinstance(obs, str) and obs and "answer" not in info
@@ -332,7 +332,8 @@ def test_any_actions_end_within_k_turns_with_replies_that_only_compare() -> None
     check()
 
 
-@pytest.mark.parametrize("env_id", list_tasks("multi-turn"))
+# (the data-backed ids play other games: their vector test is in tests/tasks/test_multiturn_tasks.py)
+@pytest.mark.parametrize("env_id", [i for i in list_tasks("multi-turn") if i not in OFFLINE_DATA])
 def test_make_vec_with_gymnasiums_defaults_on_every_multi_turn_id(env_id: str) -> None:
     """Sync and async vector envs with default arguments play whole episodes (same-step autoreset: the step
     that ends an episode returns the next episode's prompt, its last reply in final_obs)."""

@@ -115,6 +115,10 @@ def test_async_config_errors_name_the_fix(tmp_path: Path) -> None:
         preset("tiny", loss="cispo", clip_c=3.0)
     with pytest.raises(ValueError, match="known|registered policy loss"):
         preset("tiny", loss="ppo")
+    with pytest.raises(ValueError, match="difficulty_sampling.*max_staleness=0"):
+        preset("tiny", max_staleness=1, difficulty_sampling=True)
+    with pytest.raises(ValueError, match="lora_rank.*rollout_worker=false"):
+        preset("tiny", rollout_worker=True, lora_rank=4)
     assert preset("tiny", max_staleness=2).uses_rollout_worker and not preset("tiny").uses_rollout_worker
 
 

@@ -153,3 +153,17 @@ def test_bf16_precision_trains_with_fp32_weights_and_a_small_mismatch(tmp_path: 
 def test_precision_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="precision"):
         tiny_config(tmp_path, precision="fp16")
+
+
+def test_difficulty_sampling_logs_its_beliefs_and_checkpoints_them(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, max_steps=2, checkpoint_every=2, plot_every=0, eval_every=0)
+    cfg = cfg.with_overrides({"difficulty_sampling": True})
+    trainer = Trainer(cfg)
+    records = [m for m in trainer.fit().metrics if m["step"] > 0]
+    for record in records:
+        assert 0 < record["difficulty/seen_share"] <= 1 and 0 <= record["difficulty/expected_informative"] <= 1
+    beliefs = trainer.sampler.source.difficulty
+    generated_groups = sum(r["rollout/samples_generated"] for r in records) // cfg.group_size
+    assert beliefs.seen.sum() == generated_groups  # every generated group updated its problem's belief
+    resumed = Trainer(cfg.with_overrides({"max_steps": 3}), resume=True)
+    assert np.array_equal(resumed.sampler.source.difficulty.alpha, beliefs.alpha)

@@ -15,7 +15,7 @@ RUNNABLE = [block for block in BLOCKS if "part1.jsonl" not in block]
 
 
 def test_doc_has_the_expected_examples() -> None:
-    assert len(BLOCKS) == 7 and len(RUNNABLE) == 6
+    assert len(BLOCKS) == 8 and len(RUNNABLE) == 7
 
 
 @pytest.mark.parametrize("index", range(len(RUNNABLE)))

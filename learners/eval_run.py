@@ -1,0 +1,517 @@
+"""``dapo-env eval``: K samples per problem from a checkpoint, one record per sample, pass@k / avg@k / maj@k / greedy.
+
+:func:`evaluate_checkpoint` takes a model folder (usually ``runs/<name>/checkpoints/step_N/model``, or a
+run folder for its newest checkpoint) and, when it sits inside a run folder, evaluates it the way the run
+did: the run's task and task knobs, held-out split and size, chat template, custom verifier, response
+limit, precision and engine (every one overridable). :func:`run_eval` is the loop for an engine you
+already have. Each problem gets one greedy response (the run's ``eval/accuracy``) and ``n`` sampled ones;
+the metrics are computed from the records by :mod:`dapo_env.evaluation` (unbiased pass@k for
+k = 1, 2, 4, ..., n, avg@n, maj@n over the verifier's own answer equivalence, greedy accuracy, each with a
+95% bootstrap interval over problems).
+
+An eval folder holds:
+
+- ``eval.json``: the settings and the model's identity (a weights fingerprint);
+- ``samples.jsonl``: one record per response (the run folder's ``eval/step_<N>.jsonl`` format plus
+  ``index``, the problem's position, and ``greedy``): ``problem_id``, ``index``, ``prompt``, ``completion``,
+  ``extracted``, ``correct`` (a truncated response is wrong), ``reason``, ``tokens``, ``finish_reason``,
+  ``sample`` (0..n-1; 0 for greedy), ``greedy``, ``answer`` (the reference when it is a string);
+- ``summary.json``: ``{"metrics": {"pass@1": {"value": .., "ci95": [lo, hi]}, ...}, "task": .., ...}``.
+
+Generation runs in fixed units (the greedy pass ``batch_size`` problems at a time, the sampled pass
+``batch_size // n`` problems at a time, each unit seeded from its first problem), and each unit's records
+are appended and flushed at once. Rerunning the same command resumes: finished problems are skipped,
+and because a unit's samples depend only on the seed and the unit, a resumed eval writes what an
+uninterrupted one would have. Different settings or weights in the same folder are refused.
+
+Example:
+    >>> s = settings_from_run({"task": "Largest-v0", "eval_size": 50, "max_response_tokens": 16}, n=8)
+    >>> (s.task, s.size, s.n, s.sample_chunk)
+    ('Largest-v0', 50, 8, 32)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dapo_env.evaluation import answer_equivalence, summarize_records
+from dapo_env.types import Problem
+
+SETTINGS_FILE, SAMPLES_FILE, SUMMARY_FILE = "eval.json", "samples.jsonl", "summary.json"
+PRECISIONS = ("fp32", "bf16")
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSettings:
+    """What an evaluation generates and how it is graded (everything that changes the records).
+
+    Attributes:
+        task: registered task name or Gymnasium id.
+        task_kwargs: the task loader's knobs (e.g. ``{"max_value": 9}``).
+        split: the split evaluated; its first ``size`` problems (``None``: all of them).
+        n: sampled responses per problem (``0``: greedy only).
+        greedy: also decode each problem greedily (the trainer's held-out accuracy).
+        temperature, top_p: the sampling of the ``n`` responses.
+        max_response_tokens: the response budget; a response cut there counts as wrong.
+        chat_template: wrap prompts with the tokenizer's chat template (as the run did).
+        verifier: a custom ``"module:function"`` verifier replacing the task's.
+        seed: the sampling seed (each unit's seed is derived from it and the unit's first problem).
+        batch_size: responses per generation call (the trainer's engine uses 256, so the greedy pass
+            batches exactly as the trainer's evaluation did).
+        engine: ``"hf"``, ``"vllm"`` (or another registered engine).
+        precision: ``"fp32"`` or ``"bf16"`` (autocast of the HF engine's forward passes).
+    """
+
+    task: str
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    split: str = "test"
+    size: int | None = 200
+    n: int = 0
+    greedy: bool = True
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_response_tokens: int = 1024
+    chat_template: bool = False
+    verifier: str | None = None
+    seed: int = 0
+    batch_size: int = 256
+    engine: str = "hf"
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"eval {name}={getattr(self, name)!r}: {msg}")
+
+        def integer(value: Any) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        need(isinstance(self.task, str) and bool(self.task), "task", "name a registered task, e.g. GSM8K-v0")
+        need(self.size is None or (integer(self.size) and self.size >= 1), "size", "must be >= 1 (or all)")
+        need(integer(self.n) and self.n >= 0, "n", "must be an integer >= 0 (0: greedy only)")
+        need(self.greedy or self.n > 0, "greedy", "nothing to evaluate: keep greedy decoding or pass --n K")
+        need(self.n == 0 or self.temperature > 0, "temperature", "sampling needs a temperature > 0 "
+             "(greedy decoding is always included; --no-greedy drops it)")
+        need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
+        need(integer(self.max_response_tokens) and self.max_response_tokens >= 1, "max_response_tokens", "must be >= 1")
+        need(integer(self.batch_size) and self.batch_size >= 1, "batch_size", "must be >= 1")
+        need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
+        need(self.verifier is None or (isinstance(self.verifier, str) and ":" in self.verifier), "verifier",
+             "pass a 'module:function' string")
+        object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def sample_chunk(self) -> int:
+        """Problems per sampled generation call: ``batch_size // n`` (at least 1)."""
+        return max(1, self.batch_size // max(self.n, 1))
+
+
+#: Eval settings read from a run's ``config.json``: eval field -> TrainConfig field.
+RUN_FIELDS = {"task": "task", "task_kwargs": "task_kwargs", "split": "eval_split", "size": "eval_size",
+              "max_response_tokens": "max_response_tokens", "chat_template": "chat_template",
+              "verifier": "verifier", "precision": "precision", "engine": "engine", "top_p": "top_p"}
+
+
+def settings_from_run(run_config: Mapping[str, Any], **overrides: Any) -> EvalSettings:
+    """Eval settings that repeat a run's held-out evaluation (its ``config.json`` as a dict), then ``overrides``.
+
+    Sampling uses the run's ``eval_temperature`` when it sampled its evaluation, else its training
+    temperature. ``task_kwargs`` given are merged over the run's knobs. Evaluating another task than the
+    run's drops the run's task knobs and custom verifier (they belong to the run's task).
+
+    Example:
+        >>> s = settings_from_run({"task": "Largest-v0", "task_kwargs": {"max_value": 9}, "eval_size": 50,
+        ...                        "max_response_tokens": 16}, n=4)
+        >>> (s.task, s.task_kwargs, s.size, s.max_response_tokens, s.n)
+        ('Largest-v0', {'max_value': 9}, 50, 16, 4)
+        >>> settings_from_run({"task": "Largest-v0", "task_kwargs": {"max_value": 9}}, task="GSM8K-v0").task_kwargs
+        {}
+    """
+    known = {f.name for f in fields(EvalSettings)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown eval setting(s) {unknown}; valid: {sorted(known)}")
+    base = {name: run_config[key] for name, key in RUN_FIELDS.items() if run_config.get(key) is not None}
+    temperature = run_config.get("eval_temperature") or run_config.get("temperature")
+    if temperature:
+        base["temperature"] = temperature
+    if "task" in overrides and not _same_task(overrides["task"], base.get("task")):
+        base.pop("task_kwargs", None)
+        base.pop("verifier", None)
+    merged = {**base, **overrides}
+    if "task_kwargs" in overrides and "task_kwargs" in base:
+        merged["task_kwargs"] = {**base["task_kwargs"], **overrides["task_kwargs"]}
+    if "task" not in merged:
+        raise ValueError("no task: the model is not inside a run folder, so pass --task (e.g. --task GSM8K-v0)")
+    return EvalSettings(**merged)
+
+
+def _same_task(a: Any, b: Any) -> bool:
+    from dapo_env.tasks import get_task
+
+    try:
+        return a == b or get_task(a).env_id == get_task(b).env_id
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def _length_stats(records: Sequence[Mapping[str, Any]], greedy: bool) -> dict[str, float] | None:
+    chosen = [r for r in records if bool(r.get("greedy")) == greedy]
+    if not chosen:
+        return None
+    return {"responses": len(chosen), "mean_tokens": sum(int(r["tokens"]) for r in chosen) / len(chosen),
+            "truncated": sum(r["finish_reason"] == "length" for r in chosen) / len(chosen)}
+
+
+# --- the eval folder -----------------------------------------------------------------------------------
+def read_samples(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``samples.jsonl``. A torn last line (an eval killed mid-write) is dropped; any other
+    unreadable line raises ``ValueError`` naming its number."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not {"index", "greedy", "sample", "correct"} <= set(record):
+                raise ValueError("not a sample record (needs index, greedy, sample, correct)")
+        except ValueError as exc:
+            if i == len(lines):  # the text after the last newline: a write was cut short
+                break
+            raise ValueError(f"{path} line {i}: {exc}; delete the eval folder or pass --overwrite") from None
+        out.append(record)
+    return out
+
+
+def _open_folder(out_dir: Path, manifest: dict[str, Any], overwrite: bool) -> list[dict[str, Any]]:
+    """Create or reopen an eval folder; returns the finished records to keep (none when overwriting)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    settings_file, samples_file = out_dir / SETTINGS_FILE, out_dir / SAMPLES_FILE
+    if overwrite:
+        samples_file.unlink(missing_ok=True)
+        (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
+    elif settings_file.exists():
+        old = json.loads(settings_file.read_text())
+        diff = _manifest_diff(old, manifest)
+        if diff:
+            raise ValueError(f"{out_dir} holds an eval with other settings ({'; '.join(diff)}): rerun with the same "
+                             "settings to resume, pass --out DIR for a new eval, or --overwrite to replace it")
+    elif samples_file.exists():
+        raise ValueError(f"{samples_file} exists without {SETTINGS_FILE}: pass --overwrite or another --out")
+    _write_atomic(settings_file, json.dumps(manifest, indent=2, default=str))
+    records = read_samples(samples_file)
+    _write_atomic(samples_file, "".join(json.dumps(r) + "\n" for r in records))  # drops a torn last line
+    return records
+
+
+def _manifest_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What changed between two eval manifests, ignoring ``size`` (a resume may ask for more or fewer problems)."""
+    out = []
+    a, b = dict(old.get("settings", {})), dict(new.get("settings", {}))
+    for key in sorted((set(a) | set(b)) - {"size"}):
+        if a.get(key) != b.get(key):
+            out.append(f"{key} was {a.get(key)!r}, now {b.get(key)!r}")
+    fa, fb = old.get("model", {}).get("fingerprint"), new.get("model", {}).get("fingerprint")
+    if fa and fb and fa != fb:
+        out.append(f"the model's weights differ (fingerprint {fa} vs {fb})")
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _append(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+# --- the loop ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EvalOutcome:
+    """What :func:`run_eval` wrote: the folder, its files and the summary (as in ``summary.json``);
+    ``published``: the run folder's ``eval/step_<N>.summary.json`` it was copied to, if any."""
+
+    out_dir: Path
+    summary: dict[str, Any]
+    published: Path | None = None
+
+    @property
+    def samples_path(self) -> Path:
+        return self.out_dir / SAMPLES_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        return self.out_dir / SUMMARY_FILE
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Metric name -> value (``{"greedy": 0.6, "pass@1": ..., ...}``)."""
+        return {k: v["value"] for k, v in self.summary["metrics"].items()}
+
+
+def _units(count: int, settings: EvalSettings) -> list[tuple[bool, int, int]]:
+    """``(greedy, start, stop)`` generation units over problems ``[0, count)``: per block of ``batch_size``
+    problems, the greedy unit, then the block's sampled units of ``sample_chunk`` problems."""
+    units: list[tuple[bool, int, int]] = []
+    for block in range(0, count, settings.batch_size):
+        end = min(block + settings.batch_size, count)
+        if settings.greedy:
+            units.append((True, block, end))
+        if settings.n:
+            units += [(False, s, min(s + settings.sample_chunk, end)) for s in range(block, end, settings.sample_chunk)]
+    return units
+
+
+def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: EvalSettings, out_dir: str | Path, *,
+             tokenizer: Any = None, identity: Mapping[str, Any] | None = None, overwrite: bool = False,
+             progress: bool = True) -> EvalOutcome:
+    """Evaluate ``problems`` with ``engine`` into ``out_dir`` (resuming what is there), then summarise.
+
+    Args:
+        engine: a rollout engine holding the weights to evaluate.
+        task: the task (prompt template; its verifier grades, and its equivalence groups maj@k answers).
+        problems: the problems, in order (a record's ``index`` is its position here).
+        settings: what to generate (``settings.size`` is not applied here: pass the problems to evaluate).
+        tokenizer: the tokenizer whose chat template wraps prompts when ``settings.chat_template``.
+        identity: the model's identity for ``eval.json`` (``{"model": path, "fingerprint": ...}``); a
+            resume with another fingerprint is refused.
+        overwrite: start over instead of resuming.
+        progress: show a progress bar (responses done / total).
+    """
+    from tqdm.auto import tqdm
+
+    from .evaluation import evaluate
+    from .update import derive_seed
+
+    out_dir = Path(out_dir)
+    manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
+    kept = _open_folder(out_dir, manifest, overwrite)
+    done = {(r["index"], bool(r["greedy"]), r["sample"]) for r in kept}
+    chat = tokenizer if settings.chat_template else None
+    per_problem = settings.n + int(settings.greedy)
+    total = len(problems) * per_problem
+    finished = sum(1 for i, g, s in done if i < len(problems) and (s < settings.n or g))
+    bar = tqdm(total=total, initial=finished, desc=f"eval {settings.task}", unit="resp", disable=not progress)
+    tally = {True: [0, 0], False: [0, 0]}  # greedy / sampled: [correct, responses], shown on the bar
+    for r in kept:
+        tally[bool(r["greedy"])][0] += bool(r["correct"])
+        tally[bool(r["greedy"])][1] += 1
+    try:
+        for greedy, start, stop in _units(len(problems), settings):
+            count = 1 if greedy else settings.n
+            missing = [i for i in range(start, stop) if any((i, greedy, k) not in done for k in range(count))]
+            if not missing:
+                continue
+            records = evaluate(engine, task, problems[start:stop], samples=count, chat_template=chat,
+                               temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
+                               seed=0 if greedy else derive_seed(settings.seed, start, 1),
+                               max_response_tokens=settings.max_response_tokens).records
+            fresh = [dict(asdict(r), index=start + offset // count, greedy=greedy)
+                     for offset, r in enumerate(records)]
+            fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
+            _append(out_dir / SAMPLES_FILE, fresh)
+            done.update((r["index"], greedy, r["sample"]) for r in fresh)
+            tally[greedy][0] += sum(bool(r["correct"]) for r in fresh)
+            tally[greedy][1] += len(fresh)
+            bar.set_postfix({name: f"{c / t:.3f}" for name, (c, t) in
+                             (("greedy", tally[True]), ("sampled", tally[False])) if t}, refresh=False)
+            bar.update(len(fresh))
+    finally:
+        bar.close()
+    records = [r for r in read_samples(out_dir / SAMPLES_FILE)
+               if r["index"] < len(problems) and (r["greedy"] or r["sample"] < settings.n)]
+    summary = summarize_records(records, same=answer_equivalence(task.verifier))
+    summary = {**summary, "task": settings.task, "split": settings.split, **manifest["model"],
+               "stats": {"greedy": _length_stats(records, True), "sampled": _length_stats(records, False)},
+               "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
+    _write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+    return EvalOutcome(out_dir, summary)
+
+
+# --- a checkpoint, end to end ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model folder and, when it lies in a run folder (``<run>/checkpoints/step_N/model``), the run and step."""
+
+    model_dir: Path
+    run_dir: Path | None = None
+    step: int | None = None
+
+    @property
+    def run_config(self) -> dict[str, Any] | None:
+        """The run's ``config.json`` (``None`` outside a run folder)."""
+        return json.loads((self.run_dir / "config.json").read_text()) if self.run_dir is not None else None
+
+
+def locate_checkpoint(path: str | Path) -> Checkpoint:
+    """Resolve a model folder, a checkpoint folder (``step_N``) or a run folder (its newest checkpoint).
+
+    Example:
+        >>> locate_checkpoint("/nonexistent/model")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: /nonexistent/model: no such folder; pass a model folder such as runs/<name>/checkpoints/step_000040/model, or a run folder
+    """
+    from .checkpoint import latest_checkpoint
+
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: no such folder; pass a model folder such as "
+                                "runs/<name>/checkpoints/step_000040/model, or a run folder")
+    if _is_run_folder(p):
+        latest = latest_checkpoint(p)
+        if latest is None:
+            raise FileNotFoundError(f"run folder {p} has no checkpoint yet (checkpoints/step_N/model)")
+        p = latest / "model"
+    elif _STEP.match(p.name) and (p / "model").is_dir():
+        p = p / "model"
+    step_dir = p.parent
+    if p.name == "model" and _STEP.match(step_dir.name) and step_dir.parent.name == "checkpoints" \
+            and _is_run_folder(step_dir.parent.parent):
+        return Checkpoint(p, step_dir.parent.parent, int(_STEP.match(step_dir.name).group(1)))
+    return Checkpoint(p)
+
+
+def _is_run_folder(p: Path) -> bool:
+    """A run folder has a ``config.json`` naming a task (a model folder's ``config.json`` does not)."""
+    try:
+        config = json.loads((p / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "task" in config and "max_steps" in config
+
+
+def default_out_dir(ckpt: Checkpoint, settings: EvalSettings) -> Path:
+    """``<run>/evals/step_<N>-<task>-<split>-n<K>`` for a run's checkpoint, else ``evals/<model>-<task>-<split>-n<K>``."""
+    tail = f"{settings.task}-{settings.split}-n{settings.n}"
+    if ckpt.run_dir is not None and ckpt.step is not None:
+        return ckpt.run_dir / "evals" / f"step_{ckpt.step:06d}-{tail}"
+    return Path("evals") / f"{ckpt.model_dir.resolve().name}-{tail}"
+
+
+def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None, device: str | None = None,
+                        overwrite: bool = False, progress: bool = True, **overrides: Any) -> EvalOutcome:
+    """Evaluate a checkpoint as its run did (see :func:`settings_from_run`), with ``overrides`` applied.
+
+    Args:
+        model: a model folder (``runs/<name>/checkpoints/step_N/model``), a checkpoint or a run folder.
+        out_dir: the eval folder (default :func:`default_out_dir`); rerunning resumes it.
+        device: where the model runs (default: the run's device, else ``cpu``).
+        overrides: :class:`EvalSettings` fields (``task`` is required outside a run folder).
+    """
+    ckpt = locate_checkpoint(model)
+    run_config = ckpt.run_config or {}
+    if not run_config and "task" not in overrides:
+        raise ValueError(f"{model} is not inside a run folder (runs/<name>/checkpoints/step_N/model), so there is no "
+                         "run to take the task from: pass --task, e.g. --task GSM8K-v0")
+    lm, tokenizer = load_model(ckpt.model_dir)
+    if "max_response_tokens" not in run_config and "max_response_tokens" not in overrides:
+        positions = getattr(lm.config, "max_position_embeddings", None) or 2048
+        overrides["max_response_tokens"] = min(1024, positions // 2)
+    settings = settings_from_run(run_config, **overrides)
+    device = device or run_config.get("device") or "cpu"
+    if str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: no CUDA device here (the run trained on {run_config.get('device')!r}); "
+                             "pass --device cpu")
+    engine = _make_engine(settings, lm, tokenizer, device)
+    task = _resolve_task(settings)
+    problems = _load_problems(task, settings)
+    identity = {"model": str(ckpt.model_dir), "run": str(ckpt.run_dir) if ckpt.run_dir else None,
+                "checkpoint_step": ckpt.step, "fingerprint": engine.fingerprint()}
+    outcome = run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings),
+                       tokenizer=tokenizer, identity=identity, overwrite=overwrite, progress=progress)
+    return EvalOutcome(outcome.out_dir, outcome.summary, publish_summary(ckpt, outcome))
+
+
+def publish_summary(ckpt: Checkpoint, outcome: EvalOutcome) -> Path | None:
+    """Copy an eval's metrics to ``<run>/eval/step_<N>.summary.json`` (the pass@k table of ``dapo-env report``)
+    when the checkpoint lies in a run folder and the eval is of the run's own held-out problems (its task,
+    knobs, verifier and split); otherwise (not comparable with the run's own evaluations) nothing. Returns
+    the path written, or ``None``.
+    """
+    from .run_folder import eval_summary_path, write_text_atomic
+
+    config = ckpt.run_config
+    settings = outcome.summary["settings"]
+    same = (config is not None and ckpt.step is not None and _same_task(settings["task"], config.get("task"))
+            and settings["split"] == config.get("eval_split", "test")
+            and settings["task_kwargs"] == dict(config.get("task_kwargs") or {})
+            and settings["verifier"] == config.get("verifier"))
+    if not same:
+        return None
+    info = {"task": settings["task"], "split": settings["split"], "problems": outcome.summary["problems"],
+            "n": settings["n"], "temperature": settings["temperature"], "max_response_tokens":
+            settings["max_response_tokens"], "eval": os.path.relpath(outcome.out_dir, ckpt.run_dir)}
+    path = eval_summary_path(ckpt.run_dir, ckpt.step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"metrics": outcome.summary["metrics"], **info}, indent=2))
+    return path
+
+
+#: The file that marks a model folder as a peft (LoRA) adapter rather than full weights.
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def load_model(model_dir: str | Path) -> tuple[Any, Any]:
+    """The model (frozen, fp32) and tokenizer of a model folder, loaded as the trainer loads them: full
+    weights, or a folder holding a peft adapter (``adapter_config.json``: the base model its config names plus
+    the adapter; ``checkpoint.load_pretrained``, the one loader of both kinds)."""
+    from .checkpoint import load_pretrained
+
+    return load_pretrained(model_dir, trainable=False)
+
+
+def _resolve_task(settings: EvalSettings) -> Any:
+    from .config import preset
+    from .rollout import resolve_task
+
+    return resolve_task(preset("dapo", task=settings.task, verifier=settings.verifier))
+
+
+def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:
+    from .evaluation import load_eval_problems
+
+    size = settings.size if settings.size is not None else len(task.load(split=settings.split,
+                                                                          **dict(settings.task_kwargs)))
+    problems = load_eval_problems(task, split=settings.split, size=size, task_kwargs=dict(settings.task_kwargs))
+    if not problems:
+        raise ValueError(f"{settings.task} split {settings.split!r} has no problems: pass another --split")
+    return problems
+
+
+def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str) -> Any:
+    """The trainer's engine factory with the run's engine, device and precision; HF batches
+    ``settings.batch_size`` rows per forward (the trainer's 256 by default)."""
+    from .batch import autocast_dtype
+    from .engine import make_engine, resolve_engine_kind
+
+    kind = resolve_engine_kind(settings.engine)
+    extra = {"batch_size": settings.batch_size} if kind == "hf" else {}
+    return make_engine(kind, model, tokenizer, device=device, seed=settings.seed,
+                       autocast_dtype=autocast_dtype(settings.precision), **extra)
+
+
+__all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
+           "evaluate_checkpoint", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]
