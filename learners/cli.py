@@ -272,9 +272,26 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         cfg = TrainConfig.from_dict(json.loads(cfg_file.read_text()))
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
         return cfg.with_overrides(flags), True
-    preset_name = args.preset or ("dapo" if args.model else "tiny")
-    scale = None if args.model else "tiny"  # without a model every preset runs at the tiny model's scale
+    preset_name = args.preset or ("dapo" if args.model else _tiny_preset_for(flags.get("task")))
+    # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
+    own_scale = PRESETS[preset_name][1]
+    scale = None if args.model or own_scale != "paper" else "tiny"
     return build_config(preset_name, scale=scale, config_file=args.config, overrides=flags), False
+
+
+def _tiny_preset_for(task: str | None) -> str:
+    """The default preset without ``--model``: ``guess`` (the multi-turn tiny scale) for a multi-turn task,
+    else ``tiny``."""
+    if task is None:
+        return "tiny"
+    from dapo_env.tasks import get_task
+
+    from .rollout import is_multi_turn
+
+    try:
+        return "guess" if is_multi_turn(get_task(task)) else "tiny"
+    except (KeyError, ValueError):
+        return "tiny"  # an unknown task is reported where the config is used, with the known ids
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

@@ -68,11 +68,18 @@ class TrainConfig:
     train_split: str = "train"
     eval_split: str = "test"
     verifier: str | Callable[..., Any] | None = None  # replaces the task's verifier; "module:function"
+    prompt_template: str | None = None  # replaces the task's prompt template ("{question}", metadata fields)
     model: str | None = None  # local HF model folder; None builds the tiny random-init model
     tiny_hidden_size: int = 128
     tiny_layers: int = 2
     tiny_heads: int = 4
-    chat_template: bool = False  # wrap prompts with the tokenizer's chat template
+    tiny_max_positions: int = 256  # the tiny model's context (prompt + response, or prompt + whole episode)
+    chat_template: bool = False  # wrap prompts with the tokenizer's chat template (multi-turn tasks always do)
+    # --- multi-turn episodes (tasks with an interaction, e.g. GuessNumber-v0; ignored for single-turn tasks) -----
+    max_turns: int | None = None  # truncate an episode after this many turns (None: the task ends it)
+    # truncate an episode when its tokens after the prompt (sampled + environment) would leave no room for another
+    # turn; it is also the soft overlong penalty's L_max, counted over the tokens the model sampled in the episode
+    max_episode_tokens: int | None = None
     # --- LoRA (optional extra: pip install 'dapo-env[lora]'; docs/learner.md) -------------------------
     lora_rank: int = 0  # 0 = full fine-tuning; r >= 1 trains a rank-r LoRA adapter on a frozen base
     lora_alpha: float = 32.0  # the adapter's update is scaled by lora_alpha / lora_rank
@@ -124,6 +131,7 @@ class TrainConfig:
     warmstart_lr: float = 3e-3
     warmstart_batch_size: int = 64
     warmstart_target_accuracy: float | None = None  # stop once greedy train-probe accuracy reaches it
+    warmstart_response: str = "Answer: {answer}"  # the target response: a template over answer and metadata
     # --- evaluation, logging, checkpoints ---------------------------------------------------------
     eval_every: int = 10  # steps; 0 disables (the first and last steps are always evaluated)
     eval_size: int = 200  # held-out problems (greedy decoding)
@@ -146,7 +154,7 @@ class TrainConfig:
                  "must be a number (write 3.0e-4 rather than 3e-4 in YAML 1.1 files)")
         for name in ("max_steps", "group_size", "batch_size", "mini_batch_size", "micro_batch_size",
                      "max_response_tokens", "max_gen_rounds", "epochs_per_batch", "eval_size",
-                     "tiny_hidden_size", "tiny_layers", "tiny_heads", "warmstart_batch_size"):
+                     "tiny_hidden_size", "tiny_layers", "tiny_heads", "tiny_max_positions", "warmstart_batch_size"):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1, name,
                  "must be an integer >= 1")
         for name in ("warmup_steps", "warmstart_steps", "eval_every", "plot_every", "checkpoint_every",
@@ -154,6 +162,14 @@ class TrainConfig:
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0, name,
                  "must be an integer >= 0")
         need(self.group_size >= 2, "group_size", "group-relative advantages need at least 2 responses")
+        for name in ("max_turns", "max_episode_tokens"):
+            value = getattr(self, name)
+            need(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1), name,
+                 "must be an integer >= 1, or None (no budget)")
+        need(not self.overlong_penalty or self.max_episode_tokens is None
+             or self.overlong_cache_length < self.max_episode_tokens, "overlong_cache_length",
+             f"must be < max_episode_tokens={self.max_episode_tokens} (a multi-turn episode's penalty ramps over "
+             "its last overlong_cache_length sampled tokens)")
         need(self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
              f"must divide batch_size={self.batch_size}; pick a divisor")
         need(self.clip_low >= 0.0 and self.clip_low < 1.0, "clip_low", "must be in [0, 1)")
@@ -181,13 +197,16 @@ class TrainConfig:
         need(self.grad_clip > 0.0, "grad_clip", "must be > 0")
         need(isinstance(self.report_every_eval, bool), "report_every_eval", "must be true or false")
         need(self.reward_high > self.reward_low, "reward_high", "must exceed reward_low")
-        need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens,
-             "overlong_cache_length", f"must be < max_response_tokens={self.max_response_tokens} "
+        need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens
+             or self.max_episode_tokens is not None, "overlong_cache_length",  # episodes: checked just below
+             f"must be < max_response_tokens={self.max_response_tokens} "
              "(the penalty ramps over the last overlong_cache_length tokens)")
         need(self.tiny_hidden_size % self.tiny_heads == 0, "tiny_heads", "must divide tiny_hidden_size")
         need(self.verifier is None or callable(self.verifier)
              or (isinstance(self.verifier, str) and ":" in self.verifier), "verifier",
              "pass a callable or a 'module:function' string")
+        need("{answer}" in self.warmstart_response, "warmstart_response",
+             "must contain {answer} (e.g. 'Answer: {answer}')")
         need(self.name is None or (bool(self.name) and "/" not in self.name), "name",
              "must be a non-empty folder name without '/'")
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
@@ -343,17 +362,35 @@ SCALES: dict[str, dict[str, Any]] = {
         warmstart_target_accuracy=0.2, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4, eval_every=5,
         eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
     ),
+    # Multi-turn DAPO on the CPU: the tiny model learns to use GuessNumber's "higher"/"lower" replies. n=3, k=2:
+    # bisection (2, then 1 or 3) always wins, while a policy that ignores the replies wins at most k/n = 2/3 of
+    # the games, and a deterministic (greedy) one that ignores them 1/3 (it repeats its guess) or 2/3. The warm
+    # start teaches the bare-number answer at every turn with guesses drawn independently of the replies (so it
+    # teaches no strategy); DAPO then trains on whole episodes. The prompt is short on purpose: a random-init
+    # model attends almost uniformly, and behind the task's own 233-character prompt the one reply word was
+    # too faint a signal (the policy stayed reply-blind for 100+ steps); at ~60 tokens per episode it is read.
+    # lr 1e-3 (or the "Answer: <n>" format at 2e-3) broke the stop token within 10 steps. Measured: README.
+    "guess": dict(
+        task="GuessNumber-v0", task_kwargs={"n": 3, "k": 2}, prompt_template="Guess 1-{n}.",
+        warmstart_response="{answer}", max_steps=100, group_size=8, batch_size=8, mini_batch_size=2,
+        micro_batch_size=64, max_response_tokens=12, overlong_cache_length=4, max_episode_tokens=128,
+        tiny_max_positions=256, max_gen_rounds=2, lr=5e-4, warmup_steps=2, weight_decay=0.0, warmstart_steps=25,
+        warmstart_lr=3e-3, warmstart_batch_size=32, tiny_hidden_size=128, tiny_layers=2, tiny_heads=4,
+        eval_every=5, eval_size=200, checkpoint_every=10, plot_every=10, num_threads=1,
+    ),
 }
 
-#: Named presets: (algorithm, default scale). ``tiny`` is the CPU default run (DAPO at the tiny scale).
-PRESETS: dict[str, tuple[str, str]] = {"dapo": ("dapo", "paper"), "grpo": ("grpo", "paper"), "tiny": ("dapo", "tiny")}
+#: Named presets: (algorithm, default scale). ``tiny`` is the CPU default run (DAPO at the tiny scale); ``guess``
+#: the multi-turn one (DAPO on GuessNumber-v0 episodes at the tiny scale).
+PRESETS: dict[str, tuple[str, str]] = {"dapo": ("dapo", "paper"), "grpo": ("grpo", "paper"), "tiny": ("dapo", "tiny"),
+                                       "guess": ("dapo", "guess")}
 
 
 def preset(name: str, /, *, scale: str | None = None, **overrides: Any) -> TrainConfig:
     """The preset ``name``'s algorithm on ``scale`` (default: the preset's own), with field overrides.
 
-    The scale's ``task_kwargs`` are knobs of the scale's task: overriding ``task`` with another task
-    without giving ``task_kwargs`` drops them.
+    The scale's ``task_kwargs`` and ``prompt_template`` belong to the scale's task: overriding ``task`` with
+    another task without giving them drops them.
 
     Example:
         >>> preset("dapo").clip_high, preset("tiny").task, preset("grpo", scale="tiny").clip_high
@@ -368,8 +405,10 @@ def preset(name: str, /, *, scale: str | None = None, **overrides: Any) -> Train
     overrides = _checked(overrides)
     fields_ = {**SCALES[scale], **ALGORITHMS[algorithm], **overrides}
     base_task = SCALES[scale].get("task", TrainConfig.task)
-    if fields_.get("task", base_task) != base_task and "task_kwargs" not in overrides:
-        fields_["task_kwargs"] = {}  # the scale's knobs belong to its own task
+    if fields_.get("task", base_task) != base_task:  # the scale's task knobs and prompt belong to its own task
+        for name_, empty in (("task_kwargs", {}), ("prompt_template", None)):
+            if name_ not in overrides:
+                fields_[name_] = empty
     return TrainConfig(**{"preset_name": name, **fields_})
 
 

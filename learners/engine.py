@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,8 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from dapo_env.types import Completion
+
+from .turn_cache import EpisodeKVCache, KVEntry, batched_past, reusable, row_kv
 
 WeightsLike = Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
 
@@ -97,6 +100,24 @@ class RolloutEngine(Protocol):
     def load_weights(self, weights: WeightsLike) -> None: ...
 
     def fingerprint(self, names: Iterable[str] | None = None) -> str: ...
+
+
+@runtime_checkable
+class TurnEngine(Protocol):
+    """What multi-turn rollouts need from an engine (both :class:`HFEngine` and ``VLLMEngine`` have it).
+
+    ``generate_turns(requests, sampling)`` answers one :class:`~dapo_env.multiturn.TurnRequest` per live
+    episode with its next turn, sampled after exactly the request's ``context_token_ids``; ``release()``
+    drops whatever the engine kept for the episodes (after a rollout); ``turn_stats`` counts prefilled and
+    reused context tokens.
+    """
+
+    @property
+    def turn_stats(self) -> dict[str, int]: ...
+
+    def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]: ...
+
+    def release(self) -> None: ...
 
 
 def collect_eos_ids(tokenizer: Any, model: Any = None, extra: Iterable[int] = ()) -> tuple[int, ...]:
@@ -177,6 +198,11 @@ class HFEngine:
         share_prefill: prefill each distinct prompt once and copy its KV cache to the rows that repeat it
             (default). ``False`` runs one prompt forward per row: the reference the tests and
             ``benchmarks/bench_precision.py`` compare against; the samples are the same.
+        reuse_kv: :meth:`generate_turns` keeps each episode's KV cache between turns and prefills only the
+            new environment tokens (default). ``False`` prefills the whole history every turn: the reference
+            the tests and ``benchmarks/bench_multiturn.py`` compare against; the samples are the same.
+        max_kv_bytes: the most bytes of kept episode caches (least recently used go first; an evicted
+            episode's next turn prefills its history again).
 
     Example:
         >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
@@ -197,6 +223,8 @@ class HFEngine:
         add_special_tokens: bool = True,
         autocast_dtype: torch.dtype | None = None,
         share_prefill: bool = True,
+        reuse_kv: bool = True,
+        max_kv_bytes: int = 2 << 30,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -218,6 +246,10 @@ class HFEngine:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._version = 0
+        self.kv = EpisodeKVCache(max_kv_bytes) if reuse_kv else None
+        self._kv_version = 0  # the weights version the kept caches were computed with
+        self._kv_unsupported = False
+        self._prefilled = 0  # context tokens run through the model by generate_turns
 
     @property
     def weights_version(self) -> int:
@@ -276,19 +308,109 @@ class HFEngine:
             raise ValueError(f"n must be >= 1, got {n}")
         encoded = self._encode(prompts, sampling.max_response_tokens)
         flat = [ids for ids in encoded for _ in range(n)]  # group-major: n copies per prompt
+        budgets = [sampling.max_response_tokens] * len(flat)
+        results = self._run_chunks(len(flat), sampling, lambda rows, gen: self._sample_rows(
+            [flat[r] for r in rows], [budgets[r] for r in rows], sampling, gen))
+        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
+        """The next turn of each live multi-turn episode: one :class:`Completion` per request, in order.
+
+        Each request is a :class:`~dapo_env.multiturn.TurnRequest` (``key``, ``context_token_ids`` or
+        ``text``, ``max_tokens``): the response is sampled after exactly ``context_token_ids`` (else the
+        tokenized ``text``; not token-exact across turns), for at most ``min(sampling.max_response_tokens,
+        request.max_tokens)`` tokens. With ``reuse_kv`` the episode's cache from its previous turn is used
+        when it covers a prefix of the context, so only the environment's new tokens are prefilled; caches
+        of keys missing from this call (ended episodes) and caches of older weights are dropped first.
+        Results depend on ``sampling.seed`` and ``batch_size`` only, not on ``reuse_kv``.
+
+        Example:
+            >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+            >>> from dapo_env.multiturn import TurnRequest
+            >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok), tok)
+            >>> first = TurnRequest(key="a", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40, 41))
+            >>> (turn,) = engine.generate_turns([first], SamplingParams(max_response_tokens=4, seed=0))
+            >>> context = first.context_token_ids + turn.token_ids + (42,)  # + the environment's reply tokens
+            >>> second = TurnRequest(key="a", turn=1, group=0, messages=(), text="", context_token_ids=context)
+            >>> _ = engine.generate_turns([second], SamplingParams(max_response_tokens=4, seed=1))
+            >>> engine.turn_stats["reused_tokens"] == len(context) - 2  # all but the last sampled + reply token
+            True
+        """
+        contexts, budgets = self._turn_inputs(requests, sampling)
+        keys = [str(r.key) for r in requests]
+        if len(set(keys)) != len(keys):
+            raise ValueError("generate_turns: two requests share an episode key; each live episode asks once per call")
+        if self.kv is not None:
+            if self._kv_version != self._version:  # new weights: every kept cache is stale
+                self.kv.clear()
+                self._kv_version = self._version
+            self.kv.keep_only(set(keys))
+        results: list[Completion | None] = [None] * len(requests)
+        live = [i for i, b in enumerate(budgets) if b > 0]
+        # look every cache up before any chunk stores new ones (which may evict what later chunks need)
+        entries = [None if self.kv is None else self.kv.match(keys[i], contexts[i]) for i in live]
+        for i in set(range(len(requests))) - set(live):  # no budget left: an empty, cut turn
+            results[i] = Completion("", num_tokens=0, finish_reason="length", token_ids=(), logprobs=(),
+                                    prompt_token_ids=tuple(contexts[i]))
+        sampled = self._run_chunks(len(live), sampling, lambda rows, gen: self._sample_turns(
+            [keys[live[r]] for r in rows], [contexts[live[r]] for r in rows], [budgets[live[r]] for r in rows],
+            [entries[r] for r in rows], sampling, gen))
+        for i, completion in zip(live, sampled):
+            results[i] = completion
+        return results  # type: ignore[return-value]
+
+    @property
+    def turn_stats(self) -> dict[str, int]:
+        """Cumulative :meth:`generate_turns` counters: ``prefilled_tokens`` (context tokens run through the
+        model), ``reused_tokens`` (context tokens served from kept caches), ``hits``, ``misses``,
+        ``evictions``, ``dropped`` and ``kv_bytes`` (held now)."""
+        cache = dict(self.kv.stats) if self.kv is not None else {
+            "hits": 0, "misses": 0, "reused_tokens": 0, "evictions": 0, "dropped": 0}
+        return {"prefilled_tokens": self._prefilled, **cache, "kv_bytes": self.kv.nbytes if self.kv else 0}
+
+    def release(self) -> None:
+        """Drop every kept episode cache (e.g. after a rollout whose episodes have all ended)."""
+        if self.kv is not None:
+            self.kv.clear()
+
+    def _turn_inputs(self, requests: Sequence[Any], sampling: SamplingParams) -> tuple[list[list[int]], list[int]]:
+        """Each request's context ids and token budget; raises when a context does not fit the model."""
+        contexts, budgets = [], []
+        for i, request in enumerate(requests):
+            ids = request.context_token_ids
+            if ids is None:
+                ids = self._encode([request.text], 0)[0]
+            ids = [int(t) for t in ids]
+            if not ids:
+                raise ValueError(f"turn request {i} (episode {request.key}) has an empty context")
+            left = request.max_tokens
+            budget = sampling.max_response_tokens if left is None else max(0, min(sampling.max_response_tokens, int(left)))
+            if self.max_positions is not None and len(ids) + budget > self.max_positions:
+                raise ValueError(
+                    f"episode {request.key}: its context of {len(ids)} tokens plus {budget} new tokens exceeds the "
+                    f"model's context of {self.max_positions}: lower max_episode_tokens (so prompt + episode fits) "
+                    "or max_tokens")
+            contexts.append(ids)
+            budgets.append(budget)
+        return contexts, budgets
+
+    def _run_chunks(self, count: int, sampling: SamplingParams,
+                    sample: Callable[[range, torch.Generator], list[Completion]]) -> list[Completion]:
+        """Run ``sample(rows, generator)`` over ``count`` rows in chunks of ``batch_size``, in eval mode
+        (and autocast), all chunks drawing from one generator seeded by ``sampling.seed``."""
         gen = torch.Generator(device=self.device)
         gen.manual_seed(sampling.seed if sampling.seed is not None else int(torch.Generator().seed()))
         was_training = self.model.training
         self.model.eval()
         try:
             results: list[Completion] = []
-            with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
-                                enabled=self.autocast_dtype is not None):
-                for start in range(0, len(flat), self.batch_size):
-                    results.extend(self._sample_batch(flat[start : start + self.batch_size], sampling, gen))
+            with torch.no_grad(), torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
+                                                 enabled=self.autocast_dtype is not None):
+                for start in range(0, count, self.batch_size):
+                    results.extend(sample(range(start, min(count, start + self.batch_size)), gen))
         finally:
             self.model.train(was_training)
-        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+        return results
 
     @staticmethod
     def _cache_of(out: Any) -> Any:
@@ -328,17 +450,80 @@ class HFEngine:
                 return out, attention[index]
         return self._forward_prompts(prompts, width)
 
-    @torch.no_grad()
-    def _sample_batch(
-        self, prompts: list[list[int]], sampling: SamplingParams, gen: torch.Generator
-    ) -> list[Completion]:
-        batch = len(prompts)
+    def _prefill_after(self, entries: list[KVEntry | None], contexts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+        """The forward over each row's context after its cached prefix (``None``: the whole context);
+        returns ``(out, attention)``. Layout per row: [pad | cached] [pad | new tokens], right-aligned."""
+        past, cached = batched_past(entries, self.device)  # cached: (R, C)
+        starts = [0 if e is None else len(e.tokens) for e in entries]
+        width = max(len(c) - s for c, s in zip(contexts, starts))
+        input_ids = torch.full((len(contexts), width), self.pad_token_id, dtype=torch.long)  # (R, S)
+        fresh = torch.zeros((len(contexts), width), dtype=torch.long)
+        positions = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, (ids, start) in enumerate(zip(contexts, starts)):
+            new = ids[start:]
+            input_ids[row, width - len(new):] = torch.tensor(new)
+            fresh[row, width - len(new):] = 1
+            positions[row, width - len(new):] = torch.arange(start, len(ids))
+        attention = torch.cat([cached, fresh.to(self.device)], dim=-1)  # (R, C + S)
+        self._prefilled += int(fresh.sum())
+        out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention,
+                         position_ids=positions.to(self.device), use_cache=True, **{self._cache_kw: past},
+                         **self._keep_last)
+        return out, attention
+
+    def _sample_turns(self, keys: list[str], contexts: list[list[int]], budgets: list[int],
+                      entries: list[KVEntry | None], sampling: SamplingParams, gen: torch.Generator) -> list[Completion]:
+        """One chunk of :meth:`generate_turns`: prefill what the kept caches (``entries``) do not cover,
+        decode, keep the new caches."""
+        if any(e is not None for e in entries):
+            out, attention = self._prefill_after(entries, contexts)
+        else:
+            out, attention = self._prefill(contexts)
+            rows = {tuple(c) for c in contexts} if self.share_prefill else contexts
+            self._prefilled += sum(map(len, rows))
+        width = attention.shape[1]
+        tokens, logps, out, attention = self._decode(out, attention, budgets, sampling, gen)
+        completions = self._completions(tokens, logps, budgets, contexts)
+        if self.kv is not None:
+            self._keep(self.kv, keys, contexts, completions, out, attention[:, :width])
+        return completions
+
+    def _keep(self, kv: EpisodeKVCache, keys: list[str], contexts: list[list[int]], completions: list[Completion],
+              out: Any, prefix: torch.Tensor) -> None:
+        """Store each row's cache: its context and all but its last sampled token (whose keys/values the
+        decode loop has not computed), compacted to those columns. ``prefix``: (R, P) the context mask."""
+        cache = self._cache_of(out)
+        if not reusable(cache):
+            if not self._kv_unsupported:
+                self._kv_unsupported = True
+                warnings.warn(f"generate_turns: {type(cache).__name__} cannot be re-batched, so each turn prefills "
+                              "its history again (reuse works with DynamicCache of full-attention layers)",
+                              RuntimeWarning, stacklevel=4)
+            return
+        width = prefix.shape[1]
+        for row, (key, context, completion) in enumerate(zip(keys, contexts, completions)):
+            sampled = list(completion.token_ids or ())[:-1]
+            columns = torch.cat([prefix[row].nonzero().squeeze(-1),
+                                 torch.arange(width, width + len(sampled), device=self.device)])
+            kv.store(key, context + sampled, row_kv(cache, row, columns))
+
+    def _sample_rows(self, prompts: list[list[int]], budgets: list[int], sampling: SamplingParams,
+                     gen: torch.Generator) -> list[Completion]:
         out, attention = self._prefill(prompts)  # attention: (B, P)
-        next_pos = attention.sum(-1, keepdim=True)  # (B, 1)
+        tokens, logps, _, _ = self._decode(out, attention, budgets, sampling, gen)
+        return self._completions(tokens, logps, budgets, prompts)
+
+    def _decode(self, out: Any, attention: torch.Tensor, budgets: list[int], sampling: SamplingParams,
+                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+        """Sample up to ``budgets[row]`` tokens per row after the prefill ``out``; returns the tokens and
+        log-probs (B, steps) on CPU, the last forward's output (its cache) and the attention mask."""
+        batch = attention.shape[0]
+        next_pos = attention.sum(-1, keepdim=True)  # (B, 1) the next token's position
         eos = torch.tensor(self.eos_token_ids, device=self.device)
+        limit = torch.tensor(budgets, device=self.device)  # (B,)
         done = torch.zeros(batch, dtype=torch.bool, device=self.device)
         tokens, logps = [], []  # each (B,) per step
-        for _ in range(sampling.max_response_tokens):
+        for step in range(max(budgets)):
             logits = out.logits[:, -1, :].float()  # (B, V)
             scaled = logits / sampling.temperature if sampling.temperature > 0 else logits
             logp = torch.log_softmax(scaled, dim=-1)
@@ -353,7 +538,7 @@ class HFEngine:
             nxt = torch.where(done, torch.full_like(nxt, self.pad_token_id), nxt)
             tokens.append(nxt)
             logps.append(logp.gather(-1, nxt[:, None]).squeeze(-1))
-            done = done | torch.isin(nxt, eos)
+            done = done | torch.isin(nxt, eos) | (limit <= step + 1)
             if bool(done.all()):
                 break
             attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
@@ -365,14 +550,18 @@ class HFEngine:
                 **{self._cache_kw: self._cache_of(out)},
             )
             next_pos = next_pos + 1
-        tok = torch.stack(tokens, dim=1).cpu()  # (B, steps)
-        lp = torch.stack(logps, dim=1).cpu()
-        is_eos = torch.isin(tok, eos.cpu())
+        return torch.stack(tokens, dim=1).cpu(), torch.stack(logps, dim=1).cpu(), out, attention
+
+    def _completions(self, tok: torch.Tensor, lp: torch.Tensor, budgets: list[int],
+                     prompts: list[list[int]]) -> list[Completion]:
+        """Rows of sampled tokens (B, steps) -> completions: each ends at its first EOS (kept in
+        ``token_ids``, not in ``text``) or at its budget (``"length"``)."""
+        is_eos = torch.isin(tok, torch.tensor(self.eos_token_ids))
         completions = []
-        for row, prompt in enumerate(prompts):
-            hits = is_eos[row].nonzero()
+        for row, (prompt, budget) in enumerate(zip(prompts, budgets)):
+            hits = is_eos[row, :budget].nonzero()
             stopped = hits.numel() > 0
-            length = int(hits[0]) + 1 if stopped else tok.shape[1]
+            length = int(hits[0]) + 1 if stopped else min(budget, tok.shape[1])
             ids = tok[row, :length].tolist()
             text_ids = ids[:-1] if stopped else ids
             completions.append(
@@ -471,6 +660,7 @@ __all__ = [
     "HFEngine",
     "RolloutEngine",
     "SamplingParams",
+    "TurnEngine",
     "WeightsLike",
     "collect_eos_ids",
     "engine_names",

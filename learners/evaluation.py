@@ -10,6 +10,10 @@ verification path); a truncated response counts as wrong. A multi-turn task (``t
 "multi-turn"``) is played as whole episodes by the env layer's :class:`~dapo_env.episodes.EpisodeGroupEnv`
 (one engine call per round over the live episodes): one record per episode, ``correct`` = solved.
 
+With a chat template and an engine that has ``generate_turns`` (``HFEngine``, ``VLLMEngine``) episodes are
+token-exact, as in training: each turn is sampled after exactly the recorded tokens (the HF engine keeps
+each episode's KV cache); otherwise each turn is generated from the conversation's text.
+
 Example:
     >>> from dapo_env.learners.engine import HFEngine
     >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
@@ -55,7 +59,8 @@ def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[st
 
 def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, max_response_tokens: int,
              samples: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-             chat_template: Any = None, system_prompt: str | None = None) -> EvalResult:
+             chat_template: Any = None, system_prompt: str | None = None, max_turns: int | None = None,
+             max_episode_tokens: int | None = None) -> EvalResult:
     """Generate ``samples`` responses per problem, verify them with the task's verifier, return the records.
 
     Args:
@@ -65,11 +70,14 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         max_response_tokens: the response budget.
         samples: responses per problem (``k`` of avg@k / pass@k).
         temperature: 0 decodes greedily; otherwise samples with ``top_p`` and ``seed``.
-        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env).
+        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env); for a
+            multi-turn task it records the episodes' exact tokens (turns sampled token-exact by ``generate_turns``).
+        max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training); ignored otherwise.
     """
     if getattr(task, "turns", "single-turn") == "multi-turn":
         return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, chat_template=chat_template,
-                                    system_prompt=system_prompt, sampling=dict(
+                                    system_prompt=system_prompt, max_turns=max_turns,
+                                    max_episode_tokens=max_episode_tokens, sampling=dict(
                                         temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens)))
     prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
@@ -95,7 +103,8 @@ class _GivenProblems:
 
 
 def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, samples: int, seed: int,
-              chat_template: Any, system_prompt: str | None, sampling: dict[str, Any]) -> tuple[EvalSample, ...]:
+              chat_template: Any, system_prompt: str | None, sampling: dict[str, Any], max_turns: int | None = None,
+              max_episode_tokens: int | None = None) -> tuple[EvalSample, ...]:
     """``samples`` episodes of each problem of a multi-turn task, played to their ends; one record per episode:
     ``prompt`` the first observation, ``completion`` every turn and reply after it, ``extracted``/``reason``
     the last turn's verdict, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong),
@@ -110,16 +119,23 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
     if not problems:
         return ()
     rounds = itertools.count()
+    generate_turns = getattr(engine, "generate_turns", None) if chat_template is not None else None
 
     def generate(requests: list[Any]) -> list[Any]:
         params = SamplingParams(**sampling, seed=derive_seed(seed, next(rounds), 2))
+        if generate_turns is not None:  # token-exact: sampled after exactly each episode's recorded tokens
+            return generate_turns(requests, params)
         return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
 
     env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_prompts=len(problems),
-                          group_size=samples, tokenizer=chat_template, system_prompt=system_prompt)
+                          group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
+                          max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:
         env.reset(options={"indices": list(range(len(problems)))})
         groups = env.rollout(generate)
+    release = getattr(engine, "release", None)  # the episodes have ended: drop their kept caches
+    if callable(release):
+        release()
     return tuple(
         EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),

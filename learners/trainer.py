@@ -44,7 +44,7 @@ from .async_rollout import POLICY_STEP, StepStampedSource, staleness_metrics
 from .lora import adapter_state_dict, has_lora
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import make_group_env, make_sampler, resolve_task
+from .rollout import is_multi_turn, make_group_env, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .update import derive_seed, update_policy
 from dapo_env.envs import render_prompt
@@ -91,9 +91,9 @@ def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
         return ckpt.load_pretrained(cfg.model)
     from .tiny import build_tiny_model, build_tokenizer
 
-    tok = build_tokenizer(model_max_length=256)
+    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
     model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
-                             heads=cfg.tiny_heads, max_positions=256, seed=cfg.seed)
+                             heads=cfg.tiny_heads, max_positions=cfg.tiny_max_positions, seed=cfg.seed)
     return model, tok
 
 
@@ -125,13 +125,21 @@ def _finite(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str]) -> None:
+def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str], *, episodes: bool = False) -> None:
     """Raise a one-line ``ValueError`` naming the fix when the task's prompts plus ``max_response_tokens``
-    cannot fit the model's context (before any data is generated)."""
+    (for multi-turn ``episodes``: plus ``max_episode_tokens``) cannot fit the model's context (before any data
+    is generated)."""
     positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     if not positions or not prompts:
         return
     longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+    if episodes:
+        budget = cfg.max_episode_tokens
+        if budget is None or longest + budget > positions:
+            raise ValueError(f"{cfg.task} is multi-turn: its prompts (up to {longest} tokens) plus a whole episode must "
+                             f"fit the model's context ({positions} positions): pass --set max_episode_tokens=N with "
+                             f"N <= {positions - longest}" + ("" if cfg.model else " (or raise tiny_max_positions)"))
+        return
     if longest + cfg.max_response_tokens > positions:
         which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
         raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
@@ -195,8 +203,10 @@ class Trainer:
             ckpt.load_model_weights(model, latest)  # a model passed in continues from the checkpoint's weights
         if tokenizer is None:
             raise ValueError("pass the tokenizer together with the model")
-        chat = tokenizer if cfg.chat_template else None
-        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]])
+        self.multi_turn = is_multi_turn(self.task)  # episodes: the chat template is always bound (exact tokens)
+        chat = tokenizer if cfg.chat_template or self.multi_turn else None
+        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]],
+                      episodes=self.multi_turn)
         model = model.to(self.device)
         if main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -341,9 +351,12 @@ class Trainer:
         :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` whose worker process generates."""
         cfg = self.cfg
         if not cfg.uses_rollout_worker:  # groups stamped with the step generating them (staleness metrics)
+            generate = self._generate_turns if self.multi_turn else grouped(self._generate, cfg.group_size)
             source = StepStampedSource(make_group_env(cfg, self.task, tokenizer), lambda: self.step)
-            return make_sampler(cfg, self.task, grouped(self._generate, cfg.group_size), tokenizer=tokenizer,
-                                source=source)
+            return make_sampler(cfg, self.task, generate, tokenizer=tokenizer, source=source)
+        if self.multi_turn:
+            raise ValueError(f"{cfg.task} is multi-turn: a rollout worker plays single-turn rounds only for now; set "
+                             "max_staleness=0 and rollout_worker=false")
         if self.collective.world.world_size > 1:
             raise ValueError("max_staleness > 0 / rollout_worker run on one process for now; under torchrun set "
                              "max_staleness=0 and rollout_worker=false (docs/scaling.md)")
@@ -380,6 +393,18 @@ class Trainer:
             out["time/worker_generate_s"] = stats["async/generate_s"]
         return out
 
+    def _generate_turns(self, requests: list[Any]) -> list[Any]:
+        """The next turn of every live episode (``engine.generate_turns``: each episode's KV cache is kept
+        between its turns), seeded by the sampler's (batch, round) position and the turn index."""
+        generate_turns = getattr(self.engine, "generate_turns", None)
+        if generate_turns is None:
+            raise TypeError(f"{self.cfg.task} is multi-turn: the rollout engine {type(self.engine).__name__} needs a "
+                            "generate_turns(requests, sampling) method (HFEngine and VLLMEngine have one)")
+        sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                                  max_response_tokens=self.cfg.max_response_tokens,
+                                  seed=derive_seed(self.cfg.seed, *self.sampler.position, 1 + requests[0].turn))
+        return generate_turns(requests, sampling)
+
     def _balanced(self, groups: tuple[Group, ...]) -> tuple[Group, ...]:
         """Every rank keeps the same number of groups; a rank holding more defers the rest to its next batch."""
         keep = self.collective.agree_on_count(len(groups))
@@ -414,6 +439,11 @@ class Trainer:
             "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
             "time/rollout_s": t_roll,
         }
+        if self.multi_turn:  # the last generation round's episodes
+            episodes = getattr(self.env, "rollout_stats", {})
+            record.update({f"episode/{k}": float(episodes[k]) for k in ("turns_mean", "env_tokens", "solved_share")
+                           if k in episodes})
+            self._release_turn_caches()
         difficulty = getattr(self.sampler.source, "difficulty", None)
         if difficulty is not None:
             record.update(difficulty.stats())
@@ -460,6 +490,12 @@ class Trainer:
         record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
         return self.collective.reduce_record(record)
 
+    def _release_turn_caches(self) -> None:
+        """Drop the engine's kept episode caches once a rollout's episodes have all ended."""
+        release = getattr(self.engine, "release", None)
+        if callable(release):
+            release()
+
     def _pad_id(self) -> int:
         pad = getattr(self.tokenizer, "pad_token_id", None)
         return int(pad) if pad is not None else int(self.tokenizer.eos_token_id)
@@ -474,7 +510,8 @@ class Trainer:
                 self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
                 temperature=cfg.eval_temperature,
                 seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
-                chat_template=self.tokenizer if cfg.chat_template else None)
+                chat_template=self.tokenizer if cfg.chat_template or self.multi_turn else None,
+                max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens)
             write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
             accuracy = result.accuracy
         accuracy = float(self.collective.broadcast(accuracy))

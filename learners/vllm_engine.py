@@ -317,6 +317,7 @@ class VLLMEngine:
         self._version = 0
         self._sleep_enabled = bool(args["enable_sleep_mode"])
         self._released: set[str] = set()  # what sleep() freed and wake_up() has not restored
+        self._turn_counts = {"prefilled_tokens": 0, "reused_tokens": 0, "hits": 0, "misses": 0}
         self._lora_request: Any = None  # LoRA mode: the request every generation carries
         self._adapter: dict[str, torch.Tensor] = {}  # LoRA mode: the adapter as written for vLLM
         if self._lora is not None:
@@ -538,6 +539,57 @@ class VLLMEngine:
             for out, ids in zip(outputs, encoded, strict=True)
         ]
         return [group * n for group in groups] if greedy else groups  # greedy: n identical copies
+
+    def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
+        """The next turn of each live multi-turn episode (see :meth:`HFEngine.generate_turns`), one request per
+        :class:`~dapo_env.multiturn.TurnRequest`, sent to vLLM as its exact ``context_token_ids`` (else the
+        tokenized ``text``) with at most ``min(sampling.max_response_tokens, request.max_tokens)`` new tokens.
+
+        The history is not prefilled again where vLLM's automatic prefix caching (``enable_prefix_caching``,
+        on by default; reset after every weight push) still holds its KV blocks: an episode's next context
+        starts with the previous one token for token, so every full block of it is a cache hit. vLLM evicts
+        unused blocks itself (least recently used), so ended episodes need no :meth:`release`.
+        """
+        contexts, budgets = [], []
+        for i, request in enumerate(requests):
+            ids = request.context_token_ids
+            ids = self._encode([request.text], 0)[0] if ids is None else [int(t) for t in ids]
+            left = request.max_tokens
+            budget = sampling.max_response_tokens if left is None else max(0, min(sampling.max_response_tokens, int(left)))
+            if not ids or len(ids) + budget > self.max_model_len:
+                raise ValueError(
+                    f"episode {request.key}: its context of {len(ids)} tokens plus {budget} new tokens does not fit the "
+                    f"engine's context of {self.max_model_len}: lower max_episode_tokens (so prompt + episode fits) "
+                    "or max_tokens")
+            contexts.append(ids)
+            budgets.append(budget)
+        live = [i for i, b in enumerate(budgets) if b > 0]
+        seeds = self._request_seeds(sampling.seed, len(requests), 1)
+        params = [self._vllm.SamplingParams(
+            n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
+            max_tokens=budgets[i], seed=seeds[i], logprobs=0, stop_token_ids=list(self.eos_token_ids),
+            detokenize=False) for i in live]
+        results = [Completion("", num_tokens=0, finish_reason="length", token_ids=(), logprobs=(),
+                              prompt_token_ids=tuple(ids)) for ids in contexts]  # budget 0: an empty, cut turn
+        if live:
+            outputs = self._llm.generate([{"prompt_token_ids": contexts[i]} for i in live], params, use_tqdm=False,
+                                         lora_request=self._lora_request)
+            for i, out in zip(live, outputs, strict=True):
+                results[i] = self._completion(out.outputs[0], contexts[i], budgets[i])
+                cached = int(getattr(out, "num_cached_tokens", None) or 0)
+                self._turn_counts["hits" if cached else "misses"] += 1
+                self._turn_counts["reused_tokens"] += cached
+                self._turn_counts["prefilled_tokens"] += len(contexts[i]) - cached
+        return results
+
+    @property
+    def turn_stats(self) -> dict[str, int]:
+        """Cumulative :meth:`generate_turns` counters as vLLM reports them: ``reused_tokens`` (context tokens
+        its prefix cache served), ``prefilled_tokens``, ``hits`` / ``misses`` (turns with / without any)."""
+        return dict(self._turn_counts)
+
+    def release(self) -> None:
+        """Nothing to do: vLLM's prefix cache evicts the blocks of ended episodes itself."""
 
     def _completion(self, sample: Any, prompt_ids: list[int], max_response_tokens: int) -> Completion:
         ids = [int(t) for t in sample.token_ids]

@@ -6,6 +6,12 @@ not zero): a random-init model is never right, so every group would have zero ad
 a probe accuracy (train-split problems, never the held-out test split) rather than after a fixed step
 count makes the starting accuracy land in the intended band whatever the seed.
 
+A multi-turn task (one with an interaction, e.g. ``GuessNumber-v0``) is warm-started on whole episodes,
+played through the chat template exactly as training plays them, in which every turn answers with another,
+randomly drawn problem's reference response: the model learns the answer format at every turn (and to stop
+after it) but no strategy, since its answers carry nothing of the episode's replies. The loss covers the
+model's turns only (the trajectory's ``sampled_mask``).
+
 Example:
     >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
     >>> from dapo_env.tasks import get_task
@@ -32,14 +38,8 @@ def default_response(problem: Problem) -> str:
     return f"Answer: {problem.answer}"
 
 
-def _batch(tokenizer: Any, prompts: list[str], targets: list[str]) -> tuple[torch.Tensor, ...]:
-    """Right-padded (prompt + target + EOS) ids with labels only on target tokens. Shapes (N, T)."""
-    rows, labels = [], []
-    for p, t in zip(prompts, targets):
-        p_ids = tokenizer(p, add_special_tokens=True)["input_ids"]
-        t_ids = tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append(p_ids + t_ids)
-        labels.append([-100] * len(p_ids) + t_ids)
+def _batch(tokenizer: Any, rows: list[list[int]], labels: list[list[int]]) -> tuple[torch.Tensor, ...]:
+    """Right-padded token rows, their attention mask and labels. Shapes (N, T)."""
     width = max(len(r) for r in rows)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
@@ -52,11 +52,42 @@ def _batch(tokenizer: Any, prompts: list[str], targets: list[str]) -> tuple[torc
     return ids, att, lab
 
 
+def _rows(tokenizer: Any, task: Any, chosen: list[Problem], others: list[Problem],
+          response_fn: Callable[[Problem], str], chat: Any, max_turns: int | None,
+          max_episode_tokens: int | None) -> tuple[list[list[int]], list[list[int]]]:
+    """Token rows and labels (-100 where no loss): (prompt, response + EOS) per problem; for a multi-turn task
+    (``chat`` given) one whole episode per problem, whose i-th turn answers ``response_fn(others[i])``."""
+    if chat is None:
+        rows, labels = [], []
+        for p in chosen:
+            p_ids = tokenizer(task.format_prompt(p), add_special_tokens=True)["input_ids"]
+            t_ids = tokenizer(response_fn(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            rows.append(p_ids + t_ids)
+            labels.append([-100] * len(p_ids) + t_ids)
+        return rows, labels
+    from dapo_env.multiturn import Episode
+    from dapo_env.types import Completion
+
+    rows, labels = [], []
+    answers = iter(others)
+    for p in chosen:
+        episode = Episode(task, p, chat=chat, max_turns=max_turns, max_episode_tokens=max_episode_tokens)
+        while not episode.done:
+            text = response_fn(next(answers))
+            ids = chat.encode(text) + (int(tokenizer.eos_token_id),)
+            episode.advance(Completion(text, token_ids=ids), task.verifier(text, p.answer))
+        t = episode.trajectory()
+        rows.append(list(t.prompt_token_ids) + list(t.token_ids))
+        labels.append([-100] * len(t.prompt_token_ids) + [i if m else -100 for i, m in zip(t.token_ids, t.sampled_mask)])
+    return rows, labels
+
+
 def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int = 200, lr: float = 3e-3,
                batch_size: int = 64, seed: int = 0, target_accuracy: float | None = None,
                check_every: int = 2, probe_size: int = 128, max_response_tokens: int = 16,
                task_kwargs: dict[str, Any] | None = None,
-               response_fn: Callable[[Problem], str] = default_response) -> dict[str, Any]:
+               response_fn: Callable[[Problem], str] = default_response, max_turns: int | None = None,
+               max_episode_tokens: int | None = None) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (prompt, correct response) pairs of ``task``'s train split.
 
     Args:
@@ -73,6 +104,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         max_response_tokens: response budget for the probe.
         task_kwargs: passed to ``task.load``.
         response_fn: the target response of a problem.
+        max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training).
 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
@@ -87,9 +119,15 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     probe = [problems[int(i)] for i in probe_idx]
     engine = HFEngine(model, tokenizer)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    chat = None
+    if getattr(task, "turns", "single-turn") == "multi-turn":
+        from dapo_env.chat_tokens import ChatTokens
+
+        chat = ChatTokens(tokenizer)
 
     def probe_accuracy() -> float:
-        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens).accuracy
+        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens, chat_template=tokenizer if chat
+                        else None, max_turns=max_turns, max_episode_tokens=max_episode_tokens).accuracy
 
     loss_value, acc, done = float("nan"), None, 0
     for step in range(steps):
@@ -99,7 +137,9 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
                 break
         idx = rng.integers(len(problems), size=batch_size)
         chosen = [problems[int(i)] for i in idx]
-        ids, att, lab = _batch(tokenizer, [task.format_prompt(p) for p in chosen], [response_fn(p) for p in chosen])
+        others = [problems[int(i)] for i in rng.integers(len(problems), size=batch_size * 64)] if chat else []
+        ids, att, lab = _batch(tokenizer, *_rows(tokenizer, task, chosen, others, response_fn, chat, max_turns,
+                                                 max_episode_tokens))
         model.train()
         loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
         opt.zero_grad(set_to_none=True)
@@ -120,7 +160,9 @@ def warm_start_for(cfg: Any) -> Callable[[torch.nn.Module, Any, Any], dict[str, 
         return warm_start(model, tokenizer, task, steps=cfg.warmstart_steps, lr=cfg.warmstart_lr,
                           batch_size=cfg.warmstart_batch_size, seed=cfg.seed,
                           target_accuracy=cfg.warmstart_target_accuracy,
-                          max_response_tokens=cfg.max_response_tokens, task_kwargs=dict(cfg.task_kwargs))
+                          max_response_tokens=cfg.max_response_tokens, task_kwargs=dict(cfg.task_kwargs),
+                          max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens,
+                          response_fn=lambda p: cfg.warmstart_response.format(**{**p.metadata, "answer": p.answer}))
 
     return run
 
