@@ -119,7 +119,25 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
+    _async_arguments(p)
     _common(p)
+
+
+def _async_arguments(p: argparse.ArgumentParser) -> None:
+    """Policy loss, rollout correction and asynchronous rollouts (TrainConfig fields of the same names)."""
+    from .losses import IS_CORRECTIONS, POLICY_LOSSES
+
+    p.add_argument("--loss", choices=sorted(POLICY_LOSSES),
+                   help=f"policy loss: ppo-clip (DAPO's clipped surrogate) or cispo (MiniMax-M1's clipped IS "
+                        f"weight), see docs/losses.md (default: {_preset_default('loss')})")
+    p.add_argument("--max-staleness", type=int, metavar="K",
+                   help="generate in a worker process with weights up to K training steps old while the learner "
+                        f"updates; 0 = synchronous (default: {_preset_default('max_staleness')})")
+    p.add_argument("--is-correction", choices=sorted(IS_CORRECTIONS),
+                   help="importance weights between the rollout engine and the learner: truncate or mask, per "
+                        "token or sequence (default: off)")
+    p.add_argument("--is-cap", type=float, metavar="C",
+                   help=f"bound of --is-correction: min(w, C) or keep [1/C, C] (default: {_preset_default('is_cap')})")
 
 
 def _eval_parser(sub: Any) -> None:
@@ -238,7 +256,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     flags: dict[str, Any] = {}
     for flag, field in (("task", "task"), ("model", "model"), ("verifier", "verifier"), ("engine", "engine"),
                         ("run_name", "name"), ("out_dir", "out_dir"), ("seed", "seed"),
-                        ("max_steps", "max_steps"), ("device", "device")):
+                        ("max_steps", "max_steps"), ("device", "device"), ("loss", "loss"),
+                        ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap")):
         value = getattr(args, flag)
         if value is not None:
             flags[field] = value

@@ -111,6 +111,13 @@ class TrainConfig:
     reward_high: float = 1.0  # reward of a correct response
     scale_adv_by_std: bool = True  # GRPO's (r - mean) / std
     epochs_per_batch: int = 1  # passes over each rollout batch
+    # --- policy loss, rollout correction, asynchronous rollouts (docs/losses.md, docs/DESIGN.md) ------
+    loss: str = "ppo-clip"  # a registered policy loss (losses.POLICY_LOSSES): "ppo-clip" (DAPO) or "cispo"
+    is_correction: str | None = None  # engine-vs-learner IS weights (losses.IS_CORRECTIONS); None: off
+    is_cap: float = 2.0  # the bound C of is_correction: min(w, C), or keep w in [1/C, C]
+    max_staleness: int = 0  # rollouts may be this many training steps older than the learner (0: synchronous)
+    rollout_worker: bool = False  # generate in a separate worker process (always so when max_staleness > 0)
+    rollout_timeout_s: float = 600.0  # a worker silent this long with work outstanding counts as hung
     # --- optimisation ---------------------------------------------------------------------------
     lr: float = 1e-6
     warmup_steps: int = 20  # linear warm-up, in optimizer steps
@@ -176,6 +183,7 @@ class TrainConfig:
         need(self.ratio_level in RATIO_LEVELS, "ratio_level", f"choose one of {RATIO_LEVELS} ('sequence' is GSPO)")
         need(self.tis_cap is None or (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0), "tis_cap",
              "must be a number > 0 (e.g. 2.0), or None to switch truncated importance sampling off")
+        self._check_async()
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
         need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
         need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
@@ -246,6 +254,40 @@ class TrainConfig:
 
         return LoraSettings(rank=self.lora_rank, alpha=self.lora_alpha, dropout=self.lora_dropout,
                             target_modules=self.lora_target_modules)
+
+    def _check_async(self) -> None:
+        """The policy-loss, rollout-correction and asynchronous-rollout fields."""
+        from .losses import IS_CORRECTIONS, POLICY_LOSSES
+
+        def need(ok: bool, name: str, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"TrainConfig.{name}: {msg} (got {getattr(self, name)!r})")
+
+        need(self.loss in POLICY_LOSSES, "loss",
+             f"choose a registered policy loss {sorted(POLICY_LOSSES)} (losses.register_policy_loss adds one)")
+        need(self.loss != "cispo" or self.clip_c is None, "clip_c", "dual clip bounds the PPO surrogate; CISPO "
+             "has no such term: set clip_c=None with loss='cispo'")
+        need(self.is_correction is None or self.is_correction in IS_CORRECTIONS, "is_correction",
+             f"choose one of {sorted(IS_CORRECTIONS)}, or None to switch the rollout correction off")
+        need(self.is_correction is None or self.tis_cap is None, "tis_cap", "tis_cap is the older spelling of "
+             "is_correction='token-truncate' with is_cap: set one of them, not both")
+        need(isinstance(self.is_cap, (int, float)) and not isinstance(self.is_cap, bool) and self.is_cap > 1,
+             "is_cap", "must be a number > 1 (weights are bounded by min(w, C) or kept in [1/C, C])")
+        need(isinstance(self.max_staleness, int) and not isinstance(self.max_staleness, bool)
+             and self.max_staleness >= 0, "max_staleness", "must be an integer >= 0 (0 = synchronous)")
+        need(isinstance(self.rollout_timeout_s, (int, float)) and self.rollout_timeout_s > 0, "rollout_timeout_s",
+             "must be a number of seconds > 0 (allow for the longest generation round)")
+        worker = self.rollout_worker or (isinstance(self.max_staleness, int) and self.max_staleness > 0)
+        need(not (worker and self.difficulty_sampling), "difficulty_sampling", "is not supported with a rollout worker "
+             "yet (the worker's env sees the verdicts, the learner's draws the prompts): set max_staleness=0 and "
+             "rollout_worker=false, or difficulty_sampling=false")
+        need(not (worker and self.lora_rank), "lora_rank", "LoRA is not supported with a rollout worker yet (its "
+             "engine copy is the base model): set max_staleness=0 and rollout_worker=false, or lora_rank=0")
+
+    @property
+    def uses_rollout_worker(self) -> bool:
+        """Generation runs in a separate worker process: ``rollout_worker`` or ``max_staleness > 0``."""
+        return self.rollout_worker or self.max_staleness > 0
 
     # ----------------------------------------------------------------------------------------------
     @property

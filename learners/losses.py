@@ -9,6 +9,7 @@ positions (right-padded), ``V`` vocabulary.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import torch
@@ -271,16 +272,287 @@ def entropy_from_logits(logits: Tensor, chunk_size: int = 1024) -> Tensor:
     return out.reshape(logits.shape[:-1])
 
 
+# --- policy-loss registry ----------------------------------------------------------------------------
+class PolicyLoss(Protocol):
+    """A per-token policy loss; every entry of :data:`POLICY_LOSSES` has :func:`policy_loss`'s signature."""
+
+    def __call__(
+        self, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float,
+        clip_high: float, clip_c: float | None, agg: str, ratio_level: str, num_tokens: Tensor | float | None,
+        num_seqs: Tensor | float | None, is_weights: Tensor | None, max_response_tokens: int | None,
+    ) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
+def cispo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    clip_c: float | None = None,
+    agg: str = "token-mean",
+    ratio_level: str = "token",
+    num_tokens: Tensor | float | None = None,
+    num_seqs: Tensor | float | None = None,
+    is_weights: Tensor | None = None,
+    max_response_tokens: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """CISPO (MiniMax-M1, arXiv:2506.13585, §3.1): clip the detached importance weight, never the gradient.
+
+    Per token: ``l = -sg(clip(r, 1 - clip_low, 1 + clip_high)) * A * log pi_theta``, implemented with the
+    value ``-clip(r) A`` (comparable with the clipped surrogate's) and the gradient
+    ``-clip(r) A grad logp``: a token whose ratio left the range still contributes, scaled by the bound,
+    where PPO's clip would zero its gradient. MiniMax-M1 sets no lower bound (``clip_low=1``) and tunes
+    ``clip_high`` only. ``r`` is the token ratio or GSPO's sequence ratio (``ratio_level``); times
+    ``is_weights`` if given; any aggregation with the global denominators of :func:`policy_loss`.
+
+    Args:
+        logp, old_logp, advantages, mask: as for :func:`policy_loss`.
+        clip_low: in ``[0, 1]``; the weight's lower bound is ``1 - clip_low``.
+        clip_high: ``>= 0``; the weight's upper bound is ``1 + clip_high``.
+        clip_c: must be ``None`` (dual clip bounds the PPO surrogate; CISPO has no such term).
+
+    Returns:
+        ``(loss, metrics)`` with :func:`policy_loss`'s metric names; ``clip_frac_high`` / ``clip_frac_low``
+        count tokens whose weight was clipped at the upper / lower bound (whatever the advantage's sign),
+        ``dual_clip_frac`` is 0.
+
+    Example:
+        >>> lp = torch.log(torch.tensor([[2.0, 0.5]])).requires_grad_(True)
+        >>> loss, m = cispo_loss(lp, torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2))
+        >>> round(loss.item(), 4), m["clip_frac_high"].item()  # weights clipped to 1.28 and 0.8
+        (-1.04, 0.5)
+        >>> loss.backward(); lp.grad
+        tensor([[-0.6400, -0.4000]])
+    """
+    if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
+        raise ValueError(
+            f"logp, old_logp and mask must share a (B, T) shape, got {tuple(logp.shape)}, "
+            f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
+        )
+    if not (0 <= clip_low <= 1 and clip_high >= 0):
+        raise ValueError(f"CISPO needs 0 <= clip_low <= 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    if clip_c is not None:
+        raise ValueError("clip_c (dual clip) bounds the PPO surrogate; CISPO has no such term: pass clip_c=None")
+    aggregate = get_aggregation(agg)
+    adv = advantages.detach().to(logp.dtype)
+    if adv.dim() == 1:
+        adv = adv[:, None]  # (B, 1)
+    elif adv.shape != logp.shape:
+        raise ValueError(f"advantages must be (B,) or (B, T), got {tuple(advantages.shape)}")
+    m = mask.to(logp.dtype)
+    log_ratio = _log_ratio(logp, old_logp.detach(), mask, ratio_level)
+    ratio = torch.exp(log_ratio.detach())  # (B, T), the IS weight before clipping
+    weight = ratio.clamp(1 - clip_low, 1 + clip_high)
+    # value -w A, gradient -w A grad logp: exp(logp - sg(logp)) is 1 with gradient grad logp
+    loss_mat = -adv * weight * torch.exp(logp - logp.detach())
+    if is_weights is not None:
+        loss_mat = loss_mat * is_weights.detach()
+    loss = aggregate(loss_mat, m, num_tokens=num_tokens, num_seqs=num_seqs, max_response_tokens=max_response_tokens)
+
+    with torch.no_grad():
+        high, low = ratio > 1 + clip_high, ratio < 1 - clip_low
+        lr = log_ratio.detach()
+        metrics = {
+            "clip_frac_high": masked_mean(high.to(m.dtype), m),
+            "clip_frac_low": masked_mean(low.to(m.dtype), m),
+            "clip_frac": masked_mean((high | low).to(m.dtype), m),
+            "dual_clip_frac": torch.zeros((), dtype=m.dtype),
+            "approx_kl": masked_mean(torch.expm1(lr) - lr, m),
+            "ratio_mean": masked_mean(ratio, m),
+            "ratio_max": torch.where(mask.bool(), ratio, torch.zeros_like(ratio)).max(),
+        }
+    return loss, metrics
+
+
+#: Policy losses by name (``TrainConfig.loss``): DAPO's clipped surrogate and CISPO; one signature.
+POLICY_LOSSES: dict[str, PolicyLoss] = {"ppo-clip": policy_loss, "cispo": cispo_loss}
+
+
+def register_policy_loss(name: str, fn: PolicyLoss, *, overwrite: bool = False) -> None:
+    """Add a policy loss usable as ``TrainConfig(loss=name)``; it must take :func:`policy_loss`'s arguments and
+    return ``(loss, metrics)`` with its metric names. Duplicates raise."""
+    if name in POLICY_LOSSES and not overwrite:
+        raise ValueError(f"policy loss {name!r} is already registered; pass overwrite=True to replace it")
+    POLICY_LOSSES[name] = fn
+
+
+def get_policy_loss(name: str) -> PolicyLoss:
+    """The registered policy loss ``name``; unknown names raise listing the known ones.
+
+    Example:
+        >>> get_policy_loss("cispo") is cispo_loss
+        True
+    """
+    try:
+        return POLICY_LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy loss {name!r}; known: {sorted(POLICY_LOSSES)}") from None
+
+
+# --- rollout correction: importance weights between the sampling engine and the learner ---------------
+class ISCorrection(Protocol):
+    """Bounds the importance weights ``w = pi_learner / pi_engine``; every entry of :data:`IS_CORRECTIONS`
+    has this signature.
+
+    Takes ``log_w`` (B, T), the per-token log weight (0 off the mask), the bool ``mask`` and the bound
+    ``cap > 1``; returns ``(raw, weights, keep)``, each (B, T): the unbounded weight at the entry's level
+    (token or sequence, broadcast over the sequence's tokens), the weight to multiply the loss with, and
+    the tokens that stay in the loss.
+    """
+
+    def __call__(self, log_w: Tensor, mask: Tensor, *, cap: float) -> tuple[Tensor, Tensor, Tensor]: ...
+
+
+_MAX_LOG_W = 30.0  # weights are computed in log space and kept below e^30 so sums stay finite
+
+
+def _sequence_log_w(log_w: Tensor, mask: Tensor) -> Tensor:
+    """``log prod_t w_t`` of each sequence, broadcast back to (B, T)."""
+    return (log_w * mask).sum(-1, keepdim=True).expand_as(log_w)
+
+
+def _truncate(log_w: Tensor, mask: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
+    raw = torch.exp(log_w.clamp(max=_MAX_LOG_W))
+    return raw, torch.exp(log_w.clamp(max=math.log(cap))), mask
+
+
+def _reject(log_w: Tensor, mask: Tensor, cap: float) -> tuple[Tensor, Tensor, Tensor]:
+    bound = math.log(cap)
+    raw = torch.exp(log_w.clamp(max=_MAX_LOG_W))
+    return raw, torch.exp(log_w.clamp(-bound, bound)), mask & (log_w.abs() <= bound)
+
+
+def _token_truncate(log_w, mask, *, cap):  # TIS: min(w_t, C)
+    return _truncate(log_w, mask, cap)
+
+
+def _token_mask(log_w, mask, *, cap):  # MIS: drop tokens with w_t outside [1/C, C], keep w_t on the others
+    return _reject(log_w, mask, cap)
+
+
+def _sequence_truncate(log_w, mask, *, cap):  # min(prod_t w_t, C) for every token of the sequence
+    return _truncate(_sequence_log_w(log_w, mask), mask, cap)
+
+
+def _sequence_mask(log_w, mask, *, cap):  # drop whole sequences with prod_t w_t outside [1/C, C]
+    return _reject(_sequence_log_w(log_w, mask), mask, cap)
+
+
+#: Rollout corrections by name (``TrainConfig.is_correction``): truncated (TIS) or masked (MIS) importance
+#: sampling, per token or per sequence.
+IS_CORRECTIONS: dict[str, ISCorrection] = {
+    "token-truncate": _token_truncate,
+    "token-mask": _token_mask,
+    "sequence-truncate": _sequence_truncate,
+    "sequence-mask": _sequence_mask,
+}
+
+
+def register_is_correction(name: str, fn: ISCorrection, *, overwrite: bool = False) -> None:
+    """Add a rollout correction usable as ``rollout_correction(mode=name)``; duplicates raise."""
+    if name in IS_CORRECTIONS and not overwrite:
+        raise ValueError(f"IS correction {name!r} is already registered; pass overwrite=True to replace it")
+    IS_CORRECTIONS[name] = fn
+
+
+def get_is_correction(name: str) -> ISCorrection:
+    """The registered rollout correction ``name``; unknown names raise listing the known ones."""
+    try:
+        return IS_CORRECTIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown IS correction {name!r}; known: {sorted(IS_CORRECTIONS)}") from None
+
+
+def rollout_correction(
+    old_logp: Tensor, rollout_logp: Tensor, mask: Tensor, *, mode: str = "token-truncate", cap: float = 2.0
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Importance weights that correct for sampling with another policy than the learner's.
+
+    ``w_t = pi_learner(o_t) / pi_engine(o_t) = exp(old_logp - rollout_logp)``: the learner's log-probs
+    before the update (the proximal policy of AReaL's decoupled objective) over the log-probs the
+    rollout engine sampled with (stale weights under asynchronous rollouts, another numerical precision
+    or kernel under vLLM). ``mode`` bounds them (:data:`IS_CORRECTIONS`):
+
+    - ``"token-truncate"`` (TIS): ``min(w_t, cap)``.
+    - ``"token-mask"`` (MIS): tokens with ``w_t`` outside ``[1/cap, cap]`` leave the loss (and its
+      denominators); the others keep ``w_t``.
+    - ``"sequence-truncate"``: ``min(prod_t w_t, cap)`` for every token of the sequence.
+    - ``"sequence-mask"``: sequences with ``prod_t w_t`` outside ``[1/cap, cap]`` leave the loss.
+
+    Pass ``weights`` as :func:`policy_loss`'s ``is_weights`` and ``keep`` (and the loss mask) as its mask,
+    with denominators counted over ``mask & keep``.
+
+    Args:
+        old_logp: (B, T) the learner's log-probs of the sampled tokens (detached here).
+        rollout_logp: (B, T) the engine's log-probs of the same tokens (detached here).
+        mask: (B, T) 1/True on loss tokens.
+        mode: a registered correction.
+        cap: the bound ``C > 1``.
+
+    Returns:
+        ``(weights, keep, metrics)``: (B, T) weights (0 off the mask), (B, T) bool tokens kept, and
+        detached metrics over the mask: ``is_weight_mean`` (applied weight, kept tokens), ``is_weight_max``
+        (unbounded weight at the mode's level, below ``e^30``), ``is_truncated_share`` / ``is_masked_share``
+        (loss tokens whose weight was capped / that were dropped), ``mismatch_k3`` (k3 estimate of
+        KL(pi_engine || pi_learner) per token) and ``mismatch_abs`` (mean ``|log w_t|``).
+
+    Example:
+        >>> old, engine, mask = torch.log(torch.tensor([[1.0, 1.5, 3.0]])), torch.zeros(1, 3), torch.ones(1, 3)
+        >>> w, keep, m = rollout_correction(old, engine, mask, mode="token-mask", cap=2.0)
+        >>> w.tolist(), keep.tolist(), round(m["is_masked_share"].item(), 4)
+        ([[1.0, 1.5, 0.0]], [[True, True, False]], 0.3333)
+        >>> rollout_correction(old, engine, mask, mode="token-truncate", cap=2.0)[0].tolist()
+        [[1.0, 1.5, 2.0]]
+    """
+    if old_logp.shape != rollout_logp.shape or old_logp.shape != mask.shape or old_logp.dim() != 2:
+        raise ValueError(
+            f"old_logp, rollout_logp and mask must share a (B, T) shape, got {tuple(old_logp.shape)}, "
+            f"{tuple(rollout_logp.shape)}, {tuple(mask.shape)}"
+        )
+    if not cap > 1:
+        raise ValueError(f"the IS cap must be > 1 (weights are bounded to [1/cap, cap] or min(w, cap)), got {cap}")
+    m = mask.bool()
+    log_w = torch.where(m, old_logp.detach() - rollout_logp.detach(), torch.zeros_like(old_logp))  # (B, T)
+    raw, weights, keep = get_is_correction(mode)(log_w, m, cap=cap)
+    keep = keep & m
+    weights = torch.where(keep, weights, torch.zeros_like(weights))  # a dropped token weighs nothing
+    with torch.no_grad():
+        f = m.to(old_logp.dtype)
+        lw = log_w.clamp(-_MAX_LOG_W, _MAX_LOG_W)
+        metrics = {
+            "is_weight_mean": masked_mean(weights, keep),
+            "is_weight_max": torch.where(m, raw, torch.zeros_like(raw)).max() if m.any() else f.sum() * 0,
+            "is_truncated_share": masked_mean((keep & (weights < raw * (1 - 1e-6))).to(f.dtype), f),
+            "is_masked_share": masked_mean((m & ~keep).to(f.dtype), f),
+            "mismatch_k3": masked_mean(torch.expm1(lw) - lw, f),
+            "mismatch_abs": masked_mean(lw.abs(), f),
+        }
+    return weights.detach(), keep, metrics
+
+
 __all__ = [
     "AGGREGATIONS",
-    "Aggregation",
+    "IS_CORRECTIONS",
+    "POLICY_LOSSES",
     "RATIO_LEVELS",
+    "Aggregation",
+    "cispo_loss",
     "entropy_from_logits",
     "get_aggregation",
+    "get_is_correction",
+    "get_policy_loss",
     "group_advantages",
+    "ISCorrection",
     "loss_denominators",
     "masked_mean",
     "policy_loss",
+    "PolicyLoss",
     "register_aggregation",
+    "register_is_correction",
+    "register_policy_loss",
+    "rollout_correction",
     "truncated_is_weights",
 ]

@@ -64,26 +64,31 @@ def shaping_options(cfg: TrainConfig, *, episodes: bool = False) -> dict[str, An
             "overlong_penalty": penalty if cfg.overlong_penalty else None}
 
 
-def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
-                 tokenizer: Any = None) -> Any:
-    """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over the
-    task's group env (B*G sub-envs, shaping from ``cfg``, difficulty-aware draws if
-    ``cfg.difficulty_sampling``) made through Gymnasium's registry; the env is ``sampler.source``."""
+def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
+    """The task's group env: :func:`make_episode_env` for a multi-turn task, else B*G sub-envs (shaping from
+    ``cfg``, difficulty-aware draws if ``cfg.difficulty_sampling``) made through Gymnasium's registry (also
+    what an asynchronous run's rollout worker builds, so both show the same prompts)."""
     import gymnasium as gym
 
     import dapo_env.tasks  # noqa: F401  (registers the built-in ids)
-    from dapo_env.sampler import DynamicSampler
 
     if is_multi_turn(task):
-        env = make_episode_env(cfg, task, tokenizer)
-        return DynamicSampler(env, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
-                              filter_groups=cfg.dynamic_sampling, seed=cfg.seed)
-    env = gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
-                       vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
-                       split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
-                       chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
-                       difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
-    return DynamicSampler(env, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
+        return make_episode_env(cfg, task, tokenizer)
+    return gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
+                        vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
+                        split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
+                        chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
+                        difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
+
+
+def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
+                 tokenizer: Any = None, *, source: Any = None) -> Any:
+    """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over
+    ``source`` (default: :func:`make_group_env`); the source is ``sampler.source``."""
+    from dapo_env.sampler import DynamicSampler
+
+    source = make_group_env(cfg, task, tokenizer) if source is None else source
+    return DynamicSampler(source, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
                           filter_groups=cfg.dynamic_sampling, seed=cfg.seed)
 
 
@@ -100,4 +105,4 @@ def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
                            **shaping_options(cfg, episodes=True), **dict(cfg.task_kwargs))
 
 
-__all__ = ["is_multi_turn", "make_episode_env", "make_sampler", "resolve_task", "shaping_options"]
+__all__ = ["is_multi_turn", "make_episode_env", "make_group_env", "make_sampler", "resolve_task", "shaping_options"]

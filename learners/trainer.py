@@ -40,10 +40,11 @@ from .collective import Collective, LocalCollective
 from .config import TrainConfig
 from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
+from .async_rollout import POLICY_STEP, StepStampedSource, staleness_metrics
 from .lora import adapter_state_dict, has_lora
 from .losses import group_advantages
 from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import is_multi_turn, make_sampler, resolve_task
+from .rollout import is_multi_turn, make_group_env, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .update import derive_seed, update_policy
 from dapo_env.envs import render_prompt
@@ -233,8 +234,7 @@ class Trainer:
         updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
-        generate = self._generate_turns if self.multi_turn else grouped(self._generate, cfg.group_size)
-        self.sampler = make_sampler(cfg, self.task, generate, tokenizer=tokenizer)
+        self.sampler = self._make_sampler(tokenizer)
         self.env = self.sampler.source
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
         self.step, self.optimizer_steps, self._records = 0, 0, []
@@ -247,6 +247,7 @@ class Trainer:
         if latest is not None:
             self._load(latest)
         self._push_weights()
+        self._publish()
 
     # --- weights and checkpoints --------------------------------------------------------------------
     def _attach_lora(self, model: Any, tokenizer: Any, latest: Path | None, *, base_unchanged: bool) -> str | None:
@@ -344,6 +345,54 @@ class Trainer:
                                   seed=derive_seed(self.cfg.seed, *self.sampler.position))
         return self.engine.generate(prompts, n=n, sampling=sampling)
 
+    # --- asynchronous rollouts (docs/DESIGN.md, "Asynchronous rollouts") ---------------------------------
+    def _make_sampler(self, tokenizer: Any) -> Any:
+        """The dynamic sampler over the group env, or, with ``cfg.uses_rollout_worker``, over an
+        :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` whose worker process generates."""
+        cfg = self.cfg
+        if not cfg.uses_rollout_worker:  # groups stamped with the step generating them (staleness metrics)
+            generate = self._generate_turns if self.multi_turn else grouped(self._generate, cfg.group_size)
+            source = StepStampedSource(make_group_env(cfg, self.task, tokenizer), lambda: self.step)
+            return make_sampler(cfg, self.task, generate, tokenizer=tokenizer, source=source)
+        if self.multi_turn:
+            raise ValueError(f"{cfg.task} is multi-turn: a rollout worker plays single-turn rounds only for now; set "
+                             "max_staleness=0 and rollout_worker=false")
+        if self.collective.world.world_size > 1:
+            raise ValueError("max_staleness > 0 / rollout_worker run on one process for now; under torchrun set "
+                             "max_staleness=0 and rollout_worker=false (docs/scaling.md)")
+        from .async_rollout import make_rollout_source
+
+        source = make_rollout_source(cfg, self.task, tokenizer, self.rollout_model, seed_fn=self._round_seed)
+        return make_sampler(cfg, self.task, _worker_generates, tokenizer=tokenizer, source=source)
+
+    def _round_seed(self, n: int) -> int:
+        """The sampling seed of generation round ``n``: the synchronous loop's (the sampler's position) when
+        rounds are issued as they are drawn (``max_staleness=0``), else a function of ``n`` alone."""
+        if self.cfg.max_staleness == 0:
+            return derive_seed(self.cfg.seed, *self.sampler.position)
+        return derive_seed(self.cfg.seed, 2**31 + 1, n)
+
+    def _publish(self) -> None:
+        """Hand the rollout worker the weights of policy version ``self.step`` (no-op without a worker)."""
+        source = self.sampler.source
+        if hasattr(source, "publish"):
+            source.publish(self.step, self.collective.full_state_dict(self.model),
+                           policy_version=self.engine.weights_version)
+
+    def _staleness(self, groups: tuple[Group, ...]) -> dict[str, Any]:
+        """Per-sample age in training steps (staleness histogram) and the rollout worker's counters."""
+        steps = [info.get(POLICY_STEP) for g in groups for info in g.infos]
+        out: dict[str, Any] = staleness_metrics(steps, self.step, max_staleness=self.cfg.max_staleness)
+        source = self.sampler.source
+        stats = source.step_stats() if hasattr(source, "step_stats") else {}
+        out["async/rounds_expired"] = stats.get("async/rounds_expired", 0.0)
+        out["async/rounds_ahead"] = stats.get("async/rounds_ahead", 0.0)
+        out["async/worker_restarts"] = stats.get("async/worker_restarts", 0.0)
+        if stats:
+            out["time/rollout_wait_s"] = stats["async/wait_s"]
+            out["time/worker_generate_s"] = stats["async/generate_s"]
+        return out
+
     def _generate_turns(self, requests: list[Any]) -> list[Any]:
         """The next turn of every live episode (``engine.generate_turns``: each episode's KV cache is kept
         between its turns), seeded by the sampler's (batch, round) position and the turn index."""
@@ -400,6 +449,7 @@ class Trainer:
             record.update(difficulty.stats())
         if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
             record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
+        record.update(self._staleness(groups))
         update: dict[str, Any] = {}
         if groups:
             t1 = time.perf_counter()
@@ -408,7 +458,7 @@ class Trainer:
                                           cfg.group_size, scale_by_std=cfg.scale_adv_by_std)  # (N,)
             # One optimizer step on the whole batch: the policy that sampled is exactly the one the update's
             # own forward sees, so that forward gives the old log-probs; otherwise compute them first.
-            on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size
+            on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
             old_logp = None if on_policy else batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size,
                                                              temperature=cfg.temperature, precision=cfg.precision)
             result = update_policy(self.model, self.optimizer, batch, advantages, cfg, key=(cfg.seed, self.step),
@@ -431,7 +481,10 @@ class Trainer:
             "optim/steps": self.optimizer_steps,
             "policy/drift_from_init": param_drift(self.rollout_model, self.init_params) if self.init_params else None,
         })
+        if cfg.is_correction is not None:
+            record.update({f"is/{k.removeprefix('is_')}": update.get(k) for k in IS_METRICS})
         self.step += 1
+        self._publish()
         record["time/step_s"] = time.perf_counter() - t0
         record["time/elapsed_s"] = time.perf_counter() - self._t_start
         record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
@@ -550,6 +603,14 @@ class Trainer:
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",
                             title=f"{self.cfg.run_name} ({self.cfg.preset_name})")
+
+
+#: rollout_correction metrics, logged as ``is/<name without is_>`` when ``is_correction`` is set.
+IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_masked_share", "mismatch_k3", "mismatch_abs")
+
+
+def _worker_generates(prompts: list[str]) -> list[Any]:
+    raise RuntimeError("with a rollout worker the worker generates; the sampler's source never calls generate")
 
 
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, **kwargs: Any) -> TrainResult:

@@ -40,7 +40,7 @@ import torch
 
 from .batch import SequenceBatch, autocast, response_logprobs
 from .collective import Collective, LocalCollective
-from .losses import masked_mean, policy_loss, truncated_is_weights
+from .losses import get_policy_loss, masked_mean, rollout_correction, truncated_is_weights
 
 #: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
 LOSS_METRICS = ("clip_frac_high", "clip_frac_low", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean")
@@ -89,8 +89,12 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
         optimizer, scheduler: stepped once per mini-batch (the scheduler may be ``None``).
         batch: the N = groups * G samples, group-major (:func:`build_sequence_batch`).
         advantages: (N,) or (N, R) advantages.
-        cfg: a :class:`~dapo_env.learners.config.TrainConfig` (sizes, clipping, aggregation, ratio level,
-            ``tis_cap``, ``grad_clip``, ``temperature``, ``precision``).
+        cfg: a :class:`~dapo_env.learners.config.TrainConfig` (sizes, ``loss``, clipping, aggregation, ratio
+            level, ``tis_cap`` or ``is_correction``/``is_cap``, ``grad_clip``, ``temperature``, ``precision``).
+            ``is_correction`` reweights (and may mask) tokens by ``rollout_correction(old_logp, engine
+            log-probs)`` before the mini-batches' denominators are counted; its metrics join the result's
+            (``is_weight_mean``, ``is_weight_max``, ``is_truncated_share``, ``is_masked_share``,
+            ``mismatch_k3``, ``mismatch_abs``).
         key: the batch's key, e.g. ``(seed, step)``; epoch ``e`` shuffles groups with ``derive_seed(*key, 1000 + e)``.
         old_logp: (N, R) log-probs of the policy that sampled (detached). ``None``: the batch gets exactly
             one optimizer step, so the update's own forward IS the old policy; its detached log-probs are
@@ -112,6 +116,7 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
                          "than mini_batch_size groups")
     fill = old_logp is None
     old = torch.zeros_like(batch.loss_mask) if fill else old_logp
+    loss_mask, is_weights, is_metrics = _rollout_correction(batch, old, cfg, fill=fill)
     steps: list[dict[str, float]] = []
     model.train()
     for epoch in range(cfg.epochs_per_batch):
@@ -120,7 +125,7 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
         rows = (order[:, None] * G + torch.arange(G)[None, :]).reshape(-1)  # (num_groups * G,)
         for start in range(0, n, cfg.mini_batch_size * G):
             step = _optimizer_step(model, optimizer, batch, advantages, old, rows[start:start + cfg.mini_batch_size * G],
-                                   cfg, collective, fill=fill)
+                                   cfg, collective, fill=fill, loss_mask=loss_mask, is_weights=is_weights)
             if step is None:
                 continue
             if scheduler is not None:
@@ -129,32 +134,52 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             if on_optimizer_step is not None:
                 on_optimizer_step()
     metrics = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]} if steps else {}
+    metrics.update(is_metrics)
     return UpdateResult(metrics, old, len(steps))
+
+
+def _rollout_correction(batch: SequenceBatch, old: torch.Tensor, cfg: Any, *, fill: bool
+                        ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+    """The loss mask and IS weights of ``cfg.is_correction`` (engine -> learner), with its metrics.
+
+    Samples without engine log-probs weigh 1. Without a correction: the batch's mask, no weights (a
+    ``tis_cap`` is applied per micro-batch, where ``old_logp=None`` fills the old log-probs)."""
+    mode = getattr(cfg, "is_correction", None)
+    if mode is None:
+        return batch.loss_mask, None, {}
+    if fill:
+        raise ValueError("is_correction needs the old policy's log-probs before the update: pass old_logp "
+                         "(batch_logprobs)")
+    engine = torch.where(batch.has_rollout_logprobs[:, None], batch.rollout_logprobs.to(old.device), old)
+    weights, keep, metrics = rollout_correction(old, engine, batch.loss_mask, mode=mode, cap=cfg.is_cap)
+    return batch.loss_mask * keep.to(batch.loss_mask.dtype), weights, {k: float(v) for k, v in metrics.items()}
 
 
 def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: SequenceBatch,
                     advantages: torch.Tensor, old: torch.Tensor, rows: torch.Tensor, cfg: Any,
-                    collective: Collective, *, fill: bool) -> dict[str, float] | None:
+                    collective: Collective, *, fill: bool, loss_mask: torch.Tensor,
+                    is_weights: torch.Tensor | None) -> dict[str, float] | None:
     """One mini-batch: accumulate the micro-batches' gradients, sync, clip, step. ``None`` if it has no loss token."""
-    num_tokens, num_seqs = collective.denominators(batch.loss_mask[rows])  # global over the mini-batch and ranks
+    num_tokens, num_seqs = collective.denominators(loss_mask[rows])  # global over the mini-batch and ranks
     if int(num_tokens) == 0:
         return None
     device = next(model.parameters()).device
     optimizer.zero_grad(set_to_none=True)
     sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS), 0.0)
+    loss_fn = get_policy_loss(getattr(cfg, "loss", "ppo-clip"))
     for start in range(0, rows.numel(), cfg.micro_batch_size):
         sub = rows[start:start + cfg.micro_batch_size]
         with autocast(cfg.precision, device):
             logp, entropy = response_logprobs(model, batch, sub, cfg.temperature, with_entropy=True)
         if fill:
             old[sub] = logp.detach()
-        mask = batch.loss_mask[sub]
-        is_weights = None
+        mask = loss_mask[sub]
+        weights = None if is_weights is None else is_weights[sub]
         if cfg.tis_cap is not None:  # engine-vs-learner correction; samples without engine log-probs weigh 1
             engine = torch.where(batch.has_rollout_logprobs[sub, None], batch.rollout_logprobs[sub], old[sub])
-            is_weights = truncated_is_weights(old[sub], engine, cfg.tis_cap)
-        loss, metrics = policy_loss(logp, old[sub], advantages[sub], mask, num_tokens=num_tokens, num_seqs=num_seqs,
-                                    is_weights=is_weights, **loss_settings(cfg))
+            weights = truncated_is_weights(old[sub], engine, cfg.tis_cap)
+        loss, metrics = loss_fn(logp, old[sub], advantages[sub], mask, num_tokens=num_tokens, num_seqs=num_seqs,
+                                is_weights=weights, **loss_settings(cfg))
         loss.backward()
         weight = float(mask.sum()) / float(num_tokens)  # this micro-batch's share of the global tokens
         sums["loss"] += float(loss.detach())  # already a share (global denominators)

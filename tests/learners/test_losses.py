@@ -9,8 +9,16 @@ from hypothesis import strategies as st
 
 from dapo_env.learners.losses import (
     AGGREGATIONS,
+    IS_CORRECTIONS,
+    POLICY_LOSSES,
+    cispo_loss,
     entropy_from_logits,
     get_aggregation,
+    get_is_correction,
+    get_policy_loss,
+    register_is_correction,
+    register_policy_loss,
+    rollout_correction,
     group_advantages,
     loss_denominators,
     masked_mean,
@@ -308,3 +316,236 @@ def test_entropy_and_masked_mean() -> None:
         masked_mean(torch.tensor([[1.0, 3.0], [2.0, 4.0]]), torch.tensor([[1, 1], [1, 0]]), dim=-1),
         torch.tensor([2.0, 2.0]),
     )
+
+
+# --- CISPO -----------------------------------------------------------------------------------------------
+# The hand-worked example again: r = [[1.5, 1.0, 0.5], [0.7, 1.1, (2.0 masked)]], A = [+1, -1], weights
+# clipped to [0.8, 1.28] whatever the sign of A: [[1.28, 1.0, 0.8], [0.8, 1.1]]. Per token -A w:
+# [-1.28, -1.0, -0.8] and [+0.8, +1.1]; sum -1.18 over 5 tokens. Gradient -A w / 5 on EVERY loss token.
+CISPO_EXPECTED = {
+    "token-mean": -1.18 / 5,
+    "seq-mean-token-mean": (-3.08 / 3 + 1.9 / 2) / 2,
+    "seq-mean-token-sum": -1.18 / 2,
+    "seq-mean-token-sum-norm": -1.18 / (3 * 2),
+}
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_cispo_hand_worked_value(agg: str) -> None:
+    logp, old, adv, mask = hand_inputs()
+    loss, _ = cispo_loss(logp, old, adv, mask, agg=agg)
+    assert loss.item() == pytest.approx(CISPO_EXPECTED[agg], abs=1e-12)
+
+
+def test_cispo_hand_worked_gradient_keeps_clipped_tokens() -> None:
+    logp, old, adv, mask = hand_inputs()
+    loss, metrics = cispo_loss(logp, old, adv, mask)
+    loss.backward()
+    expected = torch.tensor([[-1.28, -1.0, -0.8], [0.8, 1.1, 0.0]], dtype=torch.float64) / 5
+    torch.testing.assert_close(logp.grad, expected, atol=1e-12, rtol=0)
+    # the clipped surrogate drops exactly the two tokens CISPO keeps (r=1.5 with A>0, r=0.7 with A<0)
+    ppo_lp = hand_inputs()[0]
+    policy_loss(ppo_lp, old, adv, mask)[0].backward()
+    assert ppo_lp.grad[0, 0].item() == 0.0 and ppo_lp.grad[1, 0].item() == 0.0
+    assert logp.grad[0, 0].item() != 0.0 and logp.grad[1, 0].item() != 0.0
+    # clip fractions count the clipped weights whatever A's sign: 1.5 high; 0.5 and 0.7 low
+    assert metrics["clip_frac_high"].item() == pytest.approx(1 / 5)
+    assert metrics["clip_frac_low"].item() == pytest.approx(2 / 5)
+    assert metrics["clip_frac"].item() == pytest.approx(3 / 5)
+    assert metrics["dual_clip_frac"].item() == 0.0
+    assert metrics["ratio_max"].item() == pytest.approx(1.5)
+    assert set(metrics) == set(policy_loss(*hand_inputs())[1])  # the registry's one metric set
+
+
+def test_cispo_without_lower_bound_is_minimax_m1s_setting() -> None:
+    logp = torch.log(torch.tensor([[0.5, 0.1]], dtype=torch.float64)).requires_grad_(True)
+    loss, m = cispo_loss(logp, torch.zeros(1, 2, dtype=torch.float64), torch.tensor([2.0]), torch.ones(1, 2),
+                         clip_low=1.0, clip_high=4.0)
+    assert loss.item() == pytest.approx(-2.0 * (0.5 + 0.1) / 2)  # weights unclipped below
+    assert m["clip_frac_low"].item() == 0.0
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[-0.5, -0.1]], dtype=torch.float64))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), agg=st.sampled_from(AGGS), ratio_level=st.sampled_from(["token", "sequence"]))
+def test_cispo_on_policy_gradient_is_the_policy_gradient(seed: int, agg: str, ratio_level: str) -> None:
+    """At r = 1 (the first update on fresh samples) CISPO's gradient is the plain policy gradient, which is
+    also the clipped surrogate's."""
+    _, old, adv, mask = random_batch(seed, 5, 6)
+    grads = []
+    for fn in (cispo_loss, policy_loss):
+        lp = old.clone().requires_grad_(True)
+        fn(lp, old, adv, mask, agg=agg, ratio_level=ratio_level, max_response_tokens=6)[0].backward()
+        grads.append(lp.grad)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-12, rtol=1e-10)
+
+
+def test_cispo_sequence_ratio_and_is_weights() -> None:
+    log_r = torch.tensor([[0.2, 0.4, 9.0]], dtype=torch.float64)  # third token masked
+    mask = torch.tensor([[1, 1, 0]])
+    logp = log_r.clone().requires_grad_(True)
+    s = math.exp(0.3)  # GSPO's sequence ratio, 1.35 > 1.28: clipped
+    loss, _ = cispo_loss(logp, torch.zeros(1, 3, dtype=torch.float64), torch.tensor([1.0]), mask,
+                         ratio_level="sequence", agg="seq-mean-token-mean",
+                         is_weights=torch.tensor([[0.5, 1.0, 7.0]], dtype=torch.float64))
+    assert s > 1.28
+    assert loss.item() == pytest.approx(-1.28 * (0.5 + 1.0) / 2)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[-1.28 * 0.5 / 2, -1.28 / 2, 0.0]], dtype=torch.float64))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), batch=st.integers(2, 8), cut=st.integers(1, 7), agg=st.sampled_from(AGGS))
+def test_cispo_micro_batch_split_invariance(seed: int, batch: int, cut: int, agg: str) -> None:
+    logp, old, adv, mask = random_batch(seed, batch, 6)
+    full_lp = logp.clone().requires_grad_(True)
+    full, _ = cispo_loss(full_lp, old, adv, mask, agg=agg, max_response_tokens=6)
+    full.backward()
+    num_tokens, num_seqs = loss_denominators(mask)
+    acc_lp = logp.clone().requires_grad_(True)
+    total = 0.0
+    for lo, hi in ((0, min(cut, batch)), (min(cut, batch), batch)):
+        if hi > lo:
+            part, _ = cispo_loss(acc_lp[lo:hi], old[lo:hi], adv[lo:hi], mask[lo:hi], agg=agg, max_response_tokens=6,
+                                 num_tokens=num_tokens, num_seqs=num_seqs)
+            part.backward()
+            total += part.item()
+    assert total == pytest.approx(full.item(), rel=1e-10, abs=1e-12)
+    torch.testing.assert_close(acc_lp.grad, full_lp.grad, atol=1e-12, rtol=1e-10)
+
+
+def test_policy_loss_registry() -> None:
+    assert get_policy_loss("ppo-clip") is policy_loss and get_policy_loss("cispo") is cispo_loss
+    logp, old, adv, mask = hand_inputs()
+    kwargs = dict(clip_low=0.2, clip_high=0.28, clip_c=None, agg="token-mean", ratio_level="token", num_tokens=None,
+                  num_seqs=None, is_weights=None, max_response_tokens=None)
+    for name, fn in POLICY_LOSSES.items():  # one signature: every entry takes the same keywords
+        loss, metrics = fn(logp, old, adv, mask, **kwargs)
+        assert loss.dim() == 0 and "clip_frac" in metrics, name
+    with pytest.raises(ValueError, match="already registered"):
+        register_policy_loss("cispo", cispo_loss)
+    register_policy_loss("test-loss", cispo_loss)
+    try:
+        assert get_policy_loss("test-loss") is cispo_loss
+    finally:
+        del POLICY_LOSSES["test-loss"]
+    with pytest.raises(ValueError, match=r"known: \['cispo', 'ppo-clip'\]"):
+        get_policy_loss("grpo")
+    with pytest.raises(ValueError, match="clip_c=None"):
+        cispo_loss(logp, old, adv, mask, clip_c=3.0)
+    with pytest.raises(ValueError, match="clip_low <= 1"):
+        cispo_loss(logp, old, adv, mask, clip_low=1.5)
+
+
+# --- rollout correction (TIS / MIS, token and sequence level) -------------------------------------------
+# Learner / engine probability ratios w: row 0 [1, 1.5, 3], row 1 [0.8, 1, (4 masked)]; cap C = 2.
+# Sequence products: row 0 4.5 (outside [0.5, 2]), row 1 0.8 (inside).
+W = [[1.0, 1.5, 3.0], [0.8, 1.0, 4.0]]
+W_MASK = [[1, 1, 1], [1, 1, 0]]
+IS_EXPECTED = {  # mode -> (weights, keep, truncated share, masked share, max unbounded weight)
+    "token-truncate": ([[1, 1.5, 2], [0.8, 1, 0]], [[1, 1, 1], [1, 1, 0]], 1 / 5, 0.0, 3.0),
+    "token-mask": ([[1, 1.5, 0], [0.8, 1, 0]], [[1, 1, 0], [1, 1, 0]], 0.0, 1 / 5, 3.0),
+    "sequence-truncate": ([[2, 2, 2], [0.8, 0.8, 0]], [[1, 1, 1], [1, 1, 0]], 3 / 5, 0.0, 4.5),
+    "sequence-mask": ([[0, 0, 0], [0.8, 0.8, 0]], [[0, 0, 0], [1, 1, 0]], 0.0, 3 / 5, 4.5),
+}
+
+
+def is_inputs():
+    old = torch.log(torch.tensor(W, dtype=torch.float64)) - 0.7  # any common offset: only the ratio matters
+    return old, torch.full((2, 3), -0.7, dtype=torch.float64), torch.tensor(W_MASK)
+
+
+@pytest.mark.parametrize("mode", sorted(IS_EXPECTED))
+def test_rollout_correction_hand_worked(mode: str) -> None:
+    weights, keep, truncated, masked, raw_max = IS_EXPECTED[mode]
+    w, k, m = rollout_correction(*is_inputs(), mode=mode, cap=2.0)
+    torch.testing.assert_close(w, torch.tensor(weights, dtype=torch.float64))
+    assert k.tolist() == [[bool(x) for x in row] for row in keep]
+    assert m["is_truncated_share"].item() == pytest.approx(truncated)
+    assert m["is_masked_share"].item() == pytest.approx(masked)
+    assert m["is_weight_max"].item() == pytest.approx(raw_max)
+    kept = [x for row_w, row_k in zip(weights, keep) for x, on in zip(row_w, row_k) if on]
+    assert m["is_weight_mean"].item() == pytest.approx(sum(kept) / len(kept))
+    tokens = [1.0, 1.5, 3.0, 0.8, 1.0]  # the masked-in tokens' weights, whatever the mode
+    assert m["mismatch_abs"].item() == pytest.approx(sum(abs(math.log(x)) for x in tokens) / 5)
+    assert m["mismatch_k3"].item() == pytest.approx(sum(x - 1 - math.log(x) for x in tokens) / 5)
+    assert not w.requires_grad and all(not v.requires_grad for v in m.values())
+
+
+def test_rollout_correction_feeds_the_loss() -> None:
+    """Masked tokens leave the loss and its denominators; kept ones are weighted."""
+    old, engine, mask = is_inputs()
+    w, keep, _ = rollout_correction(old, engine, mask, mode="token-mask", cap=2.0)
+    logp = old.clone().requires_grad_(True)  # r = 1: the per-token loss is -A
+    adv = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    loss, _ = policy_loss(logp, old, adv, mask * keep, is_weights=w)
+    # kept: row 0 weights 1, 1.5 (A=+1), row 1 weights 0.8, 1 (A=-1); 4 tokens
+    assert loss.item() == pytest.approx((-(1 + 1.5) + (0.8 + 1)) / 4)
+
+
+def test_rollout_correction_identity_when_policies_agree() -> None:
+    _, old, adv, mask = random_batch(3, 4, 5)
+    for mode in IS_CORRECTIONS:
+        w, keep, m = rollout_correction(old, old.clone(), mask, mode=mode, cap=1.5)
+        torch.testing.assert_close(w, mask.to(w.dtype))
+        assert torch.equal(keep, mask.bool())
+        assert m["is_masked_share"].item() == 0.0 and m["mismatch_abs"].item() == 0.0
+
+
+def test_rollout_correction_weights_point_from_engine_to_learner() -> None:
+    """Reweighting samples of the engine's distribution q by w = p / q gives expectations under the learner's
+    p (exactly, by enumeration over a 3-token vocabulary, with a cap that never binds)."""
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    q = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    f = torch.tensor([1.0, -2.0, 5.0], dtype=torch.float64)
+    w, _, _ = rollout_correction(p.log()[None], q.log()[None], torch.ones(1, 3), mode="token-truncate", cap=1e6)
+    assert float((q * w[0] * f).sum()) == pytest.approx(float((p * f).sum()))
+
+
+def test_rollout_correction_long_sequences_stay_finite() -> None:
+    old = torch.full((2, 400), 0.5)  # log prod w = 200 per sequence: e^200 overflows fp32
+    w, keep, m = rollout_correction(old, torch.zeros(2, 400), torch.ones(2, 400), mode="sequence-truncate", cap=3.0)
+    assert torch.isfinite(w).all() and float(w.max()) == pytest.approx(3.0)
+    assert all(torch.isfinite(v) for v in m.values())
+    _, keep, m = rollout_correction(-old, torch.zeros(2, 400), torch.ones(2, 400), mode="sequence-mask", cap=3.0)
+    assert not keep.any() and m["is_masked_share"].item() == 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), cap=st.floats(1.05, 10.0), mode=st.sampled_from(sorted(IS_EXPECTED)))
+def test_rollout_correction_properties(seed: int, cap: float, mode: str) -> None:
+    _, old, _, mask = random_batch(seed, 5, 6)
+    engine = old + torch.randn(old.shape, generator=torch.Generator().manual_seed(seed), dtype=old.dtype) * 0.5
+    w, keep, _ = rollout_correction(old, engine, mask, mode=mode, cap=cap)
+    on = mask.bool()
+    assert not (keep & ~on).any() and (w[~keep] == 0).all()
+    kept = w[keep]
+    assert (kept <= cap * (1 + 1e-9)).all()
+    if mode.endswith("mask"):
+        assert (kept >= 1 / cap * (1 - 1e-9)).all()
+    if mode.startswith("token") and mode.endswith("truncate"):
+        torch.testing.assert_close(w, torch.where(on, torch.exp(old - engine).clamp(max=cap), torch.zeros_like(w)))
+    if mode.startswith("sequence"):  # one weight per sequence
+        for row in range(w.shape[0]):
+            values = w[row][keep[row]]
+            assert values.numel() == 0 or torch.allclose(values, values[0].expand_as(values))
+
+
+def test_is_correction_registry_and_errors() -> None:
+    old, engine, mask = is_inputs()
+    with pytest.raises(ValueError, match="cap must be > 1"):
+        rollout_correction(old, engine, mask, cap=1.0)
+    with pytest.raises(ValueError, match="known"):
+        rollout_correction(old, engine, mask, mode="tis")
+    with pytest.raises(ValueError, match="shape"):
+        rollout_correction(old, engine[:, :2], mask)
+    with pytest.raises(ValueError, match="already registered"):
+        register_is_correction("token-mask", IS_CORRECTIONS["token-mask"])
+    register_is_correction("test-none", lambda log_w, mask, *, cap: (log_w.exp(), torch.ones_like(log_w), mask))
+    try:
+        w, _, _ = rollout_correction(old, engine, mask, mode="test-none")
+        assert float(w.max()) == 1.0
+    finally:
+        del IS_CORRECTIONS["test-none"]
+    assert get_is_correction("sequence-mask") is IS_CORRECTIONS["sequence-mask"]

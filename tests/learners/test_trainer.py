@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dapo_env.learners.losses import group_advantages
+from dapo_env.learners.losses import POLICY_LOSSES, group_advantages
 from dapo_env.learners.trainer import Trainer, train
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,7 +87,6 @@ def test_custom_verifier_reward_is_what_the_loss_sees(tmp_path: Path, verifier: 
     """The custom verifier's verdict, mapped to +-1 and shaped by the overlong penalty, becomes the group
     rewards; their group advantages are exactly the advantages every policy_loss call receives."""
     from dapo_env import OverlongPenalty
-    from dapo_env.learners import update as update_module
 
     cfg = tiny_config(tmp_path, verifier=verifier, max_steps=1, checkpoint_every=0, plot_every=0, eval_every=0,
                       max_gen_rounds=4)
@@ -95,13 +94,13 @@ def test_custom_verifier_reward_is_what_the_loss_sees(tmp_path: Path, verifier: 
     batches, seen = [], []
     sample = trainer.sampler.sample
     trainer.sampler.sample = lambda: batches.append(sample()) or batches[-1]
-    real_loss = update_module.policy_loss
+    real_loss = POLICY_LOSSES["ppo-clip"]
 
     def spy(logp, old_logp, advantages, mask, **kwargs):
         seen.append(advantages.detach().clone())
         return real_loss(logp, old_logp, advantages, mask, **kwargs)
 
-    monkeypatch.setattr(update_module, "policy_loss", spy)
+    monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
     record = trainer.train_step()
     groups = batches[0].groups
     assert groups, "the toy verifier should give informative groups"

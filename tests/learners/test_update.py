@@ -13,7 +13,7 @@ import torch
 from dapo_env.learners import update as update_module
 from dapo_env.learners.batch import batch_logprobs, build_sequence_batch, logprob_mismatch
 from dapo_env.learners.config import preset
-from dapo_env.learners.losses import group_advantages, register_aggregation
+from dapo_env.learners.losses import POLICY_LOSSES, group_advantages, register_aggregation
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.update import update_policy
 from dapo_env.types import Completion, Group
@@ -49,14 +49,14 @@ def _setup(**overrides: Any) -> tuple[torch.nn.Module, Any, Any, torch.Tensor]:
 def test_loss_and_every_metric_are_means_over_optimizer_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     model, cfg, batch, adv = _setup(micro_batch_size=8)  # 2 mini-batches of 8 rows: one micro-batch each
     losses: list[float] = []
-    real = update_module.policy_loss
+    real = POLICY_LOSSES["ppo-clip"]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         loss, metrics = real(*args, **kwargs)
         losses.append(float(loss.detach()))
         return loss, metrics
 
-    monkeypatch.setattr(update_module, "policy_loss", spy)
+    monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
     old = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0) - 0.3 * batch.response_mask
     result = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0),
                            old_logp=old)
@@ -96,7 +96,7 @@ def test_on_policy_shortcut_fills_old_logp_and_needs_one_step() -> None:
 
 def test_gspo_tis_and_a_registered_aggregation_are_reached_from_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
-    real = update_module.policy_loss
+    real = POLICY_LOSSES["ppo-clip"]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(kwargs)
@@ -106,7 +106,7 @@ def test_gspo_tis_and_a_registered_aggregation_are_reached_from_the_config(monke
         return (loss_mat * mask).sum()
 
     register_aggregation("test-sum", sum_loss, overwrite=True)
-    monkeypatch.setattr(update_module, "policy_loss", spy)
+    monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
     model, cfg, batch, adv = _setup(ratio_level="sequence", tis_cap=2.0, loss_agg="test-sum", mini_batch_size=4)
     update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0))
     assert calls and all(c["ratio_level"] == "sequence" and c["agg"] == "test-sum" for c in calls)

@@ -1,0 +1,218 @@
+"""Synchronous vs asynchronous rollouts (``max_staleness`` 1 and 2), side by side: throughput and accuracy.
+
+Every (workload, setting, seed) trains in its OWN fresh subprocess for the same number of steps, so each
+setting generates about the same number of tokens (dynamic sampling's extra rounds aside; the JSON records
+the counts) and held-out accuracy is compared at (nearly) equal generated tokens. Settings:
+
+- ``sync``: ``max_staleness=0``, generation in the learner's process, ``--threads`` torch threads (the
+  ``tiny`` workload keeps its preset's one thread: at that size intra-op threads do not pay, and on the
+  loaded 2-core machine two threads made the synchronous run an order of magnitude slower);
+- ``staleness_1`` / ``staleness_2``: a rollout worker process generates the next rounds while the learner
+  updates; learner and worker get ``--threads // 2`` threads each (the same CPU budget).
+
+Workloads: ``tiny`` (the CPU default run: the ``tiny`` preset with its warm start, Largest-v0) and
+``smollm2`` (a SmolLM2-135M-shaped random-init Llama, 30 layers x 576, with the tiny tokenizer's vocabulary,
+on the tiny run's task with a toy verifier that accepts an even-length response, so about half the samples
+are right and every step updates; its accuracy measures nothing and is reported for completeness).
+
+Measured per run, over training steps 2..N (the first step includes starting the worker): wall-clock
+steps/s and generated tokens/s; CPU seconds of the run's process tree (learner + worker); the final
+held-out accuracy (the ``tiny`` preset's greedy eval); the share of step time the learner spent waiting for
+rollouts (generating them itself when synchronous): the overlap, readable even on a loaded machine.
+``speedup_staleness_k`` is the mean over seeds of
+steps/s at staleness k over the same seed's sync steps/s.
+
+Run (full: both workloads, 3 seeds; sizes chosen for ~35-45 minutes on an idle 2-core box)::
+
+    python benchmarks/bench_async.py                              # -> benchmarks/out/bench_async.json
+    python benchmarks/bench_async.py --workloads tiny --seeds 1 --steps 6    # a few minutes
+    python benchmarks/bench_async.py --out benchmarks/results/bench_async.json   # refresh the tracked result
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _paths import REPO, add_out_argument, out_path, write_json
+
+SETTINGS: dict[str, int] = {"sync": 0, "staleness_1": 1, "staleness_2": 2}
+WORKLOADS = ("tiny", "smollm2")
+#: SmolLM2-135M's shape (hidden, layers, heads, kv heads, MLP width); the vocabulary is the tokenizer's.
+SMOLLM2_SHAPE = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                     intermediate_size=1536)
+
+
+def even_length(response: str, reference: Any) -> bool:
+    """The smollm2 workload's toy verifier: about half of a random model's responses pass."""
+    return len(response) % 2 == 0
+
+
+def smollm2_folder(folder: Path) -> Path:
+    """Save a SmolLM2-135M-shaped random-init Llama with the tiny tokenizer to ``folder`` (once)."""
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from dapo_env.learners.tiny import build_tokenizer
+
+    tok = build_tokenizer(model_max_length=256)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), max_position_embeddings=256, tie_word_embeddings=True,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                         **SMOLLM2_SHAPE)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def run_config(workload: str, setting: str, seed: int, steps: int, threads: int, out_dir: str,
+               model_dir: str | None = None, is_correction: str | None = None, quick: bool = False) -> Any:
+    """The :class:`TrainConfig` of one run (``quick``: no warm start, 8 prompts, 16 eval problems: a smoke run).
+
+    Example:
+        >>> cfg = run_config("tiny", "staleness_1", seed=2, steps=5, threads=2, out_dir="runs")
+        >>> cfg.max_staleness, cfg.num_threads, cfg.seed, cfg.task
+        (1, 1, 2, 'Largest-v0')
+    """
+    from dapo_env.learners.config import preset
+
+    staleness = SETTINGS[setting]
+    common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
+                  plot_every=0, progress=False, out_dir=out_dir, name=f"{workload}-{setting}-s{seed}",
+                  num_threads=(1 if workload == "tiny" else threads) if staleness == 0 else max(1, threads // 2),
+                  is_correction=is_correction if staleness > 0 else None)
+    if workload == "tiny":
+        quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
+        return preset("tiny", **common, **quick_sizes)
+    if workload == "smollm2":
+        return preset("tiny", model=model_dir, verifier="bench_async:even_length", warmstart_steps=0,
+                      batch_size=8, mini_batch_size=8, micro_batch_size=16, eval_size=32, lr=1e-5, **common)
+    raise ValueError(f"unknown workload {workload!r}; choose from {WORKLOADS}")
+
+
+def run_one(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train one run in this process; return its throughput and accuracy."""
+    from dapo_env.learners.trainer import train
+
+    cfg = run_config(**spec)
+    start = time.perf_counter()
+    result = train(cfg)
+    records = [r for r in result.metrics if r.get("step", 0) >= 1]
+    first, last = records[0], records[-1]
+    measured = records[1:] or records
+    span = max(last["time/elapsed_s"] - (first["time/elapsed_s"] if len(records) > 1 else 0.0), 1e-9)
+    tokens = sum(r["rollout/samples_generated"] * (r["response/length_mean"] or 0.0) for r in measured)
+    all_tokens = sum(r["rollout/samples_generated"] * (r["response/length_mean"] or 0.0) for r in records)
+    return {"steps_per_s": len(measured) / span, "generated_tokens_per_s": tokens / span,
+            "generated_tokens": all_tokens, "accuracy": result.final_eval_accuracy,
+            "initial_accuracy": result.initial_eval_accuracy, "train_wall_s": span,
+            "total_wall_s": time.perf_counter() - start,
+            "staleness_mean": float(np.mean([r["staleness/mean"] for r in records if r.get("staleness/mean") is not None]
+                                            or [0.0])),
+            "worker_restarts": last.get("async/worker_restarts", 0.0),
+            # the share of a step the learner waits for rollouts (sync: generating them itself)
+            "rollout_share": float(sum(r["time/rollout_s"] for r in measured) / sum(r["time/step_s"] for r in measured)),
+            "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured]))}
+
+
+def run_in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_one` in a fresh interpreter; adds the CPU seconds of its process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)], capture_output=True, text=True,
+                          cwd=str(REPO))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"run {spec} failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return out
+
+
+def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Per setting: means and standard deviations over seeds; speedups as the mean of per-seed ratios."""
+    by = {(r["setting"], r["seed"]): r for r in runs}
+    out: dict[str, Any] = {}
+    for setting in SETTINGS:
+        rows = [by[(setting, s)] for s in seeds if (setting, s) in by]
+        if not rows:
+            continue
+        for key in ("steps_per_s", "generated_tokens_per_s", "accuracy", "generated_tokens", "cpu_s", "rollout_share"):
+            values = [r[key] for r in rows if r.get(key) is not None]
+            out[f"{key}_{setting}"] = float(np.mean(values)) if values else None
+            out[f"{key}_{setting}_std"] = float(np.std(values)) if len(values) > 1 else None
+        if setting != "sync":
+            ratios = [by[(setting, s)]["steps_per_s"] / by[("sync", s)]["steps_per_s"] for s in seeds
+                      if (setting, s) in by and ("sync", s) in by]
+            out[f"speedup_{setting}"] = float(np.mean(ratios)) if ratios else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="training steps per run (default: 30 for tiny, 6 for smollm2)")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run, shared by learner and "
+                        "worker in the async settings (default 2)")
+    parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none)")
+    parser.add_argument("--model-dir", type=Path, default=REPO / "runs" / "models" / "smollm2-shaped-random",
+                        help="where the SmolLM2-shaped random-init model is saved (built once)")
+    add_out_argument(parser, "bench_async")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny workload without warm start, "
+                        "8 prompts per step (numbers mean nothing)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(json.loads(args.one))))
+        return {}
+    seeds = list(range(args.seeds))
+    if args.quick:
+        args.workloads = ["tiny"]
+    result: dict[str, Any] = {"seeds": seeds, "threads": args.threads, "is_correction": args.is_correction,
+                              "quick": args.quick, "workloads": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
+        for workload in args.workloads:
+            steps = args.steps or (30 if workload == "tiny" else 6)
+            model_dir = str(smollm2_folder(args.model_dir)) if workload == "smollm2" else None
+            runs = []
+            for seed in seeds:
+                for setting in SETTINGS:  # interleaved, so machine load drifts over all settings alike
+                    spec = dict(workload=workload, setting=setting, seed=seed, steps=steps, threads=args.threads,
+                                out_dir=tmp, model_dir=model_dir, is_correction=args.is_correction, quick=args.quick)
+                    run = {"setting": setting, "seed": seed, **run_in_subprocess(spec)}
+                    runs.append(run)
+                    print(f"{workload:8s} {setting:12s} seed {seed}: {run['steps_per_s']:.3f} steps/s "
+                          f"{run['generated_tokens_per_s']:.0f} tok/s acc {run['accuracy']} cpu {run['cpu_s']:.0f}s "
+                          f"wall {run['total_wall_s']:.0f}s", flush=True)
+            result["workloads"][workload] = {"steps": steps, "runs": runs, **summarize(runs, seeds)}
+    first = result["workloads"][args.workloads[0]]
+    result.update({k: first.get(k) for k in ("speedup_staleness_1", "speedup_staleness_2")})
+    result["accuracy"] = {s: first.get(f"accuracy_{s}") for s in SETTINGS}
+    print(f"\n{'workload':9s} {'setting':12s} {'steps/s':>9s} {'tok/s':>8s} {'speedup':>8s} {'accuracy':>14s} {'cpu s':>7s} "
+          f"{'rollout share':>13s}")
+    for workload, w in result["workloads"].items():
+        for s in SETTINGS:
+            acc, sd = w.get(f"accuracy_{s}"), w.get(f"accuracy_{s}_std")
+            acc_text = "-" if acc is None else f"{acc:.3f}" + (f" +-{sd:.3f}" if sd is not None else "")
+            speed = 1.0 if s == "sync" else w.get(f"speedup_{s}")
+            print(f"{workload:9s} {s:12s} {w[f'steps_per_s_{s}']:9.3f} {w[f'generated_tokens_per_s_{s}']:8.0f} "
+                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f} {w[f'rollout_share_{s}']:13.2f}")
+    write_json(out_path(args.out, "bench_async"), result)
+    return result
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main()

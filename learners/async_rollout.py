@@ -1,0 +1,519 @@
+"""Asynchronous rollouts with bounded staleness: the learner keeps the prompt schedule, a rollout worker
+generates and verifies the rounds ahead while the learner updates.
+
+:class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.GroupSource`, so the unchanged
+:class:`~dapo_env.sampler.DynamicSampler` fills batches from it. The prompts of generation round ``n`` are
+the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
+``n`` is sampled with the seed ``seed_fn(n)`` and the weights of the policy version current when it was
+*issued*. The worker executes rounds strictly in order after the weights sent before them
+(:mod:`~dapo_env.learners.rollout_worker`), so which version generates which round is a function of the
+learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
+its version (``Completion.policy_version``).
+
+Staleness (in policy versions, one per training step): a round issued at version ``v`` and drawn by the
+sampler at version ``k`` is ``k - v`` versions old. The source issues ``max_staleness x`` (the rounds the
+last step consumed, at least 1) rounds ahead of the one being drawn, so in steady state every round is
+drawn at most ``max_staleness`` versions after it was issued; a round that would be older (the sampler
+needed fewer rounds than expected) is regenerated with the current weights and the learner waits for it:
+the bound is never exceeded. ``max_staleness=0`` issues each round when it is drawn, with the current
+weights: the synchronous loop, through a worker. Groups that dynamic sampling carries over to a later
+batch age by the steps they wait, exactly as in the synchronous loop; :func:`staleness_metrics` reports
+every consumed sample's true age.
+
+Lossless resume: :meth:`AsyncGroupSource.state_dict` first waits for the rounds in flight, then saves the
+env at the issue frontier and every issued, unconsumed round with its generated groups; a resumed run
+consumes exactly the groups the uninterrupted run would have, and issues the same later rounds with the
+same versions. A dead or hung worker is replaced (one warning per cause) and its unfinished rounds are
+regenerated with the current weights; no round is skipped or drawn twice.
+
+Example:
+    >>> source = AsyncGroupSource(env, RolloutWorker(job), max_staleness=1, seed_fn=round_seed)  # doctest: +SKIP
+    >>> source.publish(0, model.state_dict())  # doctest: +SKIP
+    >>> batch = DynamicSampler(source, generate=None, num_groups=32).sample()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .rollout_worker import RolloutWorker, WorkerLost
+
+#: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
+MAX_CONSECUTIVE_LOSSES = 3
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """One generation round for the worker: show these prompts, sample with this seed and version.
+
+    Attributes:
+        round: the round's index in the prompt stream (0, 1, 2, ...).
+        options: ``reset(options=...)`` that shows the round's prompts (``{"indices": [...]}``).
+        problem_ids: the round's problem ids (the worker checks it shows the same problems).
+        seed: the sampling seed.
+        version: the policy version (training step) whose weights generate it.
+        policy_version: stamped on every sample as ``Completion.policy_version`` (the learner's engine
+            ``weights_version`` of those weights; ``None``: ``version``).
+    """
+
+    round: int
+    options: Mapping[str, Any]
+    problem_ids: tuple[str, ...]
+    seed: int
+    version: int
+    policy_version: int | None = None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """The verified groups of one round, the version that generated them, and the worker's timings."""
+
+    round: int
+    version: int
+    groups: tuple[Any, ...]
+    generate_s: float = 0.0
+    verify_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        from dapo_env.sampler import group_to_dict
+
+        return {"round": self.round, "version": self.version, "groups": [group_to_dict(g) for g in self.groups],
+                "generate_s": self.generate_s, "verify_s": self.verify_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
+        from dapo_env.sampler import group_from_dict
+
+        return cls(int(data["round"]), int(data["version"]), tuple(group_from_dict(g) for g in data["groups"]),
+                   float(data["generate_s"]), float(data["verify_s"]))
+
+
+def staleness_metrics(versions: Sequence[int | None], current: int, *, max_staleness: int) -> dict[str, float | None]:
+    """The age of consumed samples in policy versions: ``current - version`` per sample.
+
+    Returns ``staleness/mean``, ``staleness/max`` and the histogram as shares of the samples:
+    ``staleness/share_0`` ... ``staleness/share_<max_staleness>`` and ``staleness/share_older`` (samples
+    older than the bound: groups dynamic sampling carried over from an earlier batch). Samples without a
+    version (``None`` or negative) are left out; all ``None`` when none has one.
+
+    Example:
+        >>> staleness_metrics([3, 3, 2, 0], 3, max_staleness=1)
+        {'staleness/mean': 1.0, 'staleness/max': 3.0, 'staleness/share_0': 0.5, 'staleness/share_1': 0.25, 'staleness/share_older': 0.25}
+    """
+    if max_staleness < 0:
+        raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+    keys = [f"staleness/share_{s}" for s in range(max_staleness + 1)] + ["staleness/share_older"]
+    ages = np.array([current - v for v in versions if v is not None and v >= 0], dtype=np.int64)
+    if ages.size == 0:
+        return dict.fromkeys(["staleness/mean", "staleness/max", *keys])
+    counts = np.bincount(np.clip(ages, 0, max_staleness + 1), minlength=max_staleness + 2)
+    out: dict[str, float | None] = {"staleness/mean": float(ages.mean()), "staleness/max": float(ages.max())}
+    out.update({key: float(c) / ages.size for key, c in zip(keys, counts)})
+    return out
+
+
+#: ``info`` key of every training sample: the training step whose weights generated it (its policy version).
+POLICY_STEP = "policy_step"
+
+
+def stamp_step(group: Any, step: int) -> Any:
+    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
+    of carried-over groups survives a resume)."""
+    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
+
+
+class StepStampedSource:
+    """A :class:`~dapo_env.sampler.GroupSource` that stamps every group it returns with ``step_fn()``, the
+    training step generating it (:func:`stamp_step`); the synchronous loop's staleness bookkeeping.
+    Everything else is the wrapped ``source``'s (its state dict unchanged).
+
+    Example:
+        >>> from dapo_env import GroupVectorEnv
+        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10)
+        >>> source = StepStampedSource(env, lambda: 7)
+        >>> _ = source.reset(seed=0)
+        >>> source.rollout(lambda prompts: ["Answer: 0"] * len(prompts))[0].infos[0]["policy_step"]
+        7
+        >>> source.close()
+    """
+
+    def __init__(self, source: Any, step_fn: Callable[[], int]) -> None:
+        self.source, self.step_fn = source, step_fn
+        self.num_prompts, self.group_size = source.num_prompts, source.group_size
+
+    @property
+    def needs_reset(self) -> bool:
+        return self.source.needs_reset
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        return self.source.reset(seed=seed, options=options)
+
+    def rollout(self, generate: Any) -> list[Any]:
+        step = self.step_fn()
+        return [stamp_step(g, step) for g in self.source.rollout(generate)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.source.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.source.load_state_dict(state)
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped env's other attributes (problems, task, ...)
+        if name == "source":
+            raise AttributeError(name)
+        return getattr(self.source, name)
+
+
+class AsyncGroupSource:
+    """A :class:`~dapo_env.sampler.GroupSource` whose rounds a :class:`RolloutWorker` generates ahead.
+
+    Args:
+        env: the learner's group env (a :class:`~dapo_env.vector.GroupVectorEnv`): only its prompt schedule
+            is used here (``reset``, ``state_dict``, ``problems``); the worker steps its own copy.
+        worker: the rollout worker (started here if it is not running); its job must run
+            :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
+        max_staleness: the most policy versions between issuing a round and drawing it (0: synchronous).
+        seed_fn: the sampling seed of round ``n``.
+
+    Call :meth:`publish` with the learner's weights before the first draw and after every step. Per-step
+    counters for the metrics: :meth:`step_stats`.
+    """
+
+    def __init__(self, env: Any, worker: RolloutWorker, *, max_staleness: int, seed_fn: Callable[[int], int]) -> None:
+        if not isinstance(max_staleness, int) or max_staleness < 0:
+            raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
+        self.env, self.worker, self.max_staleness, self.seed_fn = env, worker, max_staleness, seed_fn
+        self.num_prompts, self.group_size = env.num_prompts, env.group_size
+        self._version: int | None = None
+        self._stamp: int | None = None
+        self._weights: Mapping[str, torch.Tensor] | None = None
+        self._started = False
+        self._next_issue = 0  # the env shows this round's prompts
+        self._consumed = 0  # rounds drawn by the sampler so far
+        self._requests: dict[int, RoundRequest] = {}  # issued, not drawn
+        self._tickets: dict[int, int] = {}  # round -> its ticket with the current worker
+        self._results: dict[int, RoundResult] = {}  # generated, not drawn
+        self._ticket = 0
+        self._rounds_last_version, self._rounds_this_version = 1, 0
+        self._losses_in_a_row = 0
+        self._warned: set[str] = set()
+        self._stats = self._fresh_stats()
+        self._restarts = 0
+
+    # -- GroupSource --------------------------------------------------------------------------------
+    @property
+    def needs_reset(self) -> bool:
+        return not self._started
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        """Seed the prompt stream (rounds issued before are dropped)."""
+        for n in list(self._requests):
+            self._drop(n)
+        self._next_issue = self._consumed
+        self._started = True
+        return self.env.reset(seed=seed, options=options)
+
+    def rollout(self, generate: Any = None) -> list[Any]:
+        """The next round's verified groups (``generate`` is unused: the worker generates).
+
+        Issues rounds ahead up to the staleness window, waits for this round, and regenerates it if it
+        would exceed ``max_staleness``.
+        """
+        if not self._started:
+            raise RuntimeError("AsyncGroupSource.rollout() called before reset(): call reset(seed=...) first")
+        if self._version is None:
+            raise RuntimeError("AsyncGroupSource.publish(version, weights) must run before the first rollout")
+        n = self._consumed
+        self._issue_through(n + self._window())
+        result = self._await(n)
+        if self._version - result.version > self.max_staleness:
+            self._renew_expired()
+            result = self._await(n)
+        self._drop(n)
+        self._consumed += 1
+        self._rounds_this_version += 1
+        self._stats["generate_s"] += result.generate_s
+        return [stamp_step(g, result.version) for g in result.groups]
+
+    # -- the learner's side -------------------------------------------------------------------------
+    def publish(self, version: int, weights: Mapping[str, torch.Tensor], *, policy_version: int | None = None) -> None:
+        """The learner's weights as policy ``version`` (its training step); rounds issued from now on use
+        them and stamp their samples with ``policy_version`` (default ``version``). Publishing the current
+        version again (after a resume) re-sends it without a new version."""
+        version = int(version)
+        self._stamp = version if policy_version is None else int(policy_version)
+        if self._version is not None and version < self._version:
+            raise ValueError(f"policy versions must not decrease: published {self._version}, got {version}")
+        if self._version is not None and version > self._version:
+            self._rounds_last_version, self._rounds_this_version = self._rounds_this_version, 0
+        self._version = version
+        self._weights = {name: t.detach().to("cpu", copy=True) for name, t in weights.items()}
+        if self.worker.pid is not None:
+            self.worker.send_weights(version, self._weights, copy=False)
+        for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
+            if n not in self._results and n not in self._tickets:
+                self._submit(dataclasses.replace(self._requests[n], version=version, policy_version=self._stamp))
+
+    def drain(self) -> None:
+        """Wait until every issued round has its result (a checkpoint then holds all of them)."""
+        for n in sorted(self._requests):
+            if n not in self._results:
+                self._await(n)
+
+    def step_stats(self) -> dict[str, float]:
+        """Counters since the last call: ``async/wait_s`` (the learner blocked on rounds),
+        ``async/generate_s`` (worker time of the rounds drawn), ``async/rounds_expired`` (regenerated to
+        respect the bound), ``async/rounds_ahead`` (issued, not drawn, now) and ``async/worker_restarts``
+        (over the run)."""
+        stats = {f"async/{k}": float(v) for k, v in self._stats.items()}
+        stats["async/rounds_ahead"] = float(len(self._requests))
+        stats["async/worker_restarts"] = float(self._restarts)
+        self._stats = self._fresh_stats()
+        return stats
+
+    def close(self) -> None:
+        """Stop the worker and close the env."""
+        self.worker.close()
+        self.env.close()
+
+    # -- state ---------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Waits for the rounds in flight, then returns the prompt stream's state and every issued, undrawn
+        round with its groups (JSON-serialisable)."""
+        self.drain()
+        return {
+            "started": self._started,
+            "env": self.env.state_dict(),  # shows round next_issue
+            "next_issue": self._next_issue,
+            "consumed": self._consumed,
+            "version": self._version,
+            "rounds_last_version": self._rounds_last_version,
+            "rounds_this_version": self._rounds_this_version,
+            "rounds": [{"request": {**dataclasses.asdict(self._requests[n]), "options": dict(self._requests[n].options)},
+                        "result": self._results[n].to_dict()} for n in sorted(self._requests)],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`: the next draws return the saved rounds, then the same later rounds."""
+        for n in list(self._requests):
+            self._drop(n)
+        self.env.load_state_dict(state["env"])
+        self._started = bool(state["started"])
+        self._next_issue, self._consumed = int(state["next_issue"]), int(state["consumed"])
+        self._version = None if state["version"] is None else int(state["version"])
+        self._rounds_last_version = int(state["rounds_last_version"])
+        self._rounds_this_version = int(state["rounds_this_version"])
+        for item in state["rounds"]:
+            req = item["request"]
+            stamp = req.get("policy_version")
+            request = RoundRequest(int(req["round"]), dict(req["options"]), tuple(req["problem_ids"]), int(req["seed"]),
+                                   int(req["version"]), None if stamp is None else int(stamp))
+            self._requests[request.round] = request
+            if item.get("result") is not None:
+                self._results[request.round] = RoundResult.from_dict(item["result"])
+
+    # -- internals ------------------------------------------------------------------------------------
+    @staticmethod
+    def _fresh_stats() -> dict[str, float]:
+        return {"wait_s": 0.0, "generate_s": 0.0, "rounds_expired": 0.0}
+
+    def _window(self) -> int:
+        """Rounds to keep issued beyond the one being drawn: ``max_staleness`` steps' worth."""
+        return self.max_staleness * max(1, self._rounds_last_version)
+
+    def _issue_through(self, last: int) -> None:
+        while self._next_issue <= last:
+            n = self._next_issue
+            indices = [int(i) for i in self.env.state_dict()["indices"]]
+            request = RoundRequest(round=n, options={"indices": indices},
+                                   problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
+                                   seed=int(self.seed_fn(n)), version=int(self._version), policy_version=self._stamp)
+            self._requests[n] = request
+            self._submit(request)
+            self.env.reset()  # the next draw of the stream: round n + 1
+            self._next_issue += 1
+
+    def _submit(self, request: RoundRequest) -> None:
+        if self.worker.pid is None:  # the first round: start the worker with the current weights
+            self.worker.start()
+            self.worker.send_weights(self._version, self._weights, copy=False)
+        self._ticket += 1
+        self._tickets[request.round] = self._ticket
+        self._requests[request.round] = request
+        self.worker.submit(self._ticket, request)
+
+    def _drop(self, n: int) -> None:
+        ticket = self._tickets.pop(n, None)
+        if ticket is not None:
+            self.worker.forget(ticket)
+        self._requests.pop(n, None)
+        self._results.pop(n, None)
+
+    def _await(self, n: int) -> RoundResult:
+        start = time.perf_counter()
+        try:
+            while n not in self._results:
+                try:
+                    done = self.worker.wait(self._tickets[n])
+                except WorkerLost as lost:
+                    self._replace(lost)
+                    continue
+                self._losses_in_a_row = 0
+                del self._tickets[n]
+                self._results[n] = done.result
+        finally:
+            self._stats["wait_s"] += time.perf_counter() - start
+        return self._results[n]
+
+    def _renew_expired(self) -> None:
+        """Regenerate, with the current weights, every issued round that would now exceed the bound."""
+        for n in sorted(self._requests):
+            request = self._requests[n]
+            if self._version - request.version > self.max_staleness:
+                ticket = self._tickets.pop(n, None)
+                if ticket is not None:
+                    self.worker.forget(ticket)
+                self._results.pop(n, None)
+                self._stats["rounds_expired"] += 1
+                self._submit(dataclasses.replace(request, version=self._version, policy_version=self._stamp))
+
+    def _replace(self, lost: WorkerLost) -> None:
+        """Start a new worker, send it the current weights and every round still to generate."""
+        self._losses_in_a_row += 1
+        self._restarts += 1
+        if self._losses_in_a_row > MAX_CONSECUTIVE_LOSSES:
+            raise RuntimeError(f"the rollout worker was lost {self._losses_in_a_row} times in a row without finishing "
+                               f"a round (last: {lost}); check its memory use and rollout_timeout_s") from lost
+        by_ticket = {t: n for n, t in self._tickets.items()}
+        for ticket, done in self.worker.finished().items():  # results that arrived before the loss are kept
+            if ticket in by_ticket:
+                self._results[by_ticket[ticket]] = done.result
+        pending = [n for n in sorted(self._requests) if n not in self._results]
+        cause = "hung" if "hung" in str(lost) else "died"
+        if cause not in self._warned:
+            self._warned.add(cause)
+            warnings.warn(f"{lost}; replaced it with a new worker, which regenerates the {len(pending)} round(s) "
+                          "in flight with the current weights (later replacements are counted in "
+                          "async/worker_restarts)", RuntimeWarning, stacklevel=4)
+        self.worker.restart()
+        self._tickets.clear()
+        self.worker.send_weights(self._version, self._weights, copy=False)
+        for n in pending:
+            self._submit(dataclasses.replace(self._requests[n], version=self._version, policy_version=self._stamp))
+
+
+# --- the worker's side: generate and verify one round ------------------------------------------------
+def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dtype = torch.float32,
+                device: str = "cpu", seed: int = 0, autocast_dtype: torch.dtype | None = None,
+                **engine_kwargs: Any) -> Any:
+    """A fresh engine of ``kind`` over a model built from ``model_config`` (its weights arrive with the
+    first ``Weights`` command): what a rollout worker runs. Picklable through ``functools.partial``."""
+    from transformers import AutoModelForCausalLM
+
+    from .engine import make_engine
+
+    model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
+    return make_engine(kind, model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype, **engine_kwargs)
+
+
+class _GroupExecutor:
+    """Inside the worker: the engine copy and the group env that verifies and shapes its samples."""
+
+    def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
+        self.engine, self.env, self.sampling = engine, env, sampling
+        self.version: int | None = None
+
+    def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.engine.load_weights(tensors)
+        self.version = version
+
+    def run(self, request: RoundRequest) -> RoundResult:
+        from dapo_env.sampler import grouped
+
+        if request.version != self.version:
+            raise RuntimeError(f"round {request.round} was issued for policy version {request.version} but the "
+                               f"worker holds version {self.version}: weights and rounds must share one ordered channel")
+        _, info = self.env.reset(options=dict(request.options))
+        shown = tuple(str(i) for i in info["problem_id"][:: self.env.group_size])
+        if shown != request.problem_ids:
+            raise RuntimeError("the rollout worker's env shows other problems than the learner's for round "
+                               f"{request.round} ({shown[:3]} vs {request.problem_ids[:3]}): build both from the same "
+                               "task, split and task_kwargs")
+        sampling = dataclasses.replace(self.sampling, seed=request.seed)
+        generate_s = 0.0
+
+        def generate_n(prompts: list[str], n: int) -> list[list[Any]]:
+            nonlocal generate_s
+            start = time.perf_counter()
+            rows = self.engine.generate(prompts, n=n, sampling=sampling)
+            generate_s += time.perf_counter() - start
+            stamp = request.version if request.policy_version is None else request.policy_version
+            return [[dataclasses.replace(c, policy_version=stamp) for c in row] for row in rows]
+
+        start = time.perf_counter()
+        groups = self.env.rollout(grouped(generate_n, self.env.group_size))
+        total = time.perf_counter() - start
+        return RoundResult(request.round, request.version, tuple(groups), generate_s, total - generate_s)
+
+
+@dataclass(frozen=True)
+class GroupRolloutJob:
+    """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
+    its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
+    verified, shaped groups (every sample stamped with the request's ``policy_version``).
+
+    Args:
+        make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
+        make_env: builds the worker's group env, configured like the learner's (same task, split, shaping).
+        sampling: the sampling settings (each round sets its own seed).
+        num_threads: torch CPU threads in the worker (``None``: torch's choice).
+    """
+
+    make_engine: Callable[[], Any]
+    make_env: Callable[[], Any]
+    sampling: Any
+    num_threads: int | None = 1
+
+    def build(self) -> _GroupExecutor:
+        if self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
+
+
+def make_rollout_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, seed_fn: Callable[[int], int]
+                        ) -> AsyncGroupSource:
+    """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
+    the learner's group env keeps the prompt schedule; a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
+    runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
+    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's."""
+    import functools
+
+    from .batch import autocast_dtype
+    from .engine import SamplingParams
+    from .rollout import make_group_env
+
+    job = GroupRolloutJob(
+        make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
+                                      autocast_dtype=autocast_dtype(cfg.precision)),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer),
+        sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
+                                max_response_tokens=cfg.max_response_tokens, seed=0),
+        num_threads=cfg.num_threads or 1)
+    worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
+    return AsyncGroupSource(make_group_env(cfg, task, tokenizer), worker, max_staleness=cfg.max_staleness,
+                            seed_fn=seed_fn)
+
+
+__all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
+           "StepStampedSource", "engine_copy", "make_rollout_source", "stamp_step", "staleness_metrics"]
