@@ -13,7 +13,7 @@ import torch
 from dapo_env.learners import update as update_module
 from dapo_env.learners.batch import batch_logprobs, build_sequence_batch, logprob_mismatch
 from dapo_env.learners.config import preset
-from dapo_env.learners.losses import POLICY_LOSSES, group_advantages, register_aggregation
+from dapo_env.learners.losses import AGGREGATIONS, POLICY_LOSSES, group_advantages, register_aggregation
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.update import update_policy
 from dapo_env.types import Completion, Group
@@ -105,6 +105,7 @@ def test_gspo_tis_and_a_registered_aggregation_are_reached_from_the_config(monke
     def sum_loss(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
         return (loss_mat * mask).sum()
 
+    monkeypatch.setitem(AGGREGATIONS, "test-sum", sum_loss)  # the key is removed again when the test ends
     register_aggregation("test-sum", sum_loss, overwrite=True)
     monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
     model, cfg, batch, adv = _setup(ratio_level="sequence", tis_cap=2.0, loss_agg="test-sum", mini_batch_size=4)
