@@ -428,17 +428,23 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
 
 
 def _popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen``, tried again (twice, after a short pause) when the launcher's pre-exec step
-    fails: rare and transient on a loaded machine, and harmless to retry, since the child died before
-    ``exec`` and nothing of the candidate ran. A persistent failure raises as before."""
-    for attempt in range(3):
-        try:
-            return subprocess.Popen(argv, **kwargs)
-        except subprocess.SubprocessError:  # "Exception occurred in preexec_fn"
-            if attempt == 2:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+    """``subprocess.Popen`` with no Python trace hook in the forked child (a debugger's or a property-test
+    tool's tracer fails there, before exec), tried again (twice, after a short pause) when the launcher's
+    pre-exec step still fails: harmless to retry, since the child died before ``exec`` and nothing of the
+    candidate ran. A persistent failure raises as before."""
+    tracer = sys.gettrace()  # a debugger's or tracing tool's hook would run inside the forked child's pre-exec
+    sys.settrace(None)
+    try:
+        for attempt in range(3):
+            try:
+                return subprocess.Popen(argv, **kwargs)
+            except subprocess.SubprocessError:  # "Exception occurred in preexec_fn"
+                if attempt == 2:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+    finally:
+        sys.settrace(tracer)
 
 
 def _pipe_with(data: bytes) -> int:

@@ -157,12 +157,14 @@ def test_expectations_judge_plain_data(expect: Expectation, got: object, passed:
     assert expect.judge(got) is passed
 
 
+# no backticks in strings: the program travels inside a markdown fence, which a "```" in its text would close
+TEXT = st.characters(blacklist_characters="`")
 PLAIN = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
-    | st.binary(max_size=8),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(TEXT, max_size=8) | st.binary(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
-    | st.dictionaries(st.integers() | st.text(max_size=4), inner, max_size=3)
-    | st.frozensets(st.integers() | st.text(max_size=4), max_size=3),
+    | st.dictionaries(st.integers() | st.text(TEXT, max_size=4), inner, max_size=3)
+    | st.frozensets(st.integers() | st.text(TEXT, max_size=4), max_size=3),
     max_leaves=12,
 )
 

@@ -32,6 +32,27 @@ def test_run_python_returns_what_the_program_printed() -> None:
 
 
 @needs_bwrap
+def test_runs_under_a_python_tracer_and_keep_it() -> None:
+    """Under a debugger's or a property-test tool's tracer the sandbox still starts (the forked child's
+    pre-exec step runs without the tracer) and the caller's tracer is back afterwards."""
+    import sys
+
+    seen: list[str] = []
+
+    def tracer(frame, event, arg):
+        seen.append(event)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        run = run_python("print(6 * 7)")
+        restored = sys.gettrace() is tracer
+    finally:
+        sys.settrace(None)
+    assert run.stdout.strip() == "42" and restored and seen
+
+
+@needs_bwrap
 def test_a_launch_that_fails_before_exec_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pre-exec failure of the launcher (the child died before exec: no candidate code ran) is retried; a
     persistent one still surfaces as an error, never as a verdict on the program."""
