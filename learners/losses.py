@@ -94,6 +94,21 @@ class Aggregation(Protocol):
     ) -> Tensor: ...
 
 
+def _register(table: dict, what: str, name: str, fn: object, overwrite: bool) -> None:
+    """Add ``fn`` under ``name`` in a registry; a duplicate raises unless ``overwrite``."""
+    if name in table and not overwrite:
+        raise ValueError(f"{what} {name!r} is already registered; pass overwrite=True to replace it")
+    table[name] = fn
+
+
+def _lookup(table: dict, what: str, name: str):  # noqa: ANN202 - the registry's own value type
+    """The registry's entry ``name``; an unknown name raises listing the known ones."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {what} {name!r}; known: {sorted(table)}") from None
+
+
 def _seqs(mask: Tensor, num_seqs: Tensor | float | None) -> Tensor | float:
     return num_seqs if num_seqs is not None else mask.bool().any(dim=-1).sum().clamp(min=1)
 
@@ -127,17 +142,12 @@ AGGREGATIONS: dict[str, Aggregation] = {
 
 def register_aggregation(name: str, fn: Aggregation, *, overwrite: bool = False) -> None:
     """Add a loss aggregation mode usable as ``policy_loss(agg=name)``; duplicates raise."""
-    if name in AGGREGATIONS and not overwrite:
-        raise ValueError(f"aggregation {name!r} is already registered; pass overwrite=True to replace it")
-    AGGREGATIONS[name] = fn
+    _register(AGGREGATIONS, "aggregation", name, fn, overwrite)
 
 
 def get_aggregation(name: str) -> Aggregation:
     """The registered aggregation ``name``; unknown names raise listing the known ones."""
-    try:
-        return AGGREGATIONS[name]
-    except KeyError:
-        raise ValueError(f"unknown aggregation {name!r}; known: {sorted(AGGREGATIONS)}") from None
+    return _lookup(AGGREGATIONS, "aggregation", name)
 
 
 #: ``policy_loss(ratio_level=...)``: a ratio per token (PPO/GRPO/DAPO) or GSPO's length-normalised sequence ratio.
@@ -374,9 +384,7 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {"ppo-clip": policy_loss, "cispo": cispo_
 def register_policy_loss(name: str, fn: PolicyLoss, *, overwrite: bool = False) -> None:
     """Add a policy loss usable as ``TrainConfig(loss=name)``; it must take :func:`policy_loss`'s arguments and
     return ``(loss, metrics)`` with its metric names. Duplicates raise."""
-    if name in POLICY_LOSSES and not overwrite:
-        raise ValueError(f"policy loss {name!r} is already registered; pass overwrite=True to replace it")
-    POLICY_LOSSES[name] = fn
+    _register(POLICY_LOSSES, "policy loss", name, fn, overwrite)
 
 
 def get_policy_loss(name: str) -> PolicyLoss:
@@ -386,10 +394,7 @@ def get_policy_loss(name: str) -> PolicyLoss:
         >>> get_policy_loss("cispo") is cispo_loss
         True
     """
-    try:
-        return POLICY_LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy loss {name!r}; known: {sorted(POLICY_LOSSES)}") from None
+    return _lookup(POLICY_LOSSES, "policy loss", name)
 
 
 # --- rollout correction: importance weights between the sampling engine and the learner ---------------
@@ -453,17 +458,12 @@ IS_CORRECTIONS: dict[str, ISCorrection] = {
 
 def register_is_correction(name: str, fn: ISCorrection, *, overwrite: bool = False) -> None:
     """Add a rollout correction usable as ``rollout_correction(mode=name)``; duplicates raise."""
-    if name in IS_CORRECTIONS and not overwrite:
-        raise ValueError(f"IS correction {name!r} is already registered; pass overwrite=True to replace it")
-    IS_CORRECTIONS[name] = fn
+    _register(IS_CORRECTIONS, "IS correction", name, fn, overwrite)
 
 
 def get_is_correction(name: str) -> ISCorrection:
     """The registered rollout correction ``name``; unknown names raise listing the known ones."""
-    try:
-        return IS_CORRECTIONS[name]
-    except KeyError:
-        raise ValueError(f"unknown IS correction {name!r}; known: {sorted(IS_CORRECTIONS)}") from None
+    return _lookup(IS_CORRECTIONS, "IS correction", name)
 
 
 def rollout_correction(
