@@ -67,6 +67,8 @@ class EvalSettings:
             batches exactly as the trainer's evaluation did).
         engine: ``"hf"``, ``"vllm"`` (or another registered engine).
         precision: ``"fp32"`` or ``"bf16"`` (autocast of the HF engine's forward passes).
+        prompt_template: replaces the task's template (as the run did; ``None``: the task's own).
+        max_turns, max_episode_tokens: a multi-turn task's episode budgets (as the run's evaluation).
     """
 
     task: str
@@ -84,6 +86,9 @@ class EvalSettings:
     batch_size: int = 256
     engine: str = "hf"
     precision: str = "fp32"
+    prompt_template: str | None = None
+    max_turns: int | None = None
+    max_episode_tokens: int | None = None
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, msg: str) -> None:
@@ -119,7 +124,8 @@ class EvalSettings:
 #: Eval settings read from a run's ``config.json``: eval field -> TrainConfig field.
 RUN_FIELDS = {"task": "task", "task_kwargs": "task_kwargs", "split": "eval_split", "size": "eval_size",
               "max_response_tokens": "max_response_tokens", "chat_template": "chat_template",
-              "verifier": "verifier", "precision": "precision", "engine": "engine", "top_p": "top_p"}
+              "verifier": "verifier", "precision": "precision", "engine": "engine", "top_p": "top_p",
+              "prompt_template": "prompt_template", "max_turns": "max_turns", "max_episode_tokens": "max_episode_tokens"}
 
 
 def settings_from_run(run_config: Mapping[str, Any], **overrides: Any) -> EvalSettings:
@@ -146,8 +152,8 @@ def settings_from_run(run_config: Mapping[str, Any], **overrides: Any) -> EvalSe
     if temperature:
         base["temperature"] = temperature
     if "task" in overrides and not _same_task(overrides["task"], base.get("task")):
-        base.pop("task_kwargs", None)
-        base.pop("verifier", None)
+        for name in ("task_kwargs", "verifier", "prompt_template", "max_turns", "max_episode_tokens"):
+            base.pop(name, None)  # they belong to the run's task
     merged = {**base, **overrides}
     if "task_kwargs" in overrides and "task_kwargs" in base:
         merged["task_kwargs"] = {**base["task_kwargs"], **overrides["task_kwargs"]}
@@ -291,7 +297,8 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
         task: the task (prompt template; its verifier grades, and its equivalence groups maj@k answers).
         problems: the problems, in order (a record's ``index`` is its position here).
         settings: what to generate (``settings.size`` is not applied here: pass the problems to evaluate).
-        tokenizer: the tokenizer whose chat template wraps prompts when ``settings.chat_template``.
+        tokenizer: the tokenizer whose chat template wraps prompts when ``settings.chat_template`` (always
+            for a multi-turn task, as in training).
         identity: the model's identity for ``eval.json`` (``{"model": path, "fingerprint": ...}``); a
             resume with another fingerprint is refused.
         overwrite: start over instead of resuming.
@@ -306,7 +313,10 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
     kept = _open_folder(out_dir, manifest, overwrite)
     done = {(r["index"], bool(r["greedy"]), r["sample"]) for r in kept}
-    chat = tokenizer if settings.chat_template else None
+    from .rollout import is_multi_turn
+
+    # episodes always run through the chat template (exact tokens), as the trainer's evaluation does
+    chat = tokenizer if settings.chat_template or is_multi_turn(task) else None
     per_problem = settings.n + int(settings.greedy)
     total = len(problems) * per_problem
     finished = sum(1 for i, g, s in done if i < len(problems) and (s < settings.n or g))
@@ -324,7 +334,8 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             records = evaluate(engine, task, problems[start:stop], samples=count, chat_template=chat,
                                temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
                                seed=0 if greedy else derive_seed(settings.seed, start, 1),
-                               max_response_tokens=settings.max_response_tokens).records
+                               max_response_tokens=settings.max_response_tokens, max_turns=settings.max_turns,
+                               max_episode_tokens=settings.max_episode_tokens).records
             fresh = [dict(asdict(r), index=start + offset // count, greedy=greedy)
                      for offset, r in enumerate(records)]
             fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
@@ -487,7 +498,8 @@ def _resolve_task(settings: EvalSettings) -> Any:
     from .config import preset
     from .rollout import resolve_task
 
-    return resolve_task(preset("dapo", task=settings.task, verifier=settings.verifier))
+    return resolve_task(preset("dapo", task=settings.task, verifier=settings.verifier,
+                               prompt_template=settings.prompt_template))
 
 
 def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:

@@ -254,3 +254,20 @@ def test_a_lora_adapter_folder_is_evaluated_through_the_lora_module(run: Path, t
         return [r["completion"] for r in read_samples(outcome.samples_path)]
 
     assert texts(adapter) == texts(merged) and texts(adapter) != texts(plain)
+
+
+def test_a_multi_turn_run_is_evaluated_with_its_own_prompt_and_episode_budgets(tmp_path: Path, capsys) -> None:
+    """The guess preset's run replaces the task's prompt (the task's own does not fit the tiny model's
+    context) and bounds its episodes: eval with no flags uses all of it and reproduces the run's accuracy."""
+    cfg = preset("guess", out_dir=str(tmp_path), name="g", max_steps=1, warmstart_steps=5, eval_size=12,
+                 eval_every=1, checkpoint_every=1, progress=False)
+    train(cfg)
+    run = tmp_path / "g"
+    held_out = [r["eval/accuracy"] for r in read_metrics(run / "metrics.jsonl") if "eval/accuracy" in r]
+    assert main(["eval", "--model", str(run / "checkpoints" / "step_000001" / "model"), "--no-progress"]) == 0
+    report = _last_json(capsys.readouterr().out)
+    assert report["task"] == "GuessNumber-v0" and report["accuracy"] == held_out[-1]
+    settings = json.loads((Path(report["out"]) / "eval.json").read_text())["settings"]
+    config = json.loads((run / "config.json").read_text())
+    assert settings["prompt_template"] == config["prompt_template"] is not None
+    assert (settings["max_turns"], settings["max_episode_tokens"]) == (config["max_turns"], config["max_episode_tokens"])
