@@ -170,3 +170,22 @@ def bisection_policy(n: int = 16, think: bool = False) -> Callable[[TurnRequest]
         return bisect.text(guesses_in(messages), replies_of(messages))
 
     return policy
+
+
+def learner_view(traj: Any) -> list[tuple[tuple[int, ...], int, float]]:
+    """What a learner builds from a trajectory: for every sampled token, (the tokens before it, the token,
+    its engine log-prob)."""
+    sequence = traj.prompt_token_ids + traj.token_ids
+    start = len(traj.prompt_token_ids)
+    return [(sequence[:start + p], traj.token_ids[p], traj.logprobs[p])
+            for p, m in enumerate(traj.sampled_mask) if m == 1]
+
+
+def engine_view(engine: ScriptedEngine, key: str, turns: int) -> list[tuple[tuple[int, ...], int, float]]:
+    """The same triples from the engine's side: its context for each turn, extended by what it sampled."""
+    out = []
+    for t in range(turns):
+        context = engine.contexts[(key, t)]
+        ids, logprobs = engine.sampled[(key, t)]
+        out += [(context + ids[:k], ids[k], logprobs[k]) for k in range(len(ids))]
+    return out

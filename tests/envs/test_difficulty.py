@@ -91,8 +91,6 @@ def test_fewer_uninformative_groups_than_uniform_draws() -> None:
 
 def _population_policy(env, seed: int):
     """A fixed policy over the env's problems: 40 % always right, 40 % always wrong, 20 % a coin flip."""
-    from dapo_env import GroupVectorEnv  # noqa: F401  (env built by the caller)
-
     rng = np.random.default_rng(seed)
     kind = {p.id: k for p, k in zip(env.problems, np.random.default_rng(1).choice(3, len(env.problems), p=[.4, .4, .2]))}
     by_prompt = {env.task.format_prompt(p): p for p in env.problems}

@@ -6,34 +6,16 @@ from __future__ import annotations
 
 import pytest
 from multiturn_helpers import (CHATML, ROLE_LINES, THINK_DROPPING, Bisection, ScriptedEngine, bisection_policy,
-                               bpe_chat_tokenizer, char_chat_tokenizer, guesses_in, replies_of)
+                               bpe_chat_tokenizer, char_chat_tokenizer, engine_view, guesses_in, learner_view,
+                               replies_of)
 
-from dapo_env import ChatTokens, Completion, EpisodeGroupEnv, MultiTurnEnv, Trajectory
+from dapo_env import ChatTokens, Completion, EpisodeGroupEnv, MultiTurnEnv
 
 TEMPLATES = {
     "chatml-bpe": (lambda: bpe_chat_tokenizer(CHATML), False),
     "think-dropping-bpe": (lambda: bpe_chat_tokenizer(THINK_DROPPING), True),
     "role-lines-char": (lambda: char_chat_tokenizer(ROLE_LINES), False),
 }
-
-
-def _learner_view(traj: Trajectory) -> list[tuple[tuple[int, ...], int, float]]:
-    """What a learner builds from a trajectory: for every sampled token, (the tokens before it, the token,
-    its engine log-prob)."""
-    sequence = traj.prompt_token_ids + traj.token_ids
-    start = len(traj.prompt_token_ids)
-    return [(sequence[:start + p], traj.token_ids[p], traj.logprobs[p])
-            for p, m in enumerate(traj.sampled_mask) if m == 1]
-
-
-def _engine_view(engine: ScriptedEngine, key: str, turns: int) -> list[tuple[tuple[int, ...], int, float]]:
-    """The same triples from the engine's side: its context for each turn, extended by what it sampled."""
-    out = []
-    for t in range(turns):
-        context = engine.contexts[(key, t)]
-        ids, logprobs = engine.sampled[(key, t)]
-        out += [(context + ids[:k], ids[k], logprobs[k]) for k in range(len(ids))]
-    return out
 
 
 def _rollout(tokenizer, think: bool, **kwargs) -> tuple[list, ScriptedEngine]:
@@ -55,7 +37,7 @@ def test_learner_tokens_equal_engine_tokens_at_every_turn(name: str) -> None:
         for g, traj in enumerate(group.completions):
             key = f"0:{b}:{g}"
             turns_seen.add(traj.num_turns)
-            assert _learner_view(traj) == _engine_view(engine, key, traj.num_turns)
+            assert learner_view(traj) == engine_view(engine, key, traj.num_turns)
             for t in range(traj.num_turns):
                 assert traj.context(t) == engine.contexts[(key, t)]
             # environment tokens carry log-prob 0.0 and mask 0; sampled counts match

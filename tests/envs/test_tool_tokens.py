@@ -8,27 +8,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from multiturn_helpers import CHATML, OFFLINE_DATA, THINK_DROPPING, ScriptedEngine, bpe_chat_tokenizer
+from multiturn_helpers import engine_view, learner_view, CHATML, OFFLINE_DATA, THINK_DROPPING, ScriptedEngine, bpe_chat_tokenizer
 
-from dapo_env import Completion, EpisodeGroupEnv, MultiTurnEnv, Trajectory, TurnRequest
+from dapo_env import Completion, EpisodeGroupEnv, MultiTurnEnv, TurnRequest
 
 TEMPLATES = {"chatml": CHATML, "think-dropping": THINK_DROPPING}
-
-
-def _learner_view(traj: Trajectory) -> list[tuple[tuple[int, ...], int, float]]:
-    sequence = traj.prompt_token_ids + traj.token_ids
-    start = len(traj.prompt_token_ids)
-    return [(sequence[:start + p], traj.token_ids[p], traj.logprobs[p])
-            for p, m in enumerate(traj.sampled_mask) if m == 1]
-
-
-def _engine_view(engine: ScriptedEngine, key: str, turns: int) -> list[tuple[tuple[int, ...], int, float]]:
-    out = []
-    for t in range(turns):
-        context = engine.contexts[(key, t)]
-        ids, logprobs = engine.sampled[(key, t)]
-        out += [(context + ids[:k], ids[k], logprobs[k]) for k in range(len(ids))]
-    return out
 
 
 def tool_policy(think: bool):
@@ -62,7 +46,7 @@ def test_tool_episodes_are_token_exact_at_every_turn(name: str) -> None:
             key = f"0:{b}:{g}"
             assert traj.num_turns == 3 and traj.turns[0].reply.startswith("```output\n18\n```")
             assert "ValueError: oops" in traj.turns[1].reply and "partial" in traj.turns[1].reply
-            assert _learner_view(traj) == _engine_view(engine, key, traj.num_turns)
+            assert learner_view(traj) == engine_view(engine, key, traj.num_turns)
             for t in range(traj.num_turns):
                 assert traj.context(t) == engine.contexts[(key, t)]
             assert all(lp == 0.0 for lp, m in zip(traj.logprobs, traj.sampled_mask) if m == 0)
