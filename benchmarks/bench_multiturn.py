@@ -3,7 +3,9 @@
 Plays GuessNumber-v0 episodes (chat template bound, so every turn is sampled after the exact token context)
 through ``HFEngine.generate_turns`` twice per setting, side by side in one run and under the same seeds:
 ``reuse_kv=True`` prefills only each turn's new environment tokens, ``reuse_kv=False`` prefills the whole
-history every turn. Both must sample the same tokens (checked: a mismatch fails the run). Rollout
+history every turn. Both must sample the same tokens (checked: log-probs equal to 1e-4 and the same tokens,
+except that an episode may part at a CDF boundary between neighbouring token ids, a floating-point rounding
+event counted as ``boundary_flips``; anything else fails the run). Rollout
 tokens/s = tokens the model sampled / rollout time (generation and environment); the ratio is the
 speed-up. Wall-clock and CPU seconds are both reported (CPU time is steadier on a shared machine).
 
@@ -76,6 +78,32 @@ def rollout(engine: Any, tok: Any, *, turns: int, prompts: int, group_size: int,
             "episodes": episodes}
 
 
+def same_samples(a: Sequence[Any], b: Sequence[Any], where: str, tolerance: float = 1e-4) -> int:
+    """Check that both modes sampled the same episodes; returns how many episodes parted at a CDF boundary.
+
+    The two modes compute the same logits in a different order (padding, batch shapes), so they agree to
+    floating-point rounding, not bit for bit. The sampler draws one uniform per token and inverts the CDF,
+    so a draw that lands within rounding of a boundary between two neighbouring token ids can pick either
+    (measured on the SmolLM2 shape: about 2 episodes in 48, log-probs equal to 1e-6 up to that token). That
+    is allowed, once per episode (after it the contexts differ); anything else fails the run: log-probs that
+    differ by more than ``tolerance`` before the first differing token, or a first difference between token
+    ids that are not neighbours.
+    """
+    flips = 0
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x.token_ids == y.token_ids:
+            continue
+        first = next((k for k, (s, t) in enumerate(zip(x.token_ids, y.token_ids)) if s != t),
+                     min(len(x.token_ids), len(y.token_ids)))
+        drift = max((abs(p - q) for p, q in zip(x.logprobs[:first], y.logprobs[:first])), default=0.0)
+        neighbours = first < min(len(x.token_ids), len(y.token_ids)) and abs(x.token_ids[first] - y.token_ids[first]) == 1
+        if drift > tolerance or not neighbours:
+            raise RuntimeError(f"{where}: episode {i} of KV reuse differs from a full re-prefill at token {first} "
+                               f"(log-prob drift {drift:.2g} before it): KV reuse changed what was sampled")
+        flips += 1
+    return flips
+
+
 def measure(model_name: str, model: Any, tok: Any, turns: int, args: argparse.Namespace) -> dict[str, Any]:
     """Both modes on the same episodes, alternating, ``--repeats`` times; medians and their ratios."""
     from dapo_env.learners.engine import HFEngine
@@ -83,15 +111,15 @@ def measure(model_name: str, model: Any, tok: Any, turns: int, args: argparse.Na
     engines = {mode: HFEngine(model, tok, batch_size=256, reuse_kv=mode == "reuse") for mode in MODES}
     prompts, group = (args.prompts if model_name == "tiny" else args.smollm2_prompts), args.group_size
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    flips = 0
     for repeat in range(args.repeats):
         order = MODES if repeat % 2 == 0 else MODES[::-1]
         for mode in order:
             runs[mode].append(rollout(engines[mode], tok, turns=turns, prompts=prompts, group_size=group,
                                       max_tokens=args.max_tokens, seed=repeat))
         a, b = (runs[m][-1]["episodes"] for m in MODES)
-        if [t.token_ids for t in a] != [t.token_ids for t in b]:
-            raise RuntimeError(f"{model_name}, {turns} turns: KV reuse sampled other tokens than a full re-prefill")
-    row: dict[str, Any] = {"model": model_name, "turns": turns, "episodes": prompts * group}
+        flips += same_samples(a, b, f"{model_name}, {turns} turns, repeat {repeat}")
+    row: dict[str, Any] = {"model": model_name, "turns": turns, "episodes": prompts * group, "boundary_flips": flips}
     first = runs["reuse"][0]
     row.update(turns_mean=first["turns_mean"], sampled_tokens=first["sampled_tokens"],
                final_context_mean=round(first["final_context_mean"], 1))
@@ -145,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", choices=("tiny", "smollm2"), default=["tiny", "smollm2"])
     parser.add_argument("--turns", nargs="+", type=int, default=[2, 4, 6], help="turns per episode (k)")
     parser.add_argument("--prompts", type=int, default=4, help="prompts per rollout (tiny model)")
-    parser.add_argument("--smollm2-prompts", type=int, default=1, help="prompts per rollout (SmolLM2 shape)")
+    parser.add_argument("--smollm2-prompts", type=int, default=4, help="prompts per rollout (SmolLM2 shape)")
     parser.add_argument("--group-size", type=int, default=4, help="episodes per prompt")
     parser.add_argument("--max-tokens", type=int, default=16, help="most sampled tokens per turn")
     parser.add_argument("--smollm2-layers", type=int, default=30, help="decoder layers of the SmolLM2 shape (30)")

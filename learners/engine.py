@@ -200,7 +200,9 @@ class HFEngine:
             ``benchmarks/bench_precision.py`` compare against; the samples are the same.
         reuse_kv: :meth:`generate_turns` keeps each episode's KV cache between turns and prefills only the
             new environment tokens (default). ``False`` prefills the whole history every turn: the reference
-            the tests and ``benchmarks/bench_multiturn.py`` compare against; the samples are the same.
+            the tests and ``benchmarks/bench_multiturn.py`` compare against; the samples are the same up to
+            floating-point rounding (the logits agree to ~1e-6; a draw within rounding of a CDF boundary
+            can pick the neighbouring token id, about 2 episodes in 48 on a 49k vocabulary).
         max_kv_bytes: the most bytes of kept episode caches (least recently used go first; an evicted
             episode's next turn prefills its history again).
 
@@ -322,7 +324,8 @@ class HFEngine:
         request.max_tokens)`` tokens. With ``reuse_kv`` the episode's cache from its previous turn is used
         when it covers a prefix of the context, so only the environment's new tokens are prefilled; caches
         of keys missing from this call (ended episodes) and caches of older weights are dropped first.
-        Results depend on ``sampling.seed`` and ``batch_size`` only, not on ``reuse_kv``.
+        Results depend on ``sampling.seed`` and ``batch_size`` only, not on ``reuse_kv`` (up to
+        floating-point rounding, see the class's ``reuse_kv``).
 
         Example:
             >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer

@@ -39,3 +39,17 @@ def test_bench_multiturn_runs_both_modes_and_writes_where_told(bench, tmp_path: 
 def test_bench_multiturn_rejects_bad_arguments(bench) -> None:
     with pytest.raises(SystemExit):
         bench.main(["--turns", "0"])
+
+
+def test_modes_may_part_only_at_a_cdf_boundary(bench) -> None:
+    from types import SimpleNamespace as Episode
+
+    same = Episode(token_ids=(5, 6, 7), logprobs=(-1.0, -2.0, -3.0))
+    flip = Episode(token_ids=(5, 6, 8), logprobs=(-1.0, -2.0, -3.5))  # neighbouring ids, equal log-probs before
+    far = Episode(token_ids=(5, 6, 40), logprobs=(-1.0, -2.0, -3.0))
+    drift = Episode(token_ids=(5, 6, 8), logprobs=(-1.0, -2.5, -3.0))
+    assert bench.same_samples([same, same], [same, flip], "t") == 1
+    with pytest.raises(RuntimeError, match="episode 0 .* token 2"):
+        bench.same_samples([same], [far], "t")
+    with pytest.raises(RuntimeError, match="log-prob drift 0.5"):
+        bench.same_samples([same], [drift], "t")
