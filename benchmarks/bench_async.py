@@ -27,6 +27,8 @@ Run (full: both workloads, 3 seeds; sizes chosen for ~35-45 minutes on an idle 2
     python benchmarks/bench_async.py                              # -> benchmarks/out/bench_async.json
     python benchmarks/bench_async.py --workloads tiny --seeds 1 --steps 6    # a few minutes
     python benchmarks/bench_async.py --out benchmarks/results/bench_async.json   # refresh the tracked result
+    python benchmarks/bench_async.py --ablation --out benchmarks/results/bench_async_ablation.json
+        # the staleness ablation: max_staleness 0/1/2/4 x (none, token-truncate IS) on Sort-v0, 3 seeds
 """
 
 from __future__ import annotations
@@ -46,7 +48,13 @@ import numpy as np
 from _paths import REPO, add_out_argument, out_path, write_json
 
 SETTINGS: dict[str, int] = {"sync": 0, "staleness_1": 1, "staleness_2": 2}
-WORKLOADS = ("tiny", "smollm2")
+WORKLOADS = ("tiny", "smollm2", "sort")
+#: The staleness ablation (``--ablation``): (label, max_staleness, is_correction) on the ablation task.
+ABLATION_SETTINGS: tuple[tuple[str, int, str | None], ...] = (
+    ("sync", 0, None),
+    *((f"staleness_{k}{suffix}", k, correction) for k in (1, 2, 4)
+      for suffix, correction in (("", None), ("_corrected", "token-truncate"))),
+)
 #: SmolLM2-135M's shape (hidden, layers, heads, kv heads, MLP width); the vocabulary is the tokenizer's.
 SMOLLM2_SHAPE = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                      intermediate_size=1536)
@@ -77,8 +85,10 @@ def smollm2_folder(folder: Path) -> Path:
 
 
 def run_config(workload: str, setting: str, seed: int, steps: int, threads: int, out_dir: str,
-               model_dir: str | None = None, is_correction: str | None = None, quick: bool = False) -> Any:
-    """The :class:`TrainConfig` of one run (``quick``: no warm start, 8 prompts, 16 eval problems: a smoke run).
+               model_dir: str | None = None, is_correction: str | None = None, quick: bool = False,
+               staleness: int | None = None) -> Any:
+    """The :class:`TrainConfig` of one run (``quick``: no warm start, 8 prompts, 16 eval problems: a smoke run;
+    ``staleness`` overrides the setting's, for the ablation).
 
     Example:
         >>> cfg = run_config("tiny", "staleness_1", seed=2, steps=5, threads=2, out_dir="runs")
@@ -87,14 +97,18 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     """
     from dapo_env.learners.config import preset
 
-    staleness = SETTINGS[setting]
+    staleness = SETTINGS[setting] if staleness is None else staleness
     common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
                   plot_every=0, progress=False, out_dir=out_dir, name=f"{workload}-{setting}-s{seed}",
                   num_threads=(1 if workload == "tiny" else threads) if staleness == 0 else max(1, threads // 2),
                   is_correction=is_correction if staleness > 0 else None)
+    quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
     if workload == "tiny":
-        quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
         return preset("tiny", **common, **quick_sizes)
+    if workload == "sort":  # the ablation task (docs/ablation.md): Sort-v0, sampled held-out accuracy
+        from ablation import SORT_TASK
+
+        return preset("tiny", **SORT_TASK, eval_temperature=1.0, **common, **quick_sizes)
     if workload == "smollm2":
         return preset("tiny", model=model_dir, verifier="bench_async:even_length", warmstart_steps=0,
                       batch_size=8, mini_batch_size=8, micro_batch_size=16, eval_size=32, lr=1e-5, **common)
@@ -121,9 +135,20 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
             "staleness_mean": float(np.mean([r["staleness/mean"] for r in records if r.get("staleness/mean") is not None]
                                             or [0.0])),
             "worker_restarts": last.get("async/worker_restarts", 0.0),
+            "is_weight_mean": _mean_of(records, "is/weight_mean"),
+            "is_truncated_share": _mean_of(records, "is/truncated_share"),
+            "mismatch_k3": _mean_of(records, "is/mismatch_k3"),
+            "clip_frac": _mean_of(records, "policy/clip_frac_high", "policy/clip_frac_low"),
+            "logprob_mismatch": _mean_of(records, "policy/logprob_mismatch_mean"),
             # the share of a step the learner waits for rollouts (sync: generating them itself)
             "rollout_share": float(sum(r["time/rollout_s"] for r in measured) / sum(r["time/step_s"] for r in measured)),
             "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured]))}
+
+
+def _mean_of(records: list[dict[str, Any]], *keys: str) -> float | None:
+    """The mean over steps of the sum of ``keys`` (steps missing any of them are skipped; None if none has)."""
+    values = [sum(r[k] for k in keys) for r in records if all(r.get(k) is not None for k in keys)]
+    return float(np.mean(values)) if values else None
 
 
 def run_in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +183,64 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
     return out
 
 
+def ablation(args: argparse.Namespace, seeds: list[int]) -> dict[str, Any]:
+    """The staleness ablation: ``ABLATION_SETTINGS`` x seeds on the ablation task, same steps per run.
+
+    Every run starts from the same warm start per seed (the tiny preset's, deterministic in the seed) and
+    trains ``--steps`` steps, so the settings generate about the same number of tokens (recorded); the
+    held-out accuracy is the ablation's sampled one (temperature 1, 200 test problems).
+    """
+    steps = args.steps or 40
+    chosen = [s for s in ABLATION_SETTINGS if args.settings is None or s[0] in args.settings]
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-async-ablation-") as tmp:
+        for seed in seeds:
+            for label, staleness, correction in chosen:
+                spec = dict(workload="sort", setting="sync", staleness=staleness, seed=seed, steps=steps,
+                            threads=args.threads, out_dir=tmp, is_correction=correction, quick=args.quick)
+                run = {"setting": label, "max_staleness": staleness, "is_correction": correction, "seed": seed,
+                       **run_in_subprocess(spec)}
+                runs.append(run)
+                print(f"sort     {label:24s} seed {seed}: acc {run['initial_accuracy']} -> {run['accuracy']} "
+                      f"staleness {run['staleness_mean']:.2f} wall {run['total_wall_s']:.0f}s", flush=True)
+    table = []
+    for label, staleness, correction in chosen:
+        rows = [r for r in runs if r["setting"] == label]
+
+        def stat(key: str, rows: list[dict[str, Any]] = rows) -> tuple[float | None, float | None]:
+            values = [r[key] for r in rows if r.get(key) is not None]
+            return (float(np.mean(values)) if values else None, float(np.std(values)) if len(values) > 1 else None)
+
+        gains = [r["accuracy"] - r["initial_accuracy"] for r in rows]
+        table.append({"setting": label, "max_staleness": staleness, "is_correction": correction,
+                      "accuracy": stat("accuracy")[0], "accuracy_std": stat("accuracy")[1],
+                      "gain": float(np.mean(gains)), "gain_std": float(np.std(gains)) if len(gains) > 1 else None,
+                      "staleness_mean": stat("staleness_mean")[0], "generated_tokens": stat("generated_tokens")[0],
+                      "is_truncated_share": stat("is_truncated_share")[0], "clip_frac": stat("clip_frac")[0],
+                      "logprob_mismatch": stat("logprob_mismatch")[0], "steps_per_s": stat("steps_per_s")[0]})
+    return {"task": "Sort-v0 (docs/ablation.md's task, the tiny preset's sizes and warm start)", "steps": steps,
+            "seeds": seeds, "is_cap": 2.0, "runs": runs, "table": table}
+
+
+def ablation_table(result: dict[str, Any]) -> str:
+    """The ablation's markdown table (means over seeds, +- the standard deviation)."""
+    def pm(mean: float | None, sd: float | None, digits: int = 3) -> str:
+        return "-" if mean is None else f"{mean:.{digits}f}" + (f" +- {sd:.{digits}f}" if sd is not None else "")
+
+    def num(value: float | None, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = ["| setting | max_staleness | correction | mean staleness | held-out accuracy | gain over the start | "
+             "generated tokens | IS-capped share | clip fraction | engine-learner mismatch |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in result["table"]:
+        lines.append(f"| {row['setting']} | {row['max_staleness']} | {row['is_correction'] or 'none'} | "
+                     f"{num(row['staleness_mean'], 2)} | {pm(row['accuracy'], row['accuracy_std'])} | "
+                     f"{pm(row['gain'], row['gain_std'])} | {num(row['generated_tokens'], 0)} | "
+                     f"{num(row['is_truncated_share'])} | {num(row['clip_frac'])} | {num(row['logprob_mismatch'], 4)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
@@ -172,12 +255,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_out_argument(parser, "bench_async")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny workload without warm start, "
                         "8 prompts per step (numbers mean nothing)")
+    parser.add_argument("--ablation", action="store_true", help="the staleness ablation instead: max_staleness "
+                        "0/1/2/4, with and without token-truncate IS correction, on the ablation task (Sort-v0); "
+                        "--steps per run (default 40) -> bench_async_ablation.json")
+    parser.add_argument("--settings", nargs="+", choices=[s[0] for s in ABLATION_SETTINGS],
+                        help="with --ablation: only these settings (default: all seven)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
         return {}
     seeds = list(range(args.seeds))
+    if args.ablation:
+        result = ablation(args, seeds)
+        print(ablation_table(result))
+        write_json(out_path(args.out, "bench_async_ablation"), result)
+        return result
     if args.quick:
         args.workloads = ["tiny"]
     result: dict[str, Any] = {"seeds": seeds, "threads": args.threads, "is_correction": args.is_correction,

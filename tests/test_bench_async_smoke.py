@@ -52,3 +52,32 @@ def test_quick_run_writes_the_promised_keys(bench, tmp_path):
     assert data["speedup_staleness_1"] > 0 and data["speedup_staleness_2"] > 0
     runs = data["workloads"]["tiny"]["runs"]
     assert len(runs) == 3 and all(r["cpu_s"] > 0 and r["generated_tokens"] > 0 for r in runs)
+
+
+def test_ablation_settings_cover_each_staleness_with_and_without_correction(bench, tmp_path):
+    settings = {(k, c) for _, k, c in bench.ABLATION_SETTINGS}
+    assert settings == {(0, None)} | {(k, c) for k in (1, 2, 4) for c in (None, "token-truncate")}
+    cfg = bench.run_config("sort", "sync", staleness=4, seed=1, steps=3, threads=2, out_dir=str(tmp_path),
+                           is_correction="token-truncate")
+    assert (cfg.task, cfg.max_staleness, cfg.is_correction, cfg.eval_temperature) == ("Sort-v0", 4, "token-truncate", 1.0)
+    assert cfg.max_response_tokens == 32 and cfg.num_threads == 1
+
+
+def test_ablation_table_reports_means_and_spreads(bench):
+    result = {"table": [{"setting": "sync", "max_staleness": 0, "is_correction": None, "accuracy": 0.25,
+                         "accuracy_std": 0.05, "gain": 0.1, "gain_std": None, "staleness_mean": 0.0,
+                         "generated_tokens": 1234.0, "is_truncated_share": None, "clip_frac": 0.01,
+                         "logprob_mismatch": 0.0}]}
+    line = bench.ablation_table(result).splitlines()[-1]
+    assert line.startswith("| sync | 0 | none | 0.00 | 0.250 +- 0.050 | 0.100 | 1234 | - | 0.010 |")
+
+
+@pytest.mark.slow
+def test_quick_ablation_writes_its_table(bench, tmp_path):
+    out = tmp_path / "ablation.json"
+    bench.main(["--ablation", "--quick", "--seeds", "1", "--steps", "2", "--settings", "sync",
+                "staleness_1_corrected", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert [row["setting"] for row in data["table"]] == ["sync", "staleness_1_corrected"]
+    stale = data["runs"][1]
+    assert stale["max_staleness"] == 1 and stale["is_correction"] == "token-truncate" and stale["generated_tokens"] > 0
