@@ -97,9 +97,10 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     """
     from dapo_env.learners.config import preset
 
+    name = f"{workload}-{setting}-s{seed}" if staleness is None else f"{workload}-k{staleness}-{is_correction}-s{seed}"
     staleness = SETTINGS[setting] if staleness is None else staleness
     common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
-                  plot_every=0, progress=False, out_dir=out_dir, name=f"{workload}-{setting}-s{seed}",
+                  plot_every=0, progress=False, out_dir=out_dir, name=name,
                   num_threads=(1 if workload == "tiny" else threads) if staleness == 0 else max(1, threads // 2),
                   is_correction=is_correction if staleness > 0 else None)
     quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
@@ -217,7 +218,7 @@ def ablation(args: argparse.Namespace, seeds: list[int]) -> dict[str, Any]:
                       "gain": float(np.mean(gains)), "gain_std": float(np.std(gains)) if len(gains) > 1 else None,
                       "staleness_mean": stat("staleness_mean")[0], "generated_tokens": stat("generated_tokens")[0],
                       "is_truncated_share": stat("is_truncated_share")[0], "clip_frac": stat("clip_frac")[0],
-                      "logprob_mismatch": stat("logprob_mismatch")[0], "steps_per_s": stat("steps_per_s")[0]})
+                      "mismatch_k3": stat("mismatch_k3")[0], "steps_per_s": stat("steps_per_s")[0]})
     return {"task": "Sort-v0 (docs/ablation.md's task, the tiny preset's sizes and warm start)", "steps": steps,
             "seeds": seeds, "is_cap": 2.0, "runs": runs, "table": table}
 
@@ -231,13 +232,13 @@ def ablation_table(result: dict[str, Any]) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
     lines = ["| setting | max_staleness | correction | mean staleness | held-out accuracy | gain over the start | "
-             "generated tokens | IS-capped share | clip fraction | engine-learner mismatch |",
+             "generated tokens | IS-capped share | clip fraction | engine-learner mismatch (k3) |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in result["table"]:
         lines.append(f"| {row['setting']} | {row['max_staleness']} | {row['is_correction'] or 'none'} | "
                      f"{num(row['staleness_mean'], 2)} | {pm(row['accuracy'], row['accuracy_std'])} | "
                      f"{pm(row['gain'], row['gain_std'])} | {num(row['generated_tokens'], 0)} | "
-                     f"{num(row['is_truncated_share'])} | {num(row['clip_frac'])} | {num(row['logprob_mismatch'], 4)} |")
+                     f"{num(row['is_truncated_share'])} | {num(row['clip_frac'])} | {num(row['mismatch_k3'], 4)} |")
     return "\n".join(lines)
 
 

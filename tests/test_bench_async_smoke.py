@@ -67,7 +67,7 @@ def test_ablation_table_reports_means_and_spreads(bench):
     result = {"table": [{"setting": "sync", "max_staleness": 0, "is_correction": None, "accuracy": 0.25,
                          "accuracy_std": 0.05, "gain": 0.1, "gain_std": None, "staleness_mean": 0.0,
                          "generated_tokens": 1234.0, "is_truncated_share": None, "clip_frac": 0.01,
-                         "logprob_mismatch": 0.0}]}
+                         "mismatch_k3": None}]}
     line = bench.ablation_table(result).splitlines()[-1]
     assert line.startswith("| sync | 0 | none | 0.00 | 0.250 +- 0.050 | 0.100 | 1234 | - | 0.010 |")
 
