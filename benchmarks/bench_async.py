@@ -109,7 +109,8 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     if workload == "sort":  # the ablation task (docs/ablation.md): Sort-v0, sampled held-out accuracy
         from ablation import SORT_TASK
 
-        return preset("tiny", **SORT_TASK, eval_temperature=1.0, **common, **quick_sizes)
+        start = dict(model=model_dir, warmstart_steps=0) if model_dir is not None else {}  # the shared warm start
+        return preset("tiny", **SORT_TASK, **start, eval_temperature=1.0, **common, **quick_sizes)
     if workload == "smollm2":
         return preset("tiny", model=model_dir, verifier="bench_async:even_length", warmstart_steps=0,
                       batch_size=8, mini_batch_size=8, micro_batch_size=16, eval_size=32, lr=1e-5, **common)
@@ -184,11 +185,27 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
     return out
 
 
+def warm_sort_model(seed: int, cache_dir: Path) -> Path:
+    """The ablation's warm-started tiny model of ``seed`` (docs/ablation.md: supervised until 20 % of a
+    train probe; the same start ``ablation.py`` and ``bench_difficulty.py`` use, from their cache), saved
+    with its tokenizer as a model folder that every run of that seed starts from."""
+    folder = cache_dir / f"hf-sort-warm-s{seed}"
+    if not (folder / "config.json").exists():
+        from dataclasses import replace
+
+        from ablation import FULL, warm_started
+
+        model, tok, _ = warm_started(replace(FULL, seeds=(seed,)), seed, cache_dir)
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+    return folder
+
+
 def ablation(args: argparse.Namespace, seeds: list[int]) -> dict[str, Any]:
     """The staleness ablation: ``ABLATION_SETTINGS`` x seeds on the ablation task, same steps per run.
 
-    Every run starts from the same warm start per seed (the tiny preset's, deterministic in the seed) and
-    trains ``--steps`` steps, so the settings generate about the same number of tokens (recorded); the
+    Every run of a seed starts from the same warm-started model (:func:`warm_sort_model`; none with
+    ``--quick``) and trains ``--steps`` steps, so the settings generate about the same number of tokens (recorded); the
     held-out accuracy is the ablation's sampled one (temperature 1, 200 test problems).
     """
     steps = args.steps or 40
@@ -196,9 +213,11 @@ def ablation(args: argparse.Namespace, seeds: list[int]) -> dict[str, Any]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-async-ablation-") as tmp:
         for seed in seeds:
+            model_dir = None if args.quick else str(warm_sort_model(seed, args.cache_dir))
             for label, staleness, correction in chosen:
                 spec = dict(workload="sort", setting="sync", staleness=staleness, seed=seed, steps=steps,
-                            threads=args.threads, out_dir=tmp, is_correction=correction, quick=args.quick)
+                            threads=args.threads, out_dir=tmp, is_correction=correction, quick=args.quick,
+                            model_dir=model_dir)
                 run = {"setting": label, "max_staleness": staleness, "is_correction": correction, "seed": seed,
                        **run_in_subprocess(spec)}
                 runs.append(run)
@@ -259,6 +278,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--ablation", action="store_true", help="the staleness ablation instead: max_staleness "
                         "0/1/2/4, with and without token-truncate IS correction, on the ablation task (Sort-v0); "
                         "--steps per run (default 40) -> bench_async_ablation.json")
+    parser.add_argument("--cache-dir", type=Path, default=REPO / "runs" / "ablation_cache",
+                        help="with --ablation: where the warm-started models are kept (shared with ablation.py)")
     parser.add_argument("--settings", nargs="+", choices=[s[0] for s in ABLATION_SETTINGS],
                         help="with --ablation: only these settings (default: all seven)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
