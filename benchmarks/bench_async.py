@@ -101,7 +101,7 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     staleness = SETTINGS[setting] if staleness is None else staleness
     common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
                   plot_every=0, progress=False, out_dir=out_dir, name=name,
-                  num_threads=(1 if workload == "tiny" else threads) if staleness == 0 else max(1, threads // 2),
+                  num_threads=(1 if workload in ("tiny", "sort") else threads) if staleness == 0 else max(1, threads // 2),
                   is_correction=is_correction if staleness > 0 else None)
     quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
     if workload == "tiny":
