@@ -266,7 +266,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--steps", type=int, default=None,
-                        help="training steps per run (default: 30 for tiny, 6 for smollm2)")
+                        help="training steps per run of every workload (overrides --tiny-steps/--smollm2-steps)")
+    parser.add_argument("--tiny-steps", type=int, default=30, help="training steps per tiny run (default 30)")
+    parser.add_argument("--smollm2-steps", type=int, default=6, help="training steps per smollm2 run (default 6)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run, shared by learner and "
                         "worker in the async settings (default 2)")
     parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none)")
@@ -299,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "quick": args.quick, "workloads": {}}
     with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
         for workload in args.workloads:
-            steps = args.steps or (30 if workload == "tiny" else 6)
+            steps = args.steps or (args.tiny_steps if workload == "tiny" else args.smollm2_steps)
             model_dir = str(smollm2_folder(args.model_dir)) if workload == "smollm2" else None
             runs = []
             for seed in seeds:
