@@ -16,7 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
 import importlib.util
 import os
 import re
@@ -63,7 +65,7 @@ def shell_commands(text: str, name: str) -> list[tuple[str, list[str]]]:
     for line_no, block in fenced_blocks(text, "bash"):
         found += [(f"{name}:{line_no + i}", line) for i, line in enumerate(block.splitlines()) if line.strip()]
     for span in re.findall(r"`([^`\n]+)`", prose(text)):
-        if re.match(r"(python|dapo-env|pip|pytest|torchrun|mkdocs)\b ?", span) and span.strip() != "dapo-env":
+        if re.match(r"(python|dapo-env|pip|pytest|torchrun|mkdocs)(\s|$)", span) and span.strip() != "dapo-env":
             found.append((f"{name} (inline)", span))
     commands = []
     for where, line in found:
@@ -125,7 +127,13 @@ def check_shell_command(where: str, argv: list[str]) -> None:
     tool, args = argv[0], argv[1:]
     if tool == "dapo-env":
         assert "dapo-env" in PYPROJECT["project"]["scripts"]
-        if args[:1] != ["prepare-model"]:  # its own parser; its flags are covered by the CLI's tests
+        if args[:1] == ["prepare-model"]:  # its own parser; its flags are covered by the CLI's tests
+            pass
+        elif len(args) == 1 and not args[0].startswith("-"):  # a subcommand named in prose: it must exist
+            with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exc:
+                build_parser().parse_args([args[0], "--help"])
+            assert exc.value.code == 0, f"{where}: no subcommand `dapo-env {args[0]}`"
+        else:
             try:
                 build_parser().parse_args(args)
             except SystemExit as exc:  # --help exits 0 after printing; anything else is a parse error
@@ -143,7 +151,7 @@ def check_shell_command(where: str, argv: list[str]) -> None:
         assert args[:1] in (["build"], ["serve"]), f"{where}: unknown mkdocs command {args}"
     elif tool in ("pytest", "torchrun"):  # from the [test] extra and from torch
         assert tool in _console_scripts(), f"{tool} is not installed by the install lines"
-        if tool == "torchrun":
+        if tool == "torchrun" and args:  # a bare `torchrun` in prose names the tool only
             assert importlib.util.find_spec(args[args.index("-m") + 1]) is not None
     else:
         pytest.fail(f"{where}: unknown command {tool!r} in `{' '.join(argv)}`")
