@@ -6,11 +6,15 @@ so a module that is added, moved or split needs no edit here; a new sub-package 
 ``__init__.py``, e.g. ``dapo_env/interop/``) gets its own pages the same way. Nothing is imported: the modules
 are listed from the file system and mkdocstrings reads them statically; only the four packages are imported,
 for their ``__all__``.
+
+It also lists under "How-to guides" any page of ``docs/`` that ``mkdocs.yml``'s nav leaves out, so a guide added
+by someone who did not edit the nav is still reachable (and ``--strict`` stays green).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,8 @@ PACKAGES: dict[str, str] = {
 }
 REFERENCE = "reference"  # the docs folder the generated pages live in (virtual: never written to docs/)
 NAV_TITLE = "API reference"
+GUIDES_TITLE = "How-to guides"  # where pages of docs/ that the nav does not list are put
+log = logging.getLogger("mkdocs.hooks.api_reference")
 
 
 def package_modules(name: str, folder: Path) -> list[str]:
@@ -93,14 +99,35 @@ def _root(config: Any) -> Path:
 
 
 def on_config(config: Any) -> Any:
-    """Put every generated page into the nav under ``API reference``, after the pages listed there."""
-    for entry in config["nav"] or []:
-        if isinstance(entry, dict) and NAV_TITLE in entry:
-            section = entry[NAV_TITLE]
-            for package, pages in api_pages(_root(config)).items():
-                section.append({package: [{name: path} for name, path in pages]})
-            return config
-    raise ValueError(f"mkdocs.yml: the nav needs a section titled {NAV_TITLE!r} for the generated API pages")
+    """Put every generated page into the nav under ``API reference``, after the pages listed there, and every page
+    of the docs folder that the nav does not list under ``How-to guides`` (so a guide added to ``docs/`` is never
+    unreachable; list it in ``mkdocs.yml`` to give it a better place)."""
+    nav = config["nav"] or []
+    sections = {title: entry[title] for entry in nav if isinstance(entry, dict) for title in entry}
+    for title in (NAV_TITLE, GUIDES_TITLE):
+        if not isinstance(sections.get(title), list):
+            raise ValueError(f"mkdocs.yml: the nav needs a section titled {title!r} (a list of pages)")
+    for package, pages in api_pages(_root(config)).items():
+        sections[NAV_TITLE].append({package: [{name: path} for name, path in pages]})
+    listed = set(nav_paths(nav))
+    docs = Path(config["docs_dir"])
+    for page in sorted(docs.rglob("*.md")):
+        path = page.relative_to(docs).as_posix()
+        if path not in listed and not path.startswith(f"{REFERENCE}/"):
+            log.info("api_reference hook: %s is not in mkdocs.yml's nav; listed under %s", path, GUIDES_TITLE)
+            sections[GUIDES_TITLE].append(path)
+    return config
+
+
+def nav_paths(nav: Any) -> list[str]:
+    """Every page path in a nav structure (lists of paths, ``{title: path}`` and ``{title: [...]}``)."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in nav_paths(value)]
+    if isinstance(nav, list):
+        return [p for item in nav for p in nav_paths(item)]
+    return []
 
 
 def on_files(files: Files, config: Any) -> Files:
