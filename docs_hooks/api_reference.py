@@ -5,7 +5,8 @@ names (``::: dapo_env.learners``) and one page per module found in its folder (`
 so a module that is added, moved or split needs no edit here; a new sub-package (a folder with an
 ``__init__.py``, e.g. ``dapo_env/interop/``) gets its own pages the same way. Nothing is imported: the modules
 are listed from the file system and mkdocstrings reads them statically; only the four packages are imported,
-for their ``__all__``.
+for their ``__all__`` (and a public name that a module of the same name shadows, to link where it is defined:
+``dapo_env.learners.train``, which imports torch).
 
 It also lists under "How-to guides" any page of ``docs/`` that ``mkdocs.yml``'s nav leaves out, so a guide added
 by someone who did not edit the nav is still reachable (and ``--strict`` stays green).
