@@ -127,7 +127,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
             return generate_turns(requests, params)
         return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
 
-    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_prompts=len(problems),
+    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_envs=len(problems) * samples,
                           group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
                           max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:

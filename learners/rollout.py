@@ -100,7 +100,7 @@ def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{cfg.task} is multi-turn: episodes are recorded token by token through a chat template; "
                          "use a model whose tokenizer has one (the tiny model's does)")
-    return EpisodeGroupEnv(task, num_prompts=cfg.batch_size, group_size=cfg.group_size, split=cfg.train_split,
+    return EpisodeGroupEnv(task, num_envs=cfg.batch_size * cfg.group_size, group_size=cfg.group_size, split=cfg.train_split,
                            tokenizer=tokenizer, max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens,
                            **shaping_options(cfg, episodes=True), **dict(cfg.task_kwargs))
 
