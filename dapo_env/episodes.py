@@ -210,7 +210,7 @@ class EpisodeGroupEnv:
         trajectories, rewards, masks, infos = [], [], [], []
         for e, episode_terms in zip(episodes, turn_terms):
             trajectory = e.trajectory()
-            check_length_known(trajectory.num_tokens, self.shaping)
+            applied = check_length_known(trajectory.num_tokens, self.shaping)
             reward, terms, mask = shape_episode(trajectory.episode_return, trajectory.num_tokens, trajectory.truncated,
                                                 self.shaping, episode_terms)
             last = e.verdicts[-1]
@@ -225,6 +225,8 @@ class EpisodeGroupEnv:
                 "turn_rewards": [t.reward for t in trajectory.turns], "terminated": e.terminated,
                 "truncated": e.truncated, "truncated_by": e.truncated_by, "problem_id": e.problem.id,
                 "task": self.task.env_id, "group_id": group_id})
+            if self.shaping.overlong_penalty is not None:
+                infos[-1]["overlong_penalty_applied"] = applied
         return Group(problem_id=episodes[0].problem.id, prompt=episodes[0].prompt_text, completions=tuple(trajectories),
                      rewards=tuple(rewards), correct=tuple(e.solved for e in episodes), loss_mask=tuple(masks),
                      infos=tuple(infos))
