@@ -19,14 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import warnings
-
 import numpy as np
 
 from dapo_env.difficulty import DifficultySampler
 from dapo_env.envs import as_completion, load_problems, resolve_task
 from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
-from dapo_env.schedule import PromptSchedule, num_prompts_of
+from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
@@ -90,16 +88,7 @@ class EpisodeGroupEnv:
                  overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
                  overlong_filter: bool = False, difficulty: DifficultySampler | bool | None = None,
                  num_prompts: int | None = None, **task_kwargs: Any) -> None:
-        if num_prompts is not None:
-            warnings.warn("EpisodeGroupEnv(num_prompts=B) is deprecated: pass num_envs=B * group_size, as for "
-                          "GroupVectorEnv", DeprecationWarning, stacklevel=2)
-            if num_envs is not None:
-                raise ValueError("pass num_envs (B * group_size) or the deprecated num_prompts, not both")
-            if not isinstance(num_prompts, int) or isinstance(num_prompts, bool) or num_prompts < 1:
-                raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
-            num_envs = num_prompts * group_size if isinstance(group_size, int) else num_prompts
-        if num_envs is None:
-            raise TypeError("EpisodeGroupEnv needs num_envs: B * group_size episodes per rollout")
+        num_envs = deprecated_num_prompts(num_envs, group_size, num_prompts)
         self.num_prompts = num_prompts_of(num_envs, group_size)
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be a positive int, got {threads!r}")

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,21 @@ def num_prompts_of(num_envs: Any, group_size: Any) -> int:
         raise ValueError(f"num_envs ({num_envs!r}) must be a positive multiple of group_size ({group_size}): "
                          "pass num_envs = B * group_size for B prompts per rollout")
     return num_envs // group_size
+
+
+def deprecated_num_prompts(num_envs: int | None, group_size: int, num_prompts: int | None) -> int:
+    """``num_envs`` from the older ``num_prompts=B`` keyword of :class:`~dapo_env.episodes.EpisodeGroupEnv`
+    (a ``DeprecationWarning``; both group envs now take ``num_envs = B * group_size``)."""
+    if num_prompts is None:
+        if num_envs is None:
+            raise TypeError("pass num_envs: B * group_size samples per rollout")
+        return num_envs
+    warnings.warn("EpisodeGroupEnv(num_prompts=B) is deprecated: pass num_envs=B * group_size, as for GroupVectorEnv",
+                  DeprecationWarning, stacklevel=3)
+    if num_envs is not None:
+        raise ValueError("pass num_envs (B * group_size) or the deprecated num_prompts, not both")
+    _check_positive("num_prompts", num_prompts, "B prompts per rollout")
+    return num_prompts * group_size if isinstance(group_size, int) else num_prompts
 
 
 class PromptSchedule:
@@ -142,4 +158,4 @@ class PromptSchedule:
         self._indices = None if state["indices"] is None else np.asarray(state["indices"], dtype=np.int64)
 
 
-__all__ = ["PromptSchedule", "num_prompts_of"]
+__all__ = ["PromptSchedule", "deprecated_num_prompts", "num_prompts_of"]

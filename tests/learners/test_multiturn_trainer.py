@@ -144,6 +144,9 @@ class ScriptedEngine:
             out.append(Completion(text, token_ids=ids, logprobs=(0.0,) * len(ids), finish_reason="stop"))
         return out
 
+    def release(self) -> None:  # keeps nothing between turns
+        pass
+
 
 def test_evaluate_plays_episodes(tok: Any) -> None:
     task = resolve_task(preset("guess"))
