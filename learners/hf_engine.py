@@ -26,15 +26,8 @@ import torch
 
 from dapo_env.types import Completion
 
-from .engine_io import (
-    WeightsLike,
-    collect_eos_ids,
-    completion_of,
-    empty_turn,
-    encode_prompts,
-    turn_inputs,
-    weights_fingerprint,
-)
+from .engine_io import WeightsLike, collect_eos_ids, completion_of, empty_turn, weights_fingerprint
+from .engine_io import encode_prompts, turn_inputs
 from .turn_cache import EpisodeKVCache, KVEntry, batched_past, reusable, row_kv
 
 if TYPE_CHECKING:  # the protocols' module builds HF engines by name: imported for annotations only (no cycle)

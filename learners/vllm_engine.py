@@ -53,15 +53,8 @@ import torch
 
 from dapo_env.types import Completion
 
-from .engine_io import (
-    WeightsLike,
-    collect_eos_ids,
-    completion_of,
-    empty_turn,
-    encode_prompts,
-    turn_inputs,
-    weights_fingerprint,
-)
+from .engine_io import WeightsLike, collect_eos_ids, completion_of, empty_turn, weights_fingerprint
+from .engine_io import encode_prompts, turn_inputs
 
 if TYPE_CHECKING:  # the protocols' module builds vLLM engines by name: imported for annotations only (no cycle)
     from .engine import SamplingParams
