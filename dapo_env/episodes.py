@@ -5,12 +5,9 @@ episodes only (finished ones wait), verifies those turns in one :class:`~dapo_en
 batch and lets each episode's interaction answer. When every episode has ended, the rollout returns B
 :class:`~dapo_env.types.Group` objects whose ``completions`` are :class:`~dapo_env.types.Trajectory` objects,
 ``rewards`` the (shaped) episode returns and ``correct`` whether each episode was solved, so DAPO's dynamic
-sampling and any group-relative estimator work on episodes unchanged. It implements the sampler's group
-source protocol (``num_prompts``, ``group_size``, ``needs_reset``, ``reset``, ``rollout``, ``state_dict``,
-``load_state_dict``).
-
-The ``generate`` contract: ``generate(requests: list[TurnRequest]) -> list[Completion | str]``, called once
-per round with one :class:`~dapo_env.multiturn.TurnRequest` per live episode, answering in the same order.
+sampling and any group-relative estimator work on episodes unchanged (it is a sampler's group source). The
+``generate`` contract: ``generate(requests: list[TurnRequest]) -> list[Completion | str]``, called once per
+round with one :class:`~dapo_env.multiturn.TurnRequest` per live episode, answering in the same order.
 """
 
 from __future__ import annotations
@@ -47,7 +44,7 @@ class EpisodeGroupEnv:
         num_envs: N = B * G, episodes per rollout (as for :class:`~dapo_env.vector.GroupVectorEnv`).
         group_size: G, episodes per prompt; must divide ``num_envs``.
         split, data_files, prompt_template: as for :class:`~dapo_env.envs.ReasoningEnv`.
-        tokenizer, system_prompt, template_kwargs: bind a chat template to record exact token ids (see
+        tokenizer, system_prompt, template_kwargs: bind a chat template (exact token ids, as for
             :class:`~dapo_env.multiturn.MultiTurnEnv`); requests then carry ``context_token_ids``.
         max_turns, max_episode_tokens: the episodes' budgets (truncation), as for ``MultiTurnEnv``.
         workers: verifier worker processes (0 verifies in this process); ``timeout_s`` per turn in workers.
@@ -56,8 +53,7 @@ class EpisodeGroupEnv:
         reward_map, overlong_penalty, overlong_filter: the episodes' :class:`~dapo_env.shaping.Shaping` (the
             return mapped onto ``[low, high]``; DAPO's soft penalty of the tokens the model sampled in the
             episode; truncated episodes out of the loss), as for ``GroupVectorEnv``.
-        difficulty: difficulty-aware problem draws, as for :class:`~dapo_env.vector.GroupVectorEnv`; updated
-            with each rollout's solved counts.
+        difficulty: difficulty-aware draws (updated with the solved counts), as for ``GroupVectorEnv``.
         num_prompts: deprecated: B; pass ``num_envs = num_prompts * group_size``.
         **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``).
 
