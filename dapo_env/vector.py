@@ -12,6 +12,7 @@ the single-env wrappers use.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,8 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         reward_map, overlong_penalty, overlong_filter: the fields of the env's
             :class:`~dapo_env.shaping.Shaping` (``reward_map=(-1.0, 1.0)`` is DAPO's; ``overlong_penalty``
             an :class:`~dapo_env.shaping.OverlongPenalty`, a dict of its fields or ``True``).
-        chat_template: a tokenizer with ``apply_chat_template``; observations are chat-formatted.
+        tokenizer: a tokenizer with ``apply_chat_template``; observations are chat-formatted (as for
+            ``EpisodeGroupEnv``; ``chat_template=`` is its deprecated name).
         system_prompt: system message for the chat template.
         render_mode: unused; accepted for Gymnasium's ``make_vec``.
         difficulty: difficulty-aware prompt draws (:mod:`dapo_env.difficulty`): ``True`` for the default
@@ -78,41 +80,31 @@ class GroupVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(
-        self,
-        task: str | Task,
-        num_envs: int,
-        group_size: int = 1,
-        *,
-        split: str | None = None,
-        data_files: Any = None,
-        prompt_template: str | None = None,
-        max_response_tokens: int | None = None,
-        workers: int = 0,
-        timeout_s: float = 10.0,
-        reward_map: tuple[float, float] | None = None,
-        overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
-        overlong_filter: bool = False,
-        chat_template: ChatTokenizer | None = None,
-        system_prompt: str | None = None,
-        render_mode: str | None = None,
-        difficulty: DifficultySampler | bool | None = None,
-        **task_kwargs: Any,
-    ) -> None:
+    def __init__(self, task: str | Task, num_envs: int, group_size: int = 1, *, split: str | None = None,
+                 data_files: Any = None, prompt_template: str | None = None, max_response_tokens: int | None = None,
+                 workers: int = 0, timeout_s: float = 10.0, reward_map: tuple[float, float] | None = None,
+                 overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
+                 overlong_filter: bool = False, tokenizer: ChatTokenizer | None = None, system_prompt: str | None = None,
+                 render_mode: str | None = None, difficulty: DifficultySampler | bool | None = None,
+                 chat_template: ChatTokenizer | None = None, **task_kwargs: Any) -> None:
         task_kwargs.pop("max_episode_steps", None)  # make_vec forwards a spec's limit; episodes are one step
         num_prompts = num_prompts_of(num_envs, group_size)
         if max_response_tokens is not None and (not isinstance(max_response_tokens, int) or max_response_tokens < 1):
             raise ValueError(f"max_response_tokens must be a positive int or None, got {max_response_tokens!r}")
         self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
-        if chat_template is not None and not callable(getattr(chat_template, "apply_chat_template", None)):
-            raise TypeError(f"chat_template must be a tokenizer with apply_chat_template, got {type(chat_template).__name__}")
+        if chat_template is not None:
+            warnings.warn("GroupVectorEnv(chat_template=tokenizer) is deprecated: pass tokenizer=tokenizer, as for "
+                          "EpisodeGroupEnv", DeprecationWarning, stacklevel=2)
+            tokenizer = chat_template if tokenizer is None else tokenizer
+        if tokenizer is not None and not callable(getattr(tokenizer, "apply_chat_template", None)):
+            raise TypeError(f"tokenizer must be a tokenizer with apply_chat_template, got {type(tokenizer).__name__}")
         self.task = resolve_task(task, prompt_template)
         self.schedule = PromptSchedule(load_problems(self.task, split, data_files, task_kwargs), num_prompts, group_size,
                                        difficulty=difficulty)
         self.problems, self.difficulty = self.schedule.problems, self.schedule.difficulty  # the schedule's
         self.num_envs, self.group_size, self.num_prompts = num_envs, group_size, num_prompts
         self.max_response_tokens = max_response_tokens
-        self.chat_template = chat_template
+        self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.render_mode = render_mode
         self.single_observation_space = UnicodeText(MAX_TEXT_LENGTH)
@@ -148,7 +140,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         """Render the schedule's B problems, each repeated G times (group-major)."""
         prompts: list[str] = []
         for problem in self.schedule.current():
-            prompts.extend([render_prompt(self.task, problem, self.chat_template, self.system_prompt)] * self.group_size)
+            prompts.extend([render_prompt(self.task, problem, self.tokenizer, self.system_prompt)] * self.group_size)
         self._prompts = tuple(prompts)
 
     def _problem_ids(self) -> np.ndarray:

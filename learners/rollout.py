@@ -77,7 +77,7 @@ def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
     return gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
                         vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
                         split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
-                        chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
+                        tokenizer=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
                         difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
 
 
