@@ -27,7 +27,7 @@ from dapo_env.schedule import PromptSchedule, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, shape
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
-from dapo_env.types import Completion, Group, Problem
+from dapo_env.types import Completion, Group
 from dapo_env.vector_infos import group_stats, to_vector_infos
 from dapo_env.wrappers import ChatTokenizer
 
