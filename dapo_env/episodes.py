@@ -54,8 +54,8 @@ class EpisodeGroupEnv:
             return mapped onto ``[low, high]``; DAPO's soft penalty of the tokens the model sampled in the
             episode; truncated episodes out of the loss), as for ``GroupVectorEnv``.
         difficulty: difficulty-aware draws (updated with the solved counts), as for ``GroupVectorEnv``.
-        num_prompts: deprecated: B; pass ``num_envs = num_prompts * group_size``.
-        **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``).
+        **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``); ``num_prompts=B`` is the deprecated form
+            of ``num_envs = B * group_size``.
 
     Each ``Group`` holds ``correct`` (solved) and ``loss_mask`` per episode; its infos hold the rest: ``score``
     (the episode return), ``extracted`` and ``reason`` (the last turn's verdict; ``reason`` is
@@ -83,8 +83,8 @@ class EpisodeGroupEnv:
                  timeout_s: float = 10.0, threads: int = 1, reward_map: tuple[float, float] | None = None,
                  overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
                  overlong_filter: bool = False, difficulty: DifficultySampler | bool | None = None,
-                 num_prompts: int | None = None, **task_kwargs: Any) -> None:
-        num_envs = deprecated_num_prompts(num_envs, group_size, num_prompts)
+                 **task_kwargs: Any) -> None:
+        num_envs = deprecated_num_prompts(num_envs, group_size, task_kwargs.pop("num_prompts", None))
         self.num_prompts = num_prompts_of(num_envs, group_size)
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be a positive int, got {threads!r}")

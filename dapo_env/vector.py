@@ -47,7 +47,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             :class:`~dapo_env.shaping.Shaping` (``reward_map=(-1.0, 1.0)`` is DAPO's; ``overlong_penalty``
             an :class:`~dapo_env.shaping.OverlongPenalty`, a dict of its fields or ``True``).
         tokenizer: a tokenizer with ``apply_chat_template``; observations are chat-formatted (as for
-            ``EpisodeGroupEnv``; ``chat_template=`` is its deprecated name).
+            ``EpisodeGroupEnv``; ``chat_template=`` is its deprecated name, still accepted).
         system_prompt: system message for the chat template.
         render_mode: unused; accepted for Gymnasium's ``make_vec``.
         difficulty: difficulty-aware prompt draws (:mod:`dapo_env.difficulty`): ``True`` for the default
@@ -86,13 +86,13 @@ class GroupVectorEnv(gym.vector.VectorEnv):
                  overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
                  overlong_filter: bool = False, tokenizer: ChatTokenizer | None = None, system_prompt: str | None = None,
                  render_mode: str | None = None, difficulty: DifficultySampler | bool | None = None,
-                 chat_template: ChatTokenizer | None = None, **task_kwargs: Any) -> None:
+                 **task_kwargs: Any) -> None:
         task_kwargs.pop("max_episode_steps", None)  # make_vec forwards a spec's limit; episodes are one step
         num_prompts = num_prompts_of(num_envs, group_size)
         if max_response_tokens is not None and (not isinstance(max_response_tokens, int) or max_response_tokens < 1):
             raise ValueError(f"max_response_tokens must be a positive int or None, got {max_response_tokens!r}")
         self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
-        if chat_template is not None:
+        if (chat_template := task_kwargs.pop("chat_template", None)) is not None:
             warnings.warn("GroupVectorEnv(chat_template=tokenizer) is deprecated: pass tokenizer=tokenizer, as for "
                           "EpisodeGroupEnv", DeprecationWarning, stacklevel=2)
             tokenizer = chat_template if tokenizer is None else tokenizer
