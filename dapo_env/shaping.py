@@ -157,7 +157,7 @@ def _warn_once(cause: str, message: str) -> None:
     """Warn the first time ``cause`` happens in this process (a training loop would repeat it every step)."""
     if cause not in _WARNED:
         _WARNED.add(cause)
-        warnings.warn(message, UserWarning, stacklevel=4)
+        warnings.warn(message, UserWarning, stacklevel=5)
 
 
 def _require(info: Mapping[str, Any], key: str) -> Any:
