@@ -77,7 +77,7 @@ def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
     return gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
                         vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
                         split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
-                        chat_template=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
+                        tokenizer=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
                         difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
 
 
@@ -100,7 +100,7 @@ def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{cfg.task} is multi-turn: episodes are recorded token by token through a chat template; "
                          "use a model whose tokenizer has one (the tiny model's does)")
-    return EpisodeGroupEnv(task, num_prompts=cfg.batch_size, group_size=cfg.group_size, split=cfg.train_split,
+    return EpisodeGroupEnv(task, num_envs=cfg.batch_size * cfg.group_size, group_size=cfg.group_size, split=cfg.train_split,
                            tokenizer=tokenizer, max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens,
                            **shaping_options(cfg, episodes=True), **dict(cfg.task_kwargs))
 

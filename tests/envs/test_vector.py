@@ -101,7 +101,7 @@ def test_shaping_arguments_are_validated(dapo_file: Path) -> None:
     with pytest.raises(ValueError, match="multiple of group_size"):
         GroupVectorEnv("DAPOMath-v0", num_envs=4, group_size=3, data_files=str(dapo_file))
     with pytest.raises(TypeError, match="apply_chat_template"):
-        _make(dapo_file, chat_template="not a tokenizer")
+        _make(dapo_file, tokenizer="not a tokenizer")
     env = _make(dapo_file, overlong_penalty=True)
     assert env.shaping.overlong_penalty == OverlongPenalty(max_response_tokens=20480, cache_length=4096, factor=1.0)
     env.close()
@@ -137,10 +137,14 @@ def test_chat_template_option(dapo_file: Path) -> None:
         def apply_chat_template(self, messages, tokenize, add_generation_prompt):
             return "".join(f"[{m['role']}]{m['content']}" for m in messages) + "[assistant]"
 
-    env = _make(dapo_file, b=1, g=2, chat_template=Tok(), system_prompt="sys")
+    env = _make(dapo_file, b=1, g=2, tokenizer=Tok(), system_prompt="sys")
     prompts, _ = env.reset(seed=0)
     assert prompts[0].startswith("[system]sys[user]Solve the following") and prompts[0].endswith("[assistant]")
     env.close()
+    with pytest.warns(DeprecationWarning, match="tokenizer=tokenizer"):  # the older keyword still works
+        old = _make(dapo_file, b=1, g=2, chat_template=Tok(), system_prompt="sys")
+    assert old.reset(seed=0)[0] == prompts
+    old.close()
 
 
 def test_state_dict_round_trip_resumes_the_same_prompts(dapo_file: Path) -> None:
