@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import tomllib
+import types
 import zlib
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -104,7 +105,11 @@ def test_every_public_name_is_documented(site: Path) -> None:
         assert exported, package
         for name in exported:
             if name in modules:
-                defined = f"{getattr(importlib.import_module(package), name).__module__}.{name}"
+                module = importlib.import_module(package)
+                obj = getattr(module, name)
+                if isinstance(obj, types.ModuleType):  # the submodule was imported and now shadows the lazy name
+                    obj = module.__getattr__(name)
+                defined = f"{obj.__module__}.{name}"
                 assert defined in names, f"{package}.{name} (shadowed by a module): {defined} is not documented"
                 page = (site / "reference" / package / "index.html").read_text(encoding="utf-8")
                 assert defined in page, f"the {package} page does not link {defined}"
