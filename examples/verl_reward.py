@@ -2,7 +2,7 @@
 
 verl is not needed to run this script. It writes ``train.parquet`` / ``test.parquet`` in verl's format
 (chat ``prompt``, ``data_source``, ``ability``, ``reward_model.ground_truth``, ``extra_info``), loads
-``dapo_env/interop.py`` the way verl does (``spec_from_file_location`` under a made-up module name), scores
+``dapo_env/interop/__init__.py`` the way verl does (``spec_from_file_location`` under a made-up module name), scores
 a right and a wrong response per row the way verl's naive reward manager calls ``compute_score``, and
 prints the overrides for a verl run::
 
@@ -11,7 +11,7 @@ prints the overrides for a verl run::
         custom_reward_function.path=pkg://dapo_env.interop custom_reward_function.name=compute_score \\
         +custom_reward_function.reward_kwargs.reward_map=[-1,1] ...
 
-``custom_reward_function.path`` may also be the file path of ``dapo_env/interop.py`` (older verl). Rows
+``custom_reward_function.path`` may also be the file path of ``dapo_env/interop/verl.py`` (older verl). Rows
 route themselves (``data_source`` is the task id, ``extra_info.task`` too), so Ray workers need no set-up;
 for data written by someone else, route with ``+custom_reward_function.reward_kwargs.task=MBPP-v0`` or
 ``...reward_kwargs.data_source_tasks={my/source: MBPP-v0}``. verl's own data_source names

@@ -45,7 +45,8 @@ from dapo_env.tasks import get_task, list_tasks
 from dapo_env.types import CodeTests, InvalidReference
 
 ROOT = Path(__file__).resolve().parents[2]
-INTEROP_FILE = ROOT / "dapo_env" / "interop.py"
+INTEROP_FILE = ROOT / "dapo_env" / "interop" / "__init__.py"
+VERL_FILE = ROOT / "dapo_env" / "interop" / "verl.py"
 
 
 # --- right and wrong responses for a row ---------------------------------------------------------------
@@ -427,14 +428,15 @@ def test_verl_unknown_data_source_falls_back_to_auto_math_with_one_warning() -> 
         assert call_like_grpo_trainer(trl_reward_function(), rows, ["\\boxed{5}", "no"], 1) == [1.0, 0.0]
 
 
-def test_verl_managers_with_the_file_loaded_as_a_module_copy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", [INTEROP_FILE, VERL_FILE], ids=["package", "verl-module"])
+def test_verl_managers_with_the_file_loaded_as_a_module_copy(path: Path, tmp_path: Path) -> None:
     math_ds, math_problems = rows_and_problems("GSM8K-v0", tmp_path, chat=True)
     code_ds, code_problems = rows_and_problems("MBPP-v0", tmp_path, chat=True)
     rows = [math_ds[i] for i in range(len(math_ds))] + [code_ds[i] for i in range(len(code_ds))]
     problems = {**math_problems, **code_problems}
     rights = [right_response(r["data_source"], problems[r["problem_id"]]) for r in rows]
     wrongs = [wrong_response(r["data_source"]) for r in rows]
-    compute = load_like_verl(INTEROP_FILE, reward_kwargs={"reward_map": [-1, 1]})
+    compute = load_like_verl(path, reward_kwargs={"reward_map": [-1, 1]})
     fresh = lambda: [verl_row_item(r) for r in rows]  # noqa: E731  (managers mutate extra_info)
     rewards, extra = naive_manager(compute, fresh(), rights)
     assert rewards == [1.0] * len(rows) and extra["acc"] == [True] * len(rows)

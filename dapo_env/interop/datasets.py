@@ -1,0 +1,115 @@
+"""A task's problems as a ``datasets.Dataset`` that TRL and verl read as is.
+
+:func:`to_hf_dataset` writes ``prompt`` (a string, or chat messages with ``chat=True``), ``answer`` (the
+reference as a string: the gold answer for math, JSON of the tests for code), ``data_source`` (the task
+id), ``ability``, ``reward_model = {"style": "rule", "ground_truth": <answer>}`` and ``extra_info`` as
+verl's preprocessors write them, and ``problem_id``. Every column is a string, an int or a struct of
+them, so rows survive ``Dataset.map``, Parquet and JSON round trips, and datasets of different tasks
+concatenate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dapo_env.envs import load_problems, resolve_task
+from dapo_env.tasks import Task
+from dapo_env.types import CodeTests, InvalidReference
+
+
+def reference_to_str(reference: Any) -> str:
+    """A task's reference in the string form every verifier accepts back: the gold answer for math,
+    ``CodeTests.to_dict()`` as JSON for code, ``to_json()`` for references that define it.
+
+    Example:
+        >>> reference_to_str(CodeTests(tests=("assert f() == 1",)))[:30]
+        '{"tests": ["assert f() == 1"],'
+    """
+    if isinstance(reference, str):
+        return reference
+    if isinstance(reference, CodeTests):
+        return json.dumps(reference.to_dict(), ensure_ascii=False)
+    if callable(getattr(reference, "to_json", None)):
+        return str(reference.to_json())
+    if isinstance(reference, (int, float)) and not isinstance(reference, bool):
+        from dapo_env.verifiers.references import math_gold
+
+        return math_gold(reference)
+    raise TypeError(
+        f"a reference of type {type(reference).__name__} has no string form: give it a to_json() method "
+        "that its verifier accepts back, or store the reference as a string"
+    )
+
+
+def _ability(task: Task, reference: Any) -> str:
+    from dapo_env.verifiers.math import MathVerifier
+
+    if isinstance(reference, CodeTests):
+        return "code"
+    return "math" if isinstance(task.verifier, MathVerifier) else "reasoning"
+
+
+def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool = False,
+                  system_prompt: str | None = None, limit: int | None = None, prompt_template: str | None = None,
+                  **task_kwargs: Any) -> Any:
+    """A task's problems as a ``datasets.Dataset`` for TRL and verl (columns in the module docstring).
+
+    Args:
+        task_id: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task`.
+        split: the split to load (default: the task's).
+        chat: ``prompt`` as chat messages ``[{"role": "user", "content": ...}]`` (TRL's conversational
+            format; verl's ``RLHFDataset`` needs it) instead of the formatted prompt string.
+        system_prompt: a system message placed before the user message (needs ``chat=True``).
+        limit: keep the first ``limit`` problems.
+        prompt_template: overrides the task's ``str.format`` template.
+        **task_kwargs: passed to ``task.load`` (``data_files=...`` for dataset tasks, ``size=...`` for
+            procedural ones).
+
+    Example:
+        >>> ds = to_hf_dataset("Arithmetic-v0", limit=2, chat=True)
+        >>> ds[0]["prompt"], ds[0]["answer"], ds[0]["data_source"]
+        ([{'role': 'user', 'content': 'Compute 17-13.'}], '4', 'Arithmetic-v0')
+        >>> ds[0]["reward_model"], ds[0]["extra_info"]["task"]
+        ({'style': 'rule', 'ground_truth': '4'}, 'Arithmetic-v0')
+    """
+    from datasets import Dataset
+
+    if system_prompt is not None and not chat:
+        raise ValueError("system_prompt needs chat=True (a plain string prompt has no system message)")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    task = resolve_task(task_id, prompt_template)
+    split = split or task.split
+    problems = load_problems(task, split, task_kwargs.pop("data_files", None), task_kwargs)
+    problems = problems[:limit] if limit is not None else problems
+    references = [reference_to_str(p.answer) for p in problems]
+    _check_references(task, references)
+    rows = []
+    for index, (problem, reference) in enumerate(zip(problems, references)):
+        text = task.format_prompt(problem)
+        prompt: Any = text
+        if chat:
+            prompt = ([{"role": "system", "content": system_prompt}] if system_prompt is not None else [])
+            prompt.append({"role": "user", "content": text})
+        rows.append({
+            "prompt": prompt,
+            "answer": reference,
+            "data_source": task.env_id,
+            "ability": _ability(task, problem.answer),
+            "reward_model": {"style": "rule", "ground_truth": reference},
+            "problem_id": problem.id,
+            "extra_info": {"task": task.env_id, "split": split, "index": index, "problem_id": problem.id},
+        })
+    return Dataset.from_list(rows)
+
+
+def _check_references(task: Task, references: Sequence[str]) -> None:
+    """Every serialised reference must be accepted back by the task's verifier (raises InvalidReference)."""
+    from dapo_env.verifiers.pool import prepare_references
+
+    try:
+        prepare_references(task.verifier, references)
+    except InvalidReference as exc:
+        raise InvalidReference(f"{task.env_id}: its references do not survive serialisation ({exc})") from None

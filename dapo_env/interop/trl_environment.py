@@ -1,0 +1,356 @@
+"""Multi-turn tasks as TRL environments (``GRPOTrainer(environment_factory=...)``)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dapo_env.envs import resolve_task
+from dapo_env.interop.datasets import to_hf_dataset
+from dapo_env.interop.routing import warn_once
+from dapo_env.interop.trl import content_text
+from dapo_env.tasks import Task
+from dapo_env.wrappers import check_reward_map_args
+
+
+# TRL 1.16's contract (trl/trainer/grpo_trainer.py): `environment_factory()` builds one instance per
+# rollout (pooled and reused); `instance.reset(**row)` starts a rollout with the dataset row's columns as
+# keywords and may return a string that TRL appends to the prompt's last user message; every other public
+# function of the instance's class is a tool (JSON schema from its signature and Google docstring) that
+# TRL calls with the model's parsed tool-call arguments, feeding the returned string back as a `tool`
+# message, until the model answers without a tool call. Reward functions get the instances as
+# `environments=`. A `get_reward()` method would add a second reward source, so the instances have none:
+# `factory.reward` ends each episode with the final message and returns the episode return.
+_RESERVED_TOOL_NAMES = frozenset({"reset", "get_reward"})
+_EPISODE_OVER = "The episode is over: reply with your final message, without a tool call."
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """The one tool a TRL environment offers: how a tool call becomes a turn of a multi-turn task.
+
+    The tool ``name(argument: str) -> str`` plays one turn whose text is ``action.format(argument=value)``
+    and returns the environment's reply.
+
+    Attributes:
+        name: the tool's name (an identifier; not ``reset`` or ``get_reward``, not starting with ``_``).
+        argument: its one string argument.
+        description: what the tool does (the first line of its docstring, in the tool's JSON schema).
+        argument_description: the argument's description (``Args:`` in the docstring).
+        action: a ``str.format`` template with ``{<argument>}``: the turn's text.
+
+    Example:
+        >>> spec = ToolSpec("guess", "number", "Submit one guess.", "an integer from 1 to n", "Answer: {number}")
+        >>> spec.action.format(number=8)
+        'Answer: 8'
+    """
+
+    name: str = "respond"
+    argument: str = "message"
+    description: str = "Send your next turn to the environment and return its reply."
+    argument_description: str = "your turn, written as you would answer in plain text"
+    action: str = "{message}"
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name.startswith("_") or self.name in _RESERVED_TOOL_NAMES:
+            raise ValueError(f"ToolSpec.name must be an identifier that does not start with '_' and is not "
+                             f"{sorted(_RESERVED_TOOL_NAMES)}, got {self.name!r}")
+        if not self.argument.isidentifier() or self.argument == "self":
+            raise ValueError(f"ToolSpec.argument must be an identifier other than 'self', got {self.argument!r}")
+        try:
+            self.action.format(**{self.argument: ""})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"ToolSpec.action must be a str.format template using only {{{self.argument}}}, got "
+                             f"{self.action!r} ({type(exc).__name__}: {exc})") from None
+
+
+def _tool_spec(task: Task, tool: ToolSpec | Mapping[str, str] | None) -> ToolSpec:
+    """The tool: ``tool`` if given, else the task interaction's ``tool_spec`` (a mapping), else the default."""
+    if tool is None:
+        tool = getattr(task.interaction, "tool_spec", None)
+    if tool is None:
+        return ToolSpec()
+    return tool if isinstance(tool, ToolSpec) else ToolSpec(**dict(tool))
+
+
+class TRLEnvironment:
+    """One rollout's environment for TRL's ``GRPOTrainer(environment_factory=...)``: a
+    :class:`~dapo_env.multiturn.MultiTurnEnv` behind ``reset`` and one tool.
+
+    Build instances with :func:`trl_environment_factory` (its class adds the tool method named by the
+    :class:`ToolSpec`). Public functions are only ``reset`` and the tool, because TRL exposes every other
+    public function as a tool too; the state is read through properties.
+
+    Example:
+        >>> factory = trl_environment_factory("GuessNumber-v0", tool=ToolSpec(
+        ...     "guess", "number", "Submit one guess.", "an integer from 1 to 16", "Answer: {number}"))
+        >>> env = factory()
+        >>> env.reset(prompt=[{"role": "user", "content": ""}])[:32]
+        'I am thinking of an integer from'
+        >>> env.guess(number=8) in ("higher", "lower") or env.solved
+        True
+        >>> env.episode.turns[0].text, env.done
+        ('Answer: 8', False)
+    """
+
+    def __init__(self, factory: TRLEnvironmentFactory, number: int) -> None:
+        from dapo_env.multiturn import MultiTurnEnv
+
+        self._factory = factory
+        self._env = MultiTurnEnv(factory.task, split=factory.split, data_files=factory.data_files,
+                                 max_turns=factory.max_turns, **factory.task_kwargs)
+        self._seed: int | None = factory.seed + number
+
+    @property
+    def env(self) -> Any:
+        """The underlying :class:`~dapo_env.multiturn.MultiTurnEnv`."""
+        return self._env
+
+    @property
+    def episode(self) -> Any:
+        """The current :class:`~dapo_env.multiturn.Episode` (``None`` before the first ``reset``)."""
+        return self._env.episode
+
+    @property
+    def done(self) -> bool:
+        return self.episode is not None and self.episode.done
+
+    @property
+    def solved(self) -> bool:
+        return self.episode is not None and self.episode.solved
+
+    @property
+    def episode_return(self) -> float:
+        """The sum of the episode's turn rewards so far (0.0 before its first turn)."""
+        return 0.0 if self.episode is None else self.episode.episode_return
+
+    def reset(self, **row: Any) -> str | None:
+        """Start a rollout: the row's ``problem_id`` picks the problem (rows of ``factory.dataset()`` have one),
+        else the environment draws one. Returns the problem's prompt for TRL to append to the row's last user
+        message, or ``None`` when that message already holds it."""
+        task = self._factory.task
+        source = row.get("data_source")
+        if source is not None and str(source) != task.env_id:
+            raise ValueError(f"a row of {source!r} reached the {task.env_id} environment: build the dataset with "
+                             f"factory.dataset() (or pass a dict of factories keyed by the row's 'environment')")
+        problem_id = row.get("problem_id")
+        if problem_id is not None:
+            prompt, _ = self._env.reset(options={"id": str(problem_id)})
+        else:
+            if self._seed is not None and _prompts_differ(self._env.problems, task):
+                warn_once(f"trl-rows:{task.env_id}", (
+                    f"{task.env_id}: rows without 'problem_id': every rollout plays its own random problem, so a GRPO "
+                    "group mixes problems; pass train_dataset=factory.dataset()"))
+            prompt, _ = self._env.reset(seed=self._seed)
+            self._seed = None
+        return None if prompt in _last_user_text(row.get("prompt")) else prompt
+
+    def _turn(self, text: str) -> str:
+        """Play one turn (a tool call); the reply, with a note when the episode has ended."""
+        if self.episode is None:
+            raise RuntimeError("the environment was not reset: TRL calls reset(**row) before the first tool call")
+        if self.episode.done:
+            return _EPISODE_OVER
+        reply, _, terminated, truncated, _ = self._env.step(text)
+        return f"{reply}\n{_EPISODE_OVER}" if (terminated or truncated) and reply else (
+            _EPISODE_OVER if terminated or truncated else reply)
+
+    def _finish(self, completion: Any) -> None:
+        """Play the completion's final message (an answer without a tool call) as the last turn, if the episode
+        is still on and the message has text."""
+        final = _final_message(completion)
+        if self.episode is not None and not self.episode.done and final and final.strip():
+            self._env.step(final)
+
+
+def _prompts_differ(problems: Sequence[Any], task: Task) -> bool:
+    return len({task.format_prompt(problems[i]) for i in range(min(len(problems), 4))}) > 1
+
+
+def _last_user_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        return content_text(users[-1].get("content")) if users else ""
+    return ""
+
+
+def _final_message(completion: Any) -> str | None:
+    """The text of a TRL completion's final message when it is an assistant message without tool calls."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion:
+        last = completion[-1]
+        if isinstance(last, Mapping) and last.get("role", "assistant") == "assistant" and not last.get("tool_calls"):
+            return content_text(last.get("content"))
+    return None
+
+
+def _tool_method(spec: ToolSpec) -> Callable[..., str]:
+    """The tool as a function with the signature, annotations and Google docstring TRL's schema needs."""
+
+    def tool(self: TRLEnvironment, **arguments: Any) -> str:
+        if spec.argument not in arguments:
+            return f"call {spec.name} with the argument {spec.argument!r}"
+        return self._turn(spec.action.format(**{spec.argument: arguments[spec.argument]}))
+
+    tool.__name__ = tool.__qualname__ = spec.name
+    tool.__doc__ = (f"{spec.description}\n\nArgs:\n    {spec.argument}: {spec.argument_description}\n\n"
+                    "Returns:\n    The environment's reply.")
+    tool.__annotations__ = {spec.argument: str, "return": str}
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter(spec.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
+        return_annotation=str)
+    return tool
+
+
+_ENVIRONMENT_CLASSES: dict[tuple[str, ToolSpec], type] = {}
+_classes_lock = threading.Lock()
+
+
+def _environment_class(task_name: str, spec: ToolSpec) -> type:
+    with _classes_lock:
+        key = (task_name, spec)
+        if key not in _ENVIRONMENT_CLASSES:
+            _ENVIRONMENT_CLASSES[key] = type(f"{task_name}Environment", (TRLEnvironment,),
+                                             {spec.name: _tool_method(spec), "__module__": __name__})
+        return _ENVIRONMENT_CLASSES[key]
+
+
+class EpisodeReward:
+    """TRL reward function for :func:`trl_environment_factory` environments: plays each completion's final
+    message (an answer without a tool call) as the episode's last turn, then returns the episode return
+    (mapped by ``reward_map``). Logs ``rewards/<name>/solved`` and ``rewards/<name>/turns`` through TRL's
+    ``log_metric``. A picklable object named ``"<task>_episode_reward"``."""
+
+    def __init__(self, name: str, reward_map: tuple[float, float] | None = None) -> None:
+        self.__name__ = name
+        self.reward_map = reward_map
+
+    def __repr__(self) -> str:
+        return f"EpisodeReward({self.__name__!r}, reward_map={self.reward_map})"
+
+    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
+                 completion_ids: Sequence[Any] | None = None, environments: Sequence[Any] | None = None,
+                 **columns: Any) -> list[float]:
+        """One reward per completion, from the environment TRL ran it in (``environments=``)."""
+        if environments is None or completions is None:
+            raise TypeError(f"{self.__name__} needs completions= and environments=: pass "
+                            "GRPOTrainer(environment_factory=factory, reward_funcs=[factory.reward])")
+        if len(environments) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
+        from dapo_env.episodes import shape_episode
+        from dapo_env.shaping import Shaping
+
+        shaping, rewards = Shaping(reward_map=self.reward_map), []
+        for environment, completion in zip(environments, completions):
+            if not isinstance(environment, TRLEnvironment):
+                raise TypeError(f"{self.__name__} scores environments built by trl_environment_factory, got "
+                                f"{type(environment).__name__}")
+            environment._finish(completion)
+            truncated = environment.episode is not None and environment.episode.truncated
+            rewards.append(shape_episode(environment.episode_return, None, truncated, shaping)[0])
+        log_metric = columns.get("log_metric")
+        if callable(log_metric) and environments:
+            log_metric(f"rewards/{self.__name__}/solved", sum(e.solved for e in environments) / len(environments))
+            log_metric(f"rewards/{self.__name__}/turns",
+                       sum(len(e.episode.turns) if e.episode else 0 for e in environments) / len(environments))
+        return rewards
+
+
+class TRLEnvironmentFactory:
+    """``GRPOTrainer(environment_factory=factory, reward_funcs=[factory.reward], train_dataset=factory.dataset())``.
+
+    Build it with :func:`trl_environment_factory`. Calling it (as TRL does, once per concurrent rollout) returns
+    a new :class:`TRLEnvironment`. A picklable object (TRL's async trainer sends it to another process).
+    """
+
+    def __init__(self, task: str | Task, *, split: str | None = None, data_files: Any = None,
+                 prompt_template: str | None = None, tool: ToolSpec | Mapping[str, str] | None = None,
+                 max_turns: int | None = None, reward_map: tuple[float, float] | None = None, seed: int = 0,
+                 **task_kwargs: Any) -> None:
+        from dapo_env.multiturn import check_budget
+
+        check_budget("max_turns", max_turns)
+        if reward_map is not None:
+            check_reward_map_args(*reward_map)
+            reward_map = (float(reward_map[0]), float(reward_map[1]))
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        self.task = resolve_task(task, prompt_template)
+        self.tool = _tool_spec(self.task, tool)
+        self.split, self.data_files, self.max_turns, self.seed = split, data_files, max_turns, seed
+        self.task_kwargs = dict(task_kwargs)
+        self.reward = EpisodeReward(f"{self.task.name}_episode_reward", reward_map)
+        self._made = 0
+        self._lock = threading.Lock()
+        self().env.close()  # fail here, not inside the trainer, on bad data or knobs
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lock")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TRLEnvironmentFactory({self.task.env_id}, tool={self.tool.name}({self.tool.argument}))"
+
+    def __call__(self) -> TRLEnvironment:
+        with self._lock:
+            number, self._made = self._made, self._made + 1
+        return _environment_class(self.task.name, self.tool)(self, number)
+
+    def dataset(self, *, limit: int | None = None, system_prompt: str | None = None) -> Any:
+        """The task's problems as TRL rows (:func:`to_hf_dataset` with ``chat=True``): ``prompt`` holds the
+        problem's prompt and ``problem_id`` lets ``reset`` play that problem, so the G rollouts of a row share it."""
+        return to_hf_dataset(self.task, self.split, chat=True, system_prompt=system_prompt, limit=limit,
+                             data_files=self.data_files, **self.task_kwargs)
+
+
+def trl_environment_factory(task: str | Task, *, split: str | None = None, data_files: Any = None,
+                            prompt_template: str | None = None, tool: ToolSpec | Mapping[str, str] | None = None,
+                            max_turns: int | None = None, reward_map: tuple[float, float] | None = None,
+                            seed: int = 0, **task_kwargs: Any) -> TRLEnvironmentFactory:
+    """A multi-turn task as TRL's ``environment_factory`` (TRL 1.16's ``GRPOTrainer``).
+
+    Each rollout gets a :class:`TRLEnvironment`: TRL calls ``reset(**row)``, then the environment's one tool
+    whenever the model calls it; each call is one turn of the task's :class:`~dapo_env.multiturn.MultiTurnEnv`
+    and returns the environment's reply. The model's final message (without a tool call) is the episode's last
+    turn, played by ``factory.reward``, which returns the episode return. The tool is ``tool`` if given, else
+    the task interaction's ``tool_spec`` (``run_tests(code)`` for MBPPFeedback, ``python(code)`` for the math
+    tool tasks), else ``respond(message)`` (the turn's text as is).
+
+    Args:
+        task: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task` (multi-turn; a single-turn task plays
+            one turn).
+        split, data_files, prompt_template: as for :class:`~dapo_env.multiturn.MultiTurnEnv`.
+        tool: a :class:`ToolSpec` (or a mapping of its fields).
+        max_turns: truncate episodes after this many turns.
+        reward_map: ``(low, high)``: map the episode return onto ``[low, high]`` (``(-1.0, 1.0)`` for DAPO).
+        seed: rollouts of rows without ``problem_id`` draw problems from ``seed + k`` for the k-th instance.
+        **task_kwargs: passed to ``task.load`` (knobs such as ``max_attempts=`` or ``n=``).
+
+    Example:
+        >>> from pathlib import Path
+        >>> sample = Path(__file__).parents[2] / "examples" / "data" / "mbpp_sample.jsonl"  # a checkout's sample
+        >>> factory = trl_environment_factory("MBPPFeedback-v0", data_files=str(sample))
+        >>> env = factory()
+        >>> env.reset(**factory.dataset(limit=1)[0]) is None   # the row's prompt is the problem's
+        True
+        >>> print("\\n".join(env.run_tests(code="def remove_Occ(s, ch):\\n    return s").splitlines()[:3]))
+        3 of 3 tests failed:
+        assert remove_Occ("hello","l") == "heo"
+          remove_Occ('hello', 'l') returned 'hello'
+        >>> factory.reward(completions=[[{"role": "assistant", "content": "I give up."}]], environments=[env])
+        [0.0]
+    """
+    return TRLEnvironmentFactory(task, split=split, data_files=data_files, prompt_template=prompt_template,
+                                 tool=tool, max_turns=max_turns, reward_map=reward_map, seed=seed, **task_kwargs)
