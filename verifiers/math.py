@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dapo_env.types import VerifyResult
+from . import math_lenient
 from .math_eval import evaluate, identity, proportional
 from .math_extract import EXTRACTIONS, extract_answer
 from .math_normalize import Number, canonical, dapo_normalize, parse_number
@@ -110,14 +111,17 @@ class MathVerifier:
         start = time.monotonic()
         if not isinstance(response, str):
             return VerifyResult(False, 0.0, None, "error:TypeError")
-        gold = math_gold(gold)  # a wrong reference type raises InvalidReference (configuration, not output)
+        gold = self.prepare_reference(gold)  # a wrong reference raises InvalidReference (configuration, not output)
+        lenient = self.extraction == "lenient"
         try:
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
             extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
-            verdict, reason = grade(extracted, gold)
+            if lenient:
+                gold = math_lenient.lenient_gold(gold)
+            verdict, reason = math_lenient.grade_lenient(extracted, gold) if lenient else grade(extracted, gold)
             if verdict is None:
                 if not self.symbolic:
                     verdict, reason = False, "not_equal"

@@ -191,6 +191,9 @@ def _radicand(s: str, i: int) -> tuple[str, int]:
     return ("\\pi" if m.group(1) == "\u03c0" else m.group(1)), m.end()
 
 
+_LIST_COMMA = re.compile(r"(?<=\d),(?=[ \t]+\d)")
+
+
 def canonical(answer: str) -> str:
     """The canonical string form of an answer: what string equality compares.
 
@@ -213,6 +216,7 @@ def canonical(answer: str) -> str:
         if cmd in s:
             s = _unwrap(s, cmd)
     s = s.replace("\\\\", "\x01")  # protect LaTeX row breaks from the "\\ " spacing command
+    s = _LIST_COMMA.sub(",\x03", s)  # "32, 349" is a list (a thousands comma is written 32,349 or 32,\!349)
     for token in _DROP:
         s = s.replace(token, " ")
     s = s.strip().rstrip(".").strip().strip("*").strip()  # markdown bold **42**
@@ -239,7 +243,7 @@ def canonical(answer: str) -> str:
         return "0"
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")
-    return s
+    return s.replace("\x03", "")
 
 
 def _short_tex(m: re.Match[str]) -> str:
