@@ -143,6 +143,8 @@ def bare_answer(text: str) -> Candidate | None:
         value = inner.strip()
         offset = start + block.start(next(i for i, g in enumerate(block.groups(), 1) if g is not None))
         return Candidate(value, offset, offset + len(inner), "bare") if value else None
+    if _MATRIX_ALONE.fullmatch(body):  # a matrix written over several lines
+        return Candidate(body, start, start + len(body), "bare")
     if "\n" in body or body.endswith((":", "=", "?", ",")) or re.search(r"(?i)\banswer|\\boxed", body):
         return None
     if clean(body) is None:
@@ -160,6 +162,7 @@ def bare_answer(text: str) -> Candidate | None:
     return Candidate(body, start, start + len(body), "bare")
 
 
+_MATRIX_ALONE = re.compile(r"\\begin\{([pbvBV]?matrix)\}[^$]{0,1000}?\\end\{\1\}", re.S)
 _MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose|and|or)\b")
 _SIGN_WORD = re.compile(r"(?i)^(?:negative|minus)\s+")
 

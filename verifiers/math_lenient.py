@@ -49,12 +49,19 @@ def lenient_gold(gold: str) -> str:
         >>> lenient_gold("So the answer is: \\\\[ \\\\boxed{32349} \\\\]"), lenient_gold("$x \\\\in [-2,7]$")
         ('32349', '$x \\\\in [-2,7]$')
     """
-    if "\\boxed" not in gold and "####" not in gold and bare_answer(gold) is not None:
-        return gold
-    if bare_answer(gold) is not None and re.fullmatch(r"\s*\$?\\boxed\{.*\}\$?\s*", gold, re.S) is None:
+    boxed_alone = re.fullmatch(r"\s*\$?\\boxed\{.*\}\$?\s*", gold, re.S) is not None
+    if not boxed_alone and (bare_answer(gold) is not None or not _reads_like_text(gold)):
         return gold
     found = extract_answer(gold, extraction="lenient")
     return found if found is not None and found.strip() else gold
+
+
+def _reads_like_text(gold: str) -> bool:
+    """A box, a ``####`` line, an answer keyword or a sentence (4 words outside the maths)."""
+    if re.search(r"\\boxed|\\fbox|####|(?i:answer)", gold):
+        return True
+    prose = re.sub(r"\$[^$]*\$|\\\[.*?\\\]|\\\(.*?\\\)|\\[A-Za-z]+(?:\{[^{}]*\})?", " ", gold, flags=re.S)
+    return len(re.findall(r"[A-Za-z]{2,}", prose)) >= 4
 
 
 def grade_lenient(pred: str, gold: str) -> tuple[bool | None, str]:
@@ -82,7 +89,7 @@ def _relaxed(pred: str, gold: str) -> list[tuple[str, str]]:
         pairs.append((p, value))
     items = [_label_value(item) for item in g.split(",")] if "=" in g and "," in g else []
     if items and all(items) and "=" not in p:
-        pairs.append((p, ",".join(items)))
+        pairs.append((p, "(" + ",".join(items) + ")"))  # labelled parts keep their order
     unique = _dedupe(p)
     if unique != p:
         pairs.append((unique, _dedupe(g)))
@@ -99,7 +106,7 @@ def _notation(text: str) -> str:
 def _label_value(gold: str) -> str | None:
     """``AB=4`` -> ``4``: the value of a labelled gold (``None`` when the left side is not a label)."""
     match = _LABELLED.fullmatch(canonical(gold))
-    if match is None or re.search(r"[+\-]|\d(?![^{]*\})", match.group("label")):
+    if match is None or re.search(r"[+\-\d]", re.sub(r"_\{?\w+\}?", "", match.group("label"))):
         return None
     return match.group("value")
 
