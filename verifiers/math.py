@@ -27,7 +27,7 @@ from .math_extract import EXTRACTIONS, extract_answer
 from .math_normalize import Number, canonical, dapo_normalize, parse_number
 from .math_symbolic import symbolic_equal
 from .math_towers import tower_equal
-from .references import math_gold
+from .references import math_gold, solution_answer
 
 _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
@@ -103,24 +103,25 @@ class MathVerifier:
     @staticmethod
     def prepare_reference(reference: object) -> str:
         """The gold answer as a string: a string, a number or verl's ``{"ground_truth": ...}``
-        (:func:`~dapo_env.verifiers.references.math_gold`); anything else raises ``InvalidReference``."""
-        return math_gold(reference)
+        (:func:`~dapo_env.verifiers.references.math_gold`); a worked solution as datasets hold it gives
+        its ``#### N`` or last ``\\boxed{}`` (:func:`~dapo_env.verifiers.references.solution_answer`);
+        anything else, or a solution with neither, raises ``InvalidReference``."""
+        return solution_answer(math_gold(reference))
 
     def __call__(self, response: str, gold: str, /) -> VerifyResult:
         """Grade ``response`` against ``gold``. Never raises on model output."""
         start = time.monotonic()
         if not isinstance(response, str):
             return VerifyResult(False, 0.0, None, "error:TypeError")
-        gold = self.prepare_reference(gold)  # a wrong reference raises InvalidReference (configuration, not output)
         lenient = self.extraction == "lenient"
+        # A wrong reference raises InvalidReference (configuration, not output); lenient reads any gold text.
+        gold = math_lenient.lenient_gold(math_gold(gold)) if lenient else self.prepare_reference(gold)
         try:
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
             extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
-            if lenient:
-                gold = math_lenient.lenient_gold(gold)
             verdict, reason = math_lenient.grade_lenient(extracted, gold) if lenient else grade(extracted, gold)
             if verdict is None:
                 if not self.symbolic:
