@@ -42,6 +42,7 @@ _MAX_SYMBOLIC_CHARS = 300  # the longest MATH-500 answer has 159 characters
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{12,}")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
 _EQUATION = re.compile(r"(?<![<>!])=(?!=)")
 _APPROX = re.compile(r"\d\.\d{3,}")
@@ -149,6 +150,8 @@ def _symbolic(pred: str, gold: str, remaining_s: float) -> tuple[bool, str]:
     if (len(p) > _MAX_SYMBOLIC_CHARS or len(g) > _MAX_SYMBOLIC_CHARS or _PATHOLOGICAL.search(p)
             or p.count(",") > _MAX_MATCHED_ITEMS):
         return False, "not_equal:too_complex"
+    if _PROSE.search(p) or _PROSE.search(g):
+        return False, "not_equal"  # words run together by canonical ("Theareais40"): sympy reads no prose
     if remaining_s <= 0:
         return False, "timeout"
     gn = parse_number(g)

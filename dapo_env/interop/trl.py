@@ -105,7 +105,7 @@ class TaskReward:
                             "dataset columns as keywords")
         references = self._references(columns, len(completions))
         verifiers = self._verifiers(columns, len(completions))
-        references = self._read(references, verifiers, columns)
+        references = self._read(references, verifiers, {"prompt": prompts, **columns})
         results = self._verify(verifiers, [completion_text(c) for c in completions], references)
         log_metric = columns.get("log_metric")
         if callable(log_metric) and results:
@@ -139,7 +139,8 @@ class TaskReward:
         return references
 
     def _read(self, references: list[Any], verifiers: list[Any], columns: Mapping[str, Any]) -> list[Any]:
-        """Each reference through its task's reader (the hub dataset's own format), with the row's other columns."""
+        """Each reference through its task's reader (the hub dataset's own format), with the row's other columns
+        (and its prompt: HumanEval's prompt is the stub a completion may continue)."""
         n = len(references)
         rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
                  and not isinstance(v, str) and len(v) == n} for i in range(n)]

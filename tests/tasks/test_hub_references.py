@@ -70,6 +70,7 @@ HUB_CASES: dict[str, Any] = {
     "AIME25-v0": lambda: [(AIME25_ROW, "Answer: 56", "Answer: 54")],
     "HumanEval-v0": lambda: [(HUMANEVAL_ROW, code_answer("def add_two(a, b):\n    return a + b"),
                               code_answer("def add_two(a, b):\n    return a - b"))],
+    "HumanEval-v0 (body only)": lambda: [(HUMANEVAL_ROW, HUMANEVAL_ROW["canonical_solution"], "    return a - b\n")],
 }
 
 
@@ -87,7 +88,8 @@ HUB_ANSWER = {"GSM8K-v0": "answer", "GSM8KTool-v0": "answer", "MATH500-v0": "ans
 def trl_scores(task_id: str, row: dict[str, Any], completions: list[str]) -> list[float]:
     """As TRL calls a reward function: prompts, completions and every other column as a keyword."""
     columns = {k: [v] * len(completions) for k, v in row.items() if k != "prompt"}
-    return trl_reward_function(task_id)(prompts=["p"] * len(completions), completions=completions,
+    prompt = row.get("prompt", "p")
+    return trl_reward_function(task_id.split(" ")[0])(prompts=[prompt] * len(completions), completions=completions,
                                         completion_ids=[[1]] * len(completions), trainer_state=None, **columns)
 
 
@@ -97,12 +99,12 @@ def verl_score(task_id: str, row: dict[str, Any], completion: str) -> float:
     extra = {k: v for k, v in row.items() if k not in ("reward_model",)} if "reward_model" not in row else row["extra_info"]
     if truth is None:  # code hubs: the tests column is the ground truth, the rest of the row rides in extra_info
         truth = row.get("test", row.get("test_list"))
-    return compute_score(task_id, completion, truth, extra)["score"]
+    return compute_score(task_id.split(" ")[0], completion, truth, extra)["score"]
 
 
 def test_every_task_id_has_a_hub_check() -> None:
     procedural = {"Arithmetic-v0", "Countdown-v0", "GuessNumber-v0", "Largest-v0", "Sort-v0"}
-    assert set(list_tasks()) <= set(HUB_CASES) | procedural
+    assert set(list_tasks()) <= {name.split(" ")[0] for name in HUB_CASES} | procedural
 
 
 @pytest.mark.parametrize("task_id", sorted(HUB_CASES))
