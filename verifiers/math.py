@@ -101,13 +101,14 @@ class MathVerifier:
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
 
-    @staticmethod
-    def prepare_reference(reference: object) -> str:
+    def prepare_reference(self, reference: object) -> str:
         """The gold answer as a string: a string, a number or verl's ``{"ground_truth": ...}``
         (:func:`~dapo_env.verifiers.references.math_gold`); a worked solution as datasets hold it gives
         its ``#### N`` or last ``\\boxed{}`` (:func:`~dapo_env.verifiers.references.solution_answer`);
-        anything else, or a solution with neither, raises ``InvalidReference``."""
-        return solution_answer(math_gold(reference))
+        anything else, or a solution with neither, raises ``InvalidReference``. Lenient extraction keeps
+        the text: it reads any gold like a response when grading."""
+        gold = math_gold(reference)
+        return gold if self.extraction == "lenient" else solution_answer(gold)
 
     def __call__(self, response: str, gold: str, /) -> VerifyResult:
         """Grade ``response`` against ``gold``. Never raises on model output."""
@@ -116,8 +117,9 @@ class MathVerifier:
             return VerifyResult(False, 0.0, None, "error:TypeError")
         lenient = self.extraction == "lenient"
         # A wrong reference raises InvalidReference (configuration, not output); lenient reads any gold text.
-        gold = math_lenient.lenient_gold(math_gold(gold)) if lenient else self.prepare_reference(gold)
+        gold = self.prepare_reference(gold)
         try:
+            gold = math_lenient.lenient_gold(gold) if lenient else gold
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
             extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)

@@ -9,7 +9,7 @@ field's graders (Math-Verify, verl):
 * **labelled answers**: a gold ``AB=4``, ``V_1:V_2=11:21``, ``|AB|=1``, ``\\frac{NO}{BO}=...`` accepts its
   value (the label has no digits outside subscripts and no ``+``/``-``; ``x+2y=0`` stays an equation),
   also item by item (``AB=4,CD=5`` against ``4, 5``);
-* **notations**: ``<=``, ``>=``, ``!=`` as ``\\le``, ``\\ge``, ``\\ne``; a stray ``\\\\`` before them;
+* **notations**: ``<=``, ``>=``, ``!=`` as ``\\le``, ``\\ge``, ``\\ne``;
   ``;`` between tuple entries (``(0;-2;6)``); ``\\text{ and }`` between answers as a comma; an unordered
   list compared as a set (a repeated tuple counts once);
 * **rounded decimals** (:data:`MIN_SIGNIFICANT`): a decimal prediction with at least 4 significant
@@ -34,7 +34,7 @@ from .math_normalize import canonical, parse_number
 MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to stand for an exact value
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
 _LABELLED = re.compile(rf"\s*(?P<label>{_LABEL})=(?P<value>[^=]+)")
-_RELATIONS = ((re.compile(r"\\\\(?=(?:le|ge|ne|lt|gt)q?\b)"), "\\\\"), (re.compile(r"<="), "\\\\le "),
+_RELATIONS = ((re.compile(r"<="), "\\\\le "),
               (re.compile(r">="), "\\\\ge "), (re.compile(r"!="), "\\\\ne "))
 _AND = re.compile(r"\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad")
 _SEMICOLON_TUPLE = re.compile(r"\(([^()]*;[^()]*)\)")

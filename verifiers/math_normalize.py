@@ -191,6 +191,7 @@ def _radicand(s: str, i: int) -> tuple[str, int]:
     return ("\\pi" if m.group(1) == "\u03c0" else m.group(1)), m.end()
 
 
+_DOUBLED_RELATION = re.compile(r"\\\\(?=(?:le|ge|ne|lt|gt|leq|geq|neq)(?![A-Za-z]))")
 _LIST_COMMA = re.compile(r"(?<=\d),(?=[ \t]+\d)")
 
 
@@ -206,6 +207,7 @@ def canonical(answer: str) -> str:
     s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%").replace("\\approx", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
+    s = _DOUBLED_RELATION.sub(r"\\", s)  # "-2 \\le x": a doubled backslash before a relation is an escape slip
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
