@@ -550,6 +550,10 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         if {po, go} <= {"(", "["} and len(pitems) == len(gitems) == 2:
             return False  # intervals with different endpoints closed/open
         return None
+    if unordered:
+        as_sets = _numeric_tuple_sets(pitems, gitems)
+        if as_sets is not None:
+            return as_sets
     if len(pitems) != len(gitems):
         return False if (po, pc) == (go, gc) and all(parse_number(x) for x in pitems + gitems) else None
     if not unordered:
@@ -565,6 +569,23 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
     if all(v is not None for row in verdicts for v in row):
         return False  # every pairing decided, and no one-to-one match exists
     return None
+
+
+def _numeric_tuple_sets(pitems: list[str], gitems: list[str]) -> bool | None:
+    """Unordered lists of tuples of plain numbers (``(1,2),(3,4)``; ``;`` separators too) compared as sets,
+    as the symbolic stage would (a repeated tuple counts once); ``None`` when any item is not such a tuple."""
+    sets = []
+    for items in (pitems, gitems):
+        tuples = set()
+        for item in items:
+            if not (item.startswith("(") and item.endswith(")")) or len(item) < 5:
+                return None
+            values = [parse_number(x) for x in re.split(r"[,;]", item[1:-1])]
+            if len(values) < 2 or any(v is None or v.percent for v in values):
+                return None
+            tuples.add(tuple(v.value for v in values))
+        sets.append(tuples)
+    return sets[0] == sets[1]
 
 
 def _perfect_matching(ok: list[list[bool]]) -> bool:

@@ -9,9 +9,8 @@ field's graders (Math-Verify, verl):
 * **labelled answers**: a gold ``AB=4``, ``V_1:V_2=11:21``, ``|AB|=1``, ``\\frac{NO}{BO}=...`` accepts its
   value (the label has no digits outside subscripts and no ``+``/``-``; ``x+2y=0`` stays an equation),
   also item by item (``AB=4,CD=5`` against ``4, 5``);
-* **notations**: ``<=``, ``>=``, ``!=`` as ``\\le``, ``\\ge``, ``\\ne``;
-  ``;`` between tuple entries (``(0;-2;6)``); ``\\text{ and }`` between answers as a comma; an unordered
-  list compared as a set (a repeated tuple counts once);
+* **notations**: ``;`` between tuple entries (``(0;-2;6)``); ``\\text{ and }`` or ``\\quad`` between
+  answers as a comma; a list of tuples with repeats dropped;
 * **rounded decimals** (:data:`MIN_SIGNIFICANT`): a decimal prediction with at least 4 significant
   digits accepts an exact rational gold that rounds to it at the prediction's own places (``0.3333``
   for ``1/3``, ``2.6667`` for ``8/3``; never ``0.33`` for ``1/3`` nor ``1.414`` for ``\\sqrt{2}``; strict
@@ -34,8 +33,6 @@ from .math_normalize import canonical, parse_number
 MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to stand for an exact value
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
 _LABELLED = re.compile(rf"\s*(?P<label>{_LABEL})=(?P<value>[^=]+)")
-_RELATIONS = ((re.compile(r"<="), "\\\\le "),
-              (re.compile(r">="), "\\\\ge "), (re.compile(r"!="), "\\\\ne "))
 _AND = re.compile(r"\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad")
 _SEMICOLON_TUPLE = re.compile(r"\(([^()]*;[^()]*)\)")
 _DECIMAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
@@ -97,8 +94,6 @@ def _relaxed(pred: str, gold: str) -> list[tuple[str, str]]:
 
 
 def _notation(text: str) -> str:
-    for pattern, replacement in _RELATIONS:
-        text = pattern.sub(replacement, text)
     text = _AND.sub(",", text)
     return _SEMICOLON_TUPLE.sub(lambda m: "(" + m.group(1).replace(";", ",") + ")", text)
 

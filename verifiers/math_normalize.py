@@ -192,6 +192,7 @@ def _radicand(s: str, i: int) -> tuple[str, int]:
 
 
 _DOUBLED_RELATION = re.compile(r"\\\\(?=(?:le|ge|ne|lt|gt|leq|geq|neq)(?![A-Za-z]))")
+_PLAIN_NE = re.compile(r"(?<=[A-Za-z\s)])!=")
 _LIST_COMMA = re.compile(r"(?<=\d),(?=[ \t]+\d)")
 
 
@@ -208,6 +209,8 @@ def canonical(answer: str) -> str:
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
     s = _DOUBLED_RELATION.sub(r"\\", s)  # "-2 \\le x": a doubled backslash before a relation is an escape slip
+    s = s.replace("<=", "\\le ").replace(">=", "\\ge ")
+    s = _PLAIN_NE.sub("\\\\ne ", s)  # "x != 5" (never the factorial in "5!=120")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
