@@ -23,7 +23,6 @@ from dapo_env.types import InvalidReference
 from dapo_env.verifiers.sandbox import isolation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
-needs_sandbox = pytest.mark.skipif(not isolation("full").ok, reason="code tasks need bubblewrap (apt-get install bubblewrap)")
 
 
 def _jsonl(path: Path, n: int = 2) -> list[dict[str, Any]]:
@@ -95,10 +94,10 @@ def trl_scores(task_id: str, row: dict[str, Any], completions: list[str]) -> lis
 
 def verl_score(task_id: str, row: dict[str, Any], completion: str) -> float:
     """As verl's reward managers call compute_score: the row's data_source, ground_truth and extra_info."""
-    truth = row["reward_model"]["ground_truth"] if "reward_model" in row else row.get(HUB_ANSWER.get(task_id, ""))
-    extra = {k: v for k, v in row.items() if k not in ("reward_model",)} if "reward_model" not in row else row["extra_info"]
-    if truth is None:  # code hubs: the tests column is the ground truth, the rest of the row rides in extra_info
-        truth = row.get("test", row.get("test_list"))
+    if "reward_model" in row:  # a verl-format hub (DAPO-Math-17k)
+        truth, extra = row["reward_model"]["ground_truth"], row["extra_info"]
+    else:  # math: the answer column; code: the tests column, the rest of the row riding in extra_info
+        truth, extra = row.get(HUB_ANSWER.get(task_id, ""), row.get("test", row.get("test_list"))), row
     return compute_score(task_id.split(" ")[0], completion, truth, extra)["score"]
 
 
