@@ -10,11 +10,13 @@ field's graders (Math-Verify, verl):
   value (the label has no digits outside subscripts and no ``+``/``-``; ``x+2y=0`` stays an equation),
   also item by item (``AB=4,CD=5`` against ``4, 5``);
 * **notations**: ``;`` between tuple entries (``(0;-2;6)``); ``\\text{ and }`` or ``\\quad`` between
-  answers as a comma; a list of tuples with repeats dropped;
+  answers as a comma; a list of tuples with repeats dropped; doubly escaped commands (``\\\\frac``);
+* **sentences as answers**: ``Final Answer: Jane started 3 hours ago.`` is graded on its last number or
+  math span;
 * **rounded decimals** (:data:`MIN_SIGNIFICANT`): a decimal prediction with at least 4 significant
   digits accepts an exact rational gold that rounds to it at the prediction's own places (``0.3333``
   for ``1/3``, ``2.6667`` for ``8/3``; never ``0.33`` for ``1/3`` nor ``1.414`` for ``\\sqrt{2}``; strict
-  mode never accepts an approximation).
+  mode never accepts an approximation), also item by item in a tuple or interval (``(0.6,2.6667]``).
 
 Example:
     >>> grade_lenient("4", "AB=4"), grade_lenient("0.3333", "\\\\frac{1}{3}")[0], grade_lenient("0.33", "1/3")[0]
@@ -27,13 +29,14 @@ import re
 from fractions import Fraction
 
 from . import math as _strict
-from .math_extract import bare_answer, extract_answer
+from .math_extract import bare_answer, extract_answer, lenient_answer
 from .math_normalize import canonical, parse_number
 
 MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to stand for an exact value
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
 _LABELLED = re.compile(rf"\s*(?P<label>{_LABEL})=(?P<value>[^=]+)")
 _AND = re.compile(r"\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad")
+_DOUBLE_ESCAPED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|sqrt|pi|cdot|times|infty)(?![A-Za-z]))")
 _SEMICOLON_TUPLE = re.compile(r"\(([^()]*;[^()]*)\)")
 _DECIMAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
 
@@ -57,8 +60,13 @@ def _reads_like_text(gold: str) -> bool:
     """A box, a ``####`` line, an answer keyword or a sentence (4 words outside the maths)."""
     if re.search(r"\\boxed|\\fbox|####|(?i:answer)", gold):
         return True
-    prose = re.sub(r"\$[^$]*\$|\\\[.*?\\\]|\\\(.*?\\\)|\\[A-Za-z]+(?:\{[^{}]*\})?", " ", gold, flags=re.S)
-    return len(re.findall(r"[A-Za-z]{2,}", prose)) >= 4
+    return _prose_words(gold) >= 4
+
+
+def _prose_words(text: str) -> int:
+    """Words of two or more letters outside math spans and LaTeX commands."""
+    prose = re.sub(r"\$[^$]*\$|\\\[.*?\\\]|\\\(.*?\\\)|\\[A-Za-z]+(?:\{[^{}]*\})?", " ", text, flags=re.S)
+    return len(re.findall(r"[A-Za-z]{2,}", prose))
 
 
 def grade_lenient(pred: str, gold: str) -> tuple[bool | None, str]:
@@ -90,11 +98,29 @@ def _relaxed(pred: str, gold: str) -> list[tuple[str, str]]:
     unique = _dedupe(p)
     if unique != p:
         pairs.append((unique, _dedupe(g)))
+    if _prose_words(p) >= 3:  # "Jane started growing Sphere 3 hours ago": the sentence's last number or maths
+        inner = lenient_answer(p)
+        pairs.extend([(inner.value, g)] if inner is not None else [])
+    rounded = _rounded_items(p, g)
+    pairs.extend([(rounded, g)] if rounded is not None else [])
     return pairs
 
 
+def _rounded_items(pred: str, gold: str) -> str | None:
+    """``(0.6,2.6667]`` against ``(\\frac35,\\frac83]``: each item that is a rounded decimal of the gold's item
+    takes the gold's item (same brackets, same number of items); ``None`` when nothing changes."""
+    p, g = canonical(pred), canonical(gold)
+    if len(p) < 3 or len(g) < 3 or (p[0], p[-1]) != (g[0], g[-1]) or p[0] not in "([":
+        return None
+    pitems, gitems = p[1:-1].split(","), g[1:-1].split(",")
+    if len(pitems) != len(gitems) or len(pitems) < 2:
+        return None
+    items = [gi if _rounded_decimal(pi, gi) else pi for pi, gi in zip(pitems, gitems)]
+    return p[0] + ",".join(items) + p[-1] if items != pitems else None
+
+
 def _notation(text: str) -> str:
-    text = _AND.sub(",", text)
+    text = _DOUBLE_ESCAPED.sub(r"\\", _AND.sub(",", text))
     return _SEMICOLON_TUPLE.sub(lambda m: "(" + m.group(1).replace(";", ",") + ")", text)
 
 

@@ -116,6 +116,13 @@ _SENTENCES = [  # answer lines that are sentences, inequalities, rounded decimal
     ("C. Because A is too small", "C", True), ("C. Because A is too small", "A", False),
     ("Because D holds for every case", "D", True), ("Both B and D look plausible", "B", False),
     ("TXQ3Z", "3", False),
+    ("Final Answer: Tom reached the top 4 hours later.", "4", True),
+    ("Final Answer: Tom reached the top 4 hours later.", "5", False),
+    ("Final Answer: The largest value of $g(t)$ is 12.", "12", True),
+    ("$(0.25,1.6667]$", "(\\frac14,\\frac53]", True), ("$(0.25,1.67]$", "(\\frac14,\\frac53]", False),
+    ("$[0.25,1.6667]$", "(\\frac14,\\frac53]", False),
+    ("so the point is $\\\\left( 2, \\\\frac{\\\\pi}{3} \\\\right)$", "(2,\\frac{\\pi}{3})", True),
+    ("so the point is $\\\\left( 2, \\\\frac{\\\\pi}{6} \\\\right)$", "(2,\\frac{\\pi}{3})", False),
 ]
 
 LENIENT_CASES: list[LenientCase] = [
