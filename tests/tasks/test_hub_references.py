@@ -167,3 +167,18 @@ def test_real_hub_rows_where_the_shared_data_is(shared_data: Path) -> None:
     for record in _jsonl(shared_data / "aime_2024" / "aime_2024.jsonl", 30):
         row = {"problem": record["problem"], "answer": record["source_answer"], "solution": record["solution"]}
         assert trl_scores("AIME24-v0", row, [f"Answer: {record['answer']}", "Answer: 1000"]) == [1.0, 0.0]
+
+
+def test_real_code_hub_rows_where_the_shared_data_is(shared_data: Path) -> None:
+    """HumanEval and MBPP rows as their hubs hold them: the canonical solution passes, a stub fails."""
+    if not isolation("full").ok:
+        pytest.skip("code tasks need bubblewrap (apt-get install bubblewrap)")
+    for row in _jsonl(shared_data / "humaneval" / "humaneval.jsonl", 3):
+        body_only, stub = row["canonical_solution"], "    return None\n"
+        assert trl_scores("HumanEval-v0", row, [body_only, stub]) == [1.0, 0.0], row["task_id"]
+        full = code_answer(row["prompt"] + row["canonical_solution"])
+        assert verl_score("HumanEval-v0", row, full) == 1.0, row["task_id"]
+    for row in _jsonl(shared_data / "mbpp" / "mbpp.jsonl", 3):
+        hub = {k: row[k] for k in ("task_id", "text", "code", "test_list", "test_setup_code", "challenge_test_list")}
+        assert trl_scores("MBPP-v0", hub, [code_answer(row["code"]), code_answer("x = 1")]) == [1.0, 0.0]
+        assert verl_score("MBPP-v0", hub, code_answer(row["code"])) == 1.0
