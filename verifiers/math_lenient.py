@@ -119,8 +119,18 @@ def _rounded_items(pred: str, gold: str) -> str | None:
     return p[0] + ",".join(items) + p[-1] if items != pitems else None
 
 
+def unescape(text: str) -> str:
+    """Doubly escaped commands read as commands (``\\\\frac`` -> ``\\frac``), before any grading stage.
+
+    Example:
+        >>> unescape("\\\\\\\\frac{1}{2}"), unescape("a \\\\\\\\ b")
+        ('\\\\frac{1}{2}', 'a \\\\\\\\ b')
+    """
+    return _DOUBLE_ESCAPED.sub(r"\\", text)
+
+
 def _notation(text: str) -> str:
-    text = _DOUBLE_ESCAPED.sub(r"\\", _AND.sub(",", text))
+    text = _AND.sub(",", text)
     return _SEMICOLON_TUPLE.sub(lambda m: "(" + m.group(1).replace(";", ",") + ")", text)
 
 
@@ -152,4 +162,4 @@ def _rounded_decimal(pred: str, gold: str) -> bool:
     return abs(exact.value - number.value) <= Fraction(1, 2 * 10**number.decimals)
 
 
-__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_gold"]
+__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_gold", "unescape"]
