@@ -125,7 +125,6 @@ class MathVerifier:
             extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
-            extracted = math_lenient.unescape(extracted) if lenient else extracted
             verdict, reason = math_lenient.grade_lenient(extracted, gold) if lenient else grade(extracted, gold)
             if verdict is None:
                 if not self.symbolic:

@@ -10,7 +10,7 @@ field's graders (Math-Verify, verl):
   value (the label has no digits outside subscripts and no ``+``/``-``; ``x+2y=0`` stays an equation),
   also item by item (``AB=4,CD=5`` against ``4, 5``);
 * **notations**: ``;`` between tuple entries (``(0;-2;6)``); ``\\text{ and }`` or ``\\quad`` between
-  answers as a comma; a list of tuples with repeats dropped; doubly escaped commands (``\\\\frac``);
+  answers as a comma; a list of tuples with repeats dropped;
 * **sentences as answers**: ``Final Answer: Jane started 3 hours ago.`` is graded on its last number or
   math span;
 * **rounded decimals** (:data:`MIN_SIGNIFICANT`): a decimal prediction with at least 4 significant
@@ -36,7 +36,6 @@ MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to s
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
 _LABELLED = re.compile(rf"\s*(?P<label>{_LABEL})=(?P<value>[^=]+)")
 _AND = re.compile(r"\\text\{\s*(?:and|or)\s*\}|\\quad|\\qquad")
-_DOUBLE_ESCAPED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|sqrt|pi|cdot|times|infty)(?![A-Za-z]))")
 _SEMICOLON_TUPLE = re.compile(r"\(([^()]*;[^()]*)\)")
 _DECIMAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+)")
 
@@ -119,16 +118,6 @@ def _rounded_items(pred: str, gold: str) -> str | None:
     return p[0] + ",".join(items) + p[-1] if items != pitems else None
 
 
-def unescape(text: str) -> str:
-    """Doubly escaped commands read as commands (``\\\\frac`` -> ``\\frac``), before any grading stage.
-
-    Example:
-        >>> unescape("\\\\\\\\frac{1}{2}"), unescape("a \\\\\\\\ b")
-        ('\\\\frac{1}{2}', 'a \\\\\\\\ b')
-    """
-    return _DOUBLE_ESCAPED.sub(r"\\", text)
-
-
 def _notation(text: str) -> str:
     text = _AND.sub(",", text)
     return _SEMICOLON_TUPLE.sub(lambda m: "(" + m.group(1).replace(";", ",") + ")", text)
@@ -162,4 +151,4 @@ def _rounded_decimal(pred: str, gold: str) -> bool:
     return abs(exact.value - number.value) <= Fraction(1, 2 * 10**number.decimals)
 
 
-__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_gold", "unescape"]
+__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_gold"]

@@ -191,7 +191,8 @@ def _radicand(s: str, i: int) -> tuple[str, int]:
     return ("\\pi" if m.group(1) == "\u03c0" else m.group(1)), m.end()
 
 
-_DOUBLED_RELATION = re.compile(r"\\\\(?=(?:le|ge|ne|lt|gt|leq|geq|neq)(?![A-Za-z]))")
+_DOUBLED_COMMAND = re.compile(
+    r"(?<!\\)\\\\(?=(?:le|ge|ne|lt|gt|leq|geq|neq|frac|dfrac|sqrt|left|right|pi|cdot|times|infty)(?![A-Za-z]))")
 _PLAIN_NE = re.compile(r"(?<=[A-Za-z\s)])!=")
 _LIST_COMMA = re.compile(r"(?<=\d),(?=[ \t]+\d)")
 
@@ -208,7 +209,7 @@ def canonical(answer: str) -> str:
     s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%").replace("\\approx", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
-    s = _DOUBLED_RELATION.sub(r"\\", s)  # "-2 \\le x": a doubled backslash before a relation is an escape slip
+    s = _DOUBLED_COMMAND.sub(r"\\", s)  # "-2 \\le x", "\\frac12": a doubled backslash is an escape slip
     s = s.replace("<=", "\\le ").replace(">=", "\\ge ")
     s = _PLAIN_NE.sub("\\\\ne ", s)  # "x != 5" (never the factorial in "5!=120")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
