@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -145,10 +146,23 @@ def convert_humaneval_row(row: Mapping[str, Any], index: int) -> Problem:
     )
 
 
+def _hub_fields(value: Any, row: Mapping[str, Any], key: str) -> tuple[Any, Mapping[str, Any]]:
+    """A whole hub row given as the reference (a dict or its JSON, e.g. a verl ``ground_truth``): its ``key``
+    field is the value and its other fields join the row."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value, row
+    if isinstance(value, Mapping) and key in value:
+        return value[key], {**row, **value}
+    return value, row
+
+
 def mbpp_reference(value: Any, row: Mapping[str, Any]) -> CodeTests:
     """MBPP tests as the hub holds them (``test_list``, with the row's ``test_setup_code``/``test_imports``)
     or as we export them (``CodeTests`` JSON)."""
-    value = row.get("test_list") if value is None else value
+    value, row = _hub_fields(row.get("test_list") if value is None else value, row, "test_list")
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
@@ -163,7 +177,7 @@ def mbpp_reference(value: Any, row: Mapping[str, Any]) -> CodeTests:
 def humaneval_reference(value: Any, row: Mapping[str, Any]) -> CodeTests:
     """HumanEval tests as the hub holds them (``test``, which defines ``check(candidate)``, with the row's
     ``entry_point``) or as we export them (``CodeTests`` JSON)."""
-    value = row.get("test") if value is None else value
+    value, row = _hub_fields(row.get("test") if value is None else value, row, "test")
     if isinstance(value, str) and "def check(" in value and not value.lstrip().startswith("{"):
         entry = row.get("entry_point")
         if not isinstance(entry, str) or not entry.strip().isidentifier():

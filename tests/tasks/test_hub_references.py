@@ -182,3 +182,16 @@ def test_real_code_hub_rows_where_the_shared_data_is(shared_data: Path) -> None:
         hub = {k: row[k] for k in ("task_id", "text", "code", "test_list", "test_setup_code", "challenge_test_list")}
         assert trl_scores("MBPP-v0", hub, [code_answer(row["code"]), code_answer("x = 1")]) == [1.0, 0.0]
         assert verl_score("MBPP-v0", hub, code_answer(row["code"])) == 1.0
+
+
+def test_a_whole_code_hub_row_as_the_ground_truth() -> None:
+    """verl rows that put the hub row (or its JSON) in ground_truth: the tests and the entry point are found."""
+    if not isolation("full").ok:
+        pytest.skip("code tasks need bubblewrap (apt-get install bubblewrap)")
+    right, wrong = code_answer("def add_two(a, b):\n    return a + b"), code_answer("def add_two(a, b):\n    return a - b")
+    for truth in (HUMANEVAL_ROW, json.dumps(HUMANEVAL_ROW)):
+        assert compute_score("HumanEval-v0", right, truth, {})["score"] == 1.0
+        assert compute_score("HumanEval-v0", wrong, truth, {})["score"] == 0.0
+    (row, good, bad), = mbpp_rows()
+    assert compute_score("MBPP-v0", good, json.dumps(row), {})["score"] == 1.0
+    assert compute_score("MBPP-v0", bad, row, {})["score"] == 0.0
