@@ -9,7 +9,11 @@ case over the time limit), median and worst per-case time, cases per second in o
 ratio of cases per second to Math-Verify's. ``--workers N`` adds cases per second pooled through
 ``dapo_env.verifiers.verify_batch``.
 
-Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--out PATH]
+``--peer DIR`` adds a third table: the grader test cases Math-Verify and verl ship with their code, read
+from local copies of their test files (``tests/verifiers/peer_cases.py``); a reference a verifier refuses
+(``InvalidReference``: strict mode and a gold that is a worked solution with no final answer) counts wrong.
+
+Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--peer DIR] [--out PATH]
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "verifiers")]  # measure this checkout's code and tables
 
-from dapo_env.types import VerifyResult  # noqa: E402
+from dapo_env.types import InvalidReference, VerifyResult  # noqa: E402
 from dapo_env.verifiers import MathVerifier  # noqa: E402
 from dapo_env.verifiers.math_normalize import dapo_normalize  # noqa: E402
 from dapo_env.verifiers.math_symbolic import get_helper, warm_up  # noqa: E402
 from math_cases import CASES  # noqa: E402
 from math_lenient_cases import LENIENT_CASES  # noqa: E402
+from peer_cases import peer_cases  # noqa: E402
 from _paths import add_out_argument, out_path, write_json  # noqa: E402
 
 _DAPO_ANSWER = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
@@ -72,7 +77,10 @@ def run_single(verifier, cases: list[tuple[str, str, bool]], limit_s: float) -> 
     start_all = time.perf_counter()
     for response, gold, expected in cases:
         start = time.perf_counter()
-        result = verifier(response, gold)
+        try:
+            result = verifier(response, gold)
+        except InvalidReference:  # a gold the verifier refuses to read is scored wrong
+            result = VerifyResult(False, 0.0, None, "invalid_reference")
         elapsed = time.perf_counter() - start
         times.append(elapsed)
         timeouts += elapsed > limit_s or result.reason == "timeout"
@@ -127,6 +135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit-s", type=float, default=5.0, help="per-case time limit counted as a timeout")
     parser.add_argument("--workers", type=int, default=0, help="also time verify_batch with this many workers")
+    parser.add_argument("--peer", metavar="DIR", default=None,
+                        help="also run the grader test cases Math-Verify and verl ship, read from local copies of "
+                             "their test files in DIR (tests/verifiers/peer_cases.py says which; never committed)")
     add_out_argument(parser, "bench_verifiers")
     args = parser.parse_args()
 
@@ -134,6 +145,11 @@ def main() -> None:
         "labelled": [(c.response, c.gold, c.expected) for c in CASES],
         "lenient": [(c.prediction, c.gold, c.expected) for c in LENIENT_CASES],
     }
+    if args.peer is not None:
+        tables["peer"] = [(c.prediction, c.gold, c.expected) for c in peer_cases(args.peer)]
+        if not tables["peer"]:
+            parser.error(f"no peer grader cases under {args.peer}: copy Math-Verify's tests/*.py (and verl's "
+                         "tests/utils/reward_score/test_sandbox_on_cpu.py) there")
     systems = {
         "MathVerifier() strict": MathVerifier(timeout_s=args.limit_s),
         "MathVerifier(lenient)": MathVerifier(timeout_s=args.limit_s, extraction="lenient"),

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from dapo_env.types import Interaction, Problem, Verifier
 
 DataFiles = str | Sequence[str] | Mapping[str, str | Sequence[str]]
+ReferenceReader = Callable[[Any, Mapping[str, Any]], Any]
+"""``reader(value, row) -> reference``: the value of a dataset's answer column (``None`` when the row has
+none) and the rest of the row (other columns, or verl's ``extra_info``) as the verifier's reference."""
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _VERSIONED_RE = re.compile(r"-v\d+$")
@@ -78,6 +81,9 @@ class Task:
         description: one line for listings and docs.
         interaction: for a multi-turn task, the :class:`~dapo_env.types.Interaction` that answers each
             assistant turn (``respond(history, action, verdict) -> Turn``); ``None`` for a single-turn task.
+        reference_reader: reads a reference as the task's hub dataset holds it (e.g. HumanEval's ``test``
+            with the row's ``entry_point``) besides the exported form; ``None``: the value as it is.
+        reference_columns: hub columns the reader takes the reference from when a row has no ``answer``.
 
     Example:
         >>> from dapo_env.tasks import get_task
@@ -95,6 +101,8 @@ class Task:
     version: int = 0
     description: str = ""
     interaction: Interaction | None = None
+    reference_reader: ReferenceReader | None = None
+    reference_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.name, str) and _VERSIONED_RE.search(self.name):
@@ -139,6 +147,22 @@ class Task:
         """
         return self.source.load(split or self.split, data_files, **kwargs)
 
+    def prepare_reference(self, reference: Any, row: Mapping[str, Any] | None = None) -> Any:
+        """A reference as a dataset row holds it, for this task's verifier: the answer column in the hub
+        dataset's own format (a GSM8K solution ending in ``#### 18``, HumanEval's ``test``) or as
+        ``to_hf_dataset`` exports it. ``row`` is the rest of the row (TRL's other columns, verl's
+        ``extra_info``). A reference that cannot be read raises ``InvalidReference`` (here or when the
+        verifier prepares it), never a silent 0.
+
+        Example:
+            >>> from dapo_env.tasks import get_task
+            >>> get_task("GSM8K-v0").prepare_reference("9 * 2 = 18 dollars.\\n#### 18")
+            '18'
+        """
+        if self.reference_reader is None:
+            return reference
+        return self.reference_reader(reference, row or {})
+
     def format_prompt(self, problem: Problem, template: str | None = None) -> str:
         """Fill the prompt template (``template`` overrides the task's) with the problem's fields."""
         template = self.prompt_template if template is None else template
@@ -152,4 +176,4 @@ class Task:
         return template.format(**values)
 
 
-__all__ = ["DataFiles", "ProblemSource", "Task", "TaskDataError", "template_fields"]
+__all__ = ["DataFiles", "ProblemSource", "ReferenceReader", "Task", "TaskDataError", "template_fields"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -21,8 +22,9 @@ from typing import Any
 from .base import Task
 from .loading import DatasetSource, RowError, get_field, get_text, metadata_of, row_id
 from .registry import register_task
-from dapo_env.types import CodeTests, Problem
+from dapo_env.types import CodeTests, InvalidReference, Problem
 from dapo_env.verifiers import CodeVerifier
+from dapo_env.verifiers.references import code_tests
 
 MBPP_TEMPLATE = (
     "You are an expert Python programmer, and here is your task: {question} "
@@ -144,6 +146,50 @@ def convert_humaneval_row(row: Mapping[str, Any], index: int) -> Problem:
     )
 
 
+def _hub_fields(value: Any, row: Mapping[str, Any], key: str) -> tuple[Any, Mapping[str, Any]]:
+    """A whole hub row given as the reference (a dict or its JSON, e.g. a verl ``ground_truth``): its ``key``
+    field is the value and its other fields join the row."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value, row
+    if isinstance(value, Mapping) and key in value:
+        return value[key], {**row, **value}
+    return value, row
+
+
+def mbpp_reference(value: Any, row: Mapping[str, Any]) -> CodeTests:
+    """MBPP tests as the hub holds them (``test_list``, with the row's ``test_setup_code``/``test_imports``)
+    or as we export them (``CodeTests`` JSON)."""
+    value, row = _hub_fields(row.get("test_list") if value is None else value, row, "test_list")
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        hub = {"text": "-", "test_list": list(value), "test_setup_code": row.get("test_setup_code") or "",
+               "test_imports": list(row.get("test_imports") or []), "code": row.get("code") or ""}
+        return convert_mbpp_row(hub, 0).answer
+    if value is None:
+        raise InvalidReference("MBPP row has neither an 'answer' nor a 'test_list' column")
+    return code_tests(value)
+
+
+def humaneval_reference(value: Any, row: Mapping[str, Any]) -> CodeTests:
+    """HumanEval tests as the hub holds them (``test``, which defines ``check(candidate)``, with the row's
+    ``entry_point``) or as we export them (``CodeTests`` JSON)."""
+    value, row = _hub_fields(row.get("test") if value is None else value, row, "test")
+    if isinstance(value, str) and "def check(" in value and not value.lstrip().startswith("{"):
+        entry = row.get("entry_point")
+        if not isinstance(entry, str) or not entry.strip().isidentifier():
+            raise InvalidReference("HumanEval's 'test' column calls check(<entry point>): pass the row's "
+                                   "'entry_point' column too (TRL passes every column; verl: put it in extra_info)")
+        prefix = row.get("prompt") if isinstance(row.get("prompt"), str) else ""
+        return CodeTests(tests=(f"{value}\n\ncheck({entry.strip()})\n",), prefix=prefix, entry_point=entry.strip())
+    if value is None:
+        raise InvalidReference("HumanEval row has neither an 'answer' nor a 'test' column")
+    return code_tests(value)
+
+
 MBPP = Task(
     name="MBPP",
     source=DatasetSource(
@@ -156,6 +202,8 @@ MBPP = Task(
     verifier=CodeVerifier(),
     prompt_template=MBPP_TEMPLATE,
     split="test",
+    reference_reader=mbpp_reference,
+    reference_columns=("test_list",),
     description="MBPP (Austin et al. 2021): short Python functions checked by asserts.",
 )
 HUMANEVAL = Task(
@@ -169,6 +217,8 @@ HUMANEVAL = Task(
     verifier=CodeVerifier(),
     prompt_template=HUMANEVAL_TEMPLATE,
     split="test",
+    reference_reader=humaneval_reference,
+    reference_columns=("test",),
     description="HumanEval (Chen et al. 2021): complete a function from its docstring; unit tests.",
 )
 
@@ -183,5 +233,7 @@ __all__ = [
     "called_function",
     "convert_humaneval_row",
     "convert_mbpp_row",
+    "humaneval_reference",
+    "mbpp_reference",
     "setup_needs_solution",
 ]

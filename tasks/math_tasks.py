@@ -28,8 +28,10 @@ from .loading import (
     row_id,
 )
 from .registry import register_task
-from dapo_env.types import Problem
+from dapo_env.types import InvalidReference, Problem
 from dapo_env.verifiers import MathVerifier
+from dapo_env.verifiers.math_normalize import canonical, parse_number
+from dapo_env.verifiers.references import math_gold, solution_answer
 
 # The DAPO paper's training prompt (arXiv:2503.14476; verbatim in the DAPO-Math-17k rows).
 DAPO_PREFIX = (
@@ -103,6 +105,33 @@ def convert_gsm8k_row(row: Mapping[str, Any], index: int) -> Problem:
     return Problem(id=problem.id, question=problem.question, answer=answer, metadata=metadata)
 
 
+def gsm8k_reference(value: Any, row: Mapping[str, Any]) -> str:
+    """A GSM8K reference: the hub's worked solution ending in ``#### N``, or the bare number we export.
+
+    Example:
+        >>> gsm8k_reference("She has 3 + 15 = 18.\\n#### 18", {}), gsm8k_reference(18, {})
+        ('18', '18')
+    """
+    answer = solution_answer(math_gold(value))
+    if parse_number(canonical(answer)) is None:
+        raise InvalidReference(f"GSM8K reference {str(value)[:60]!r} is neither a number nor a solution ending in "
+                               "'#### N': pass the dataset's 'answer' column")
+    return answer
+
+
+def integer_reference(value: Any, row: Mapping[str, Any]) -> str:
+    """A DAPO-Math / AIME reference: the final answer (a solution's ``####`` or last box), an integer
+    written without leading zeros (``"025"`` is ``"25"``); other answers pass as they are (verl routes
+    its ``math`` data_source here, whose answers are LaTeX).
+
+    Example:
+        >>> integer_reference("025", {}), integer_reference({"ground_truth": 34}, {}), integer_reference("\\\\frac{1}{2}", {})
+        ('25', '34', '\\\\frac{1}{2}')
+    """
+    answer = solution_answer(math_gold(value)).strip()
+    return str(int(answer)) if _INTEGER_RE.match(answer) else answer
+
+
 def _has(row: Mapping[str, Any], dotted: str) -> bool:
     value: Any = row
     for part in dotted.split("."):
@@ -122,6 +151,7 @@ DAPO_MATH = Task(
     verifier=MathVerifier(answer_format="dapo"),
     prompt_template=DAPO_TEMPLATE,
     split="train",
+    reference_reader=integer_reference,
     description="DAPO-Math-17k, the DAPO paper's RL training set (integer answers, 'Answer:' line).",
 )
 MATH500 = Task(
@@ -149,6 +179,7 @@ AIME24 = Task(
     verifier=MathVerifier(answer_format="auto"),
     prompt_template=DAPO_TEMPLATE,
     split="test",
+    reference_reader=integer_reference,
     description="AIME 2024 (30 problems), with the DAPO prompt the paper evaluates with.",
 )
 AIME25 = Task(
@@ -162,6 +193,7 @@ AIME25 = Task(
     verifier=MathVerifier(answer_format="auto"),
     prompt_template=DAPO_TEMPLATE,
     split="test",
+    reference_reader=integer_reference,
     description="AIME 2025 I and II (30 problems), with the DAPO prompt.",
 )
 GSM8K = Task(
@@ -176,6 +208,7 @@ GSM8K = Task(
     verifier=MathVerifier(answer_format="auto"),
     prompt_template=BOXED_TEMPLATE,
     split="test",
+    reference_reader=gsm8k_reference,
     description="GSM8K grade-school math (integer answers), boxed prompt.",
 )
 
@@ -194,5 +227,7 @@ __all__ = [
     "convert_dapo_row",
     "convert_gsm8k_row",
     "convert_math_row",
+    "gsm8k_reference",
+    "integer_reference",
     "strip_dapo_template",
 ]

@@ -453,6 +453,7 @@ MBPP_FEEDBACK = Task(
     description="Multi-turn MBPP: failing attempts get the failing tests' output, up to max_attempts "
                 "(knobs: max_attempts, attempt_penalty).",
     interaction=CodeFeedback(verifier=_MBPP_VERIFIER),
+    reference_reader=MBPP.reference_reader, reference_columns=MBPP.reference_columns,
 )
 GSM8K_TOOL = Task(
     name="GSM8KTool",
@@ -464,6 +465,7 @@ GSM8K_TOOL = Task(
     description="Multi-turn GSM8K with a sandboxed Python tool; a final answer (boxed) ends the episode "
                 "(knob: max_tool_calls).",
     interaction=PythonTool(answer_hint="your final answer within \\boxed{}"),
+    reference_reader=GSM8K.reference_reader,
 )
 DAPO_MATH_TOOL = Task(
     name="DAPOMathTool",
@@ -474,6 +476,7 @@ DAPO_MATH_TOOL = Task(
     description="Multi-turn DAPO-Math-17k with a sandboxed Python tool; an 'Answer:' line ends the episode "
                 "(knob: max_tool_calls).",
     interaction=PythonTool(answer_hint='your answer on its own line after "Answer:"'),
+    reference_reader=DAPO_MATH.reference_reader,
 )
 
 for _task in (MBPP_FEEDBACK, GSM8K_TOOL, DAPO_MATH_TOOL):

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dapo_env.types import VerifyResult
+from . import math_lenient
 from .math_eval import evaluate, identity, proportional
 from .math_extract import EXTRACTIONS, extract_answer
 from .math_normalize import Number, canonical, dapo_normalize, parse_number
 from .math_symbolic import symbolic_equal
 from .math_towers import tower_equal
-from .references import math_gold
+from .references import math_gold, solution_answer
 
 _FORMATS = ("auto", "dapo", "boxed")
 _MC_GOLD = re.compile(r"\s*(?:\\text(?:bf)?\{\s*)?\(?([A-E])\)?(?:\s*\})?\s*")
@@ -41,6 +42,7 @@ _MAX_SYMBOLIC_CHARS = 300  # the longest MATH-500 answer has 159 characters
 _PATHOLOGICAL = re.compile(
     r"\^\{[^{}]*\^|\^\{?\d{4,}|\d{4,}\s*!|[)}]\s*!|\\underbrace|\\overbrace"
 )
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{12,}")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
 _EQUATION = re.compile(r"(?<![<>!])=(?!=)")
 _APPROX = re.compile(r"\d\.\d{3,}")
@@ -99,25 +101,31 @@ class MathVerifier:
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
 
-    @staticmethod
-    def prepare_reference(reference: object) -> str:
+    def prepare_reference(self, reference: object) -> str:
         """The gold answer as a string: a string, a number or verl's ``{"ground_truth": ...}``
-        (:func:`~dapo_env.verifiers.references.math_gold`); anything else raises ``InvalidReference``."""
-        return math_gold(reference)
+        (:func:`~dapo_env.verifiers.references.math_gold`); a worked solution as datasets hold it gives
+        its ``#### N`` or last ``\\boxed{}`` (:func:`~dapo_env.verifiers.references.solution_answer`);
+        anything else, or a solution with neither, raises ``InvalidReference``. Lenient extraction keeps
+        the text: it reads any gold like a response when grading."""
+        gold = math_gold(reference)
+        return gold if self.extraction == "lenient" else solution_answer(gold)
 
     def __call__(self, response: str, gold: str, /) -> VerifyResult:
         """Grade ``response`` against ``gold``. Never raises on model output."""
         start = time.monotonic()
         if not isinstance(response, str):
             return VerifyResult(False, 0.0, None, "error:TypeError")
-        gold = math_gold(gold)  # a wrong reference type raises InvalidReference (configuration, not output)
+        lenient = self.extraction == "lenient"
+        # A wrong reference raises InvalidReference (configuration, not output); lenient reads any gold text.
+        gold = self.prepare_reference(gold)
         try:
+            gold = math_lenient.lenient_gold(gold) if lenient else gold
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
             extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
-            verdict, reason = grade(extracted, gold)
+            verdict, reason = math_lenient.grade_lenient(extracted, gold) if lenient else grade(extracted, gold)
             if verdict is None:
                 if not self.symbolic:
                     verdict, reason = False, "not_equal"
@@ -144,6 +152,8 @@ def _symbolic(pred: str, gold: str, remaining_s: float) -> tuple[bool, str]:
     if (len(p) > _MAX_SYMBOLIC_CHARS or len(g) > _MAX_SYMBOLIC_CHARS or _PATHOLOGICAL.search(p)
             or p.count(",") > _MAX_MATCHED_ITEMS):
         return False, "not_equal:too_complex"
+    if _PROSE.search(p) or _PROSE.search(g):
+        return False, "not_equal"  # words run together by canonical ("Theareais40"): sympy reads no prose
     if remaining_s <= 0:
         return False, "timeout"
     gn = parse_number(g)
@@ -540,6 +550,10 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
         if {po, go} <= {"(", "["} and len(pitems) == len(gitems) == 2:
             return False  # intervals with different endpoints closed/open
         return None
+    if unordered:
+        as_sets = _numeric_tuple_sets(pitems, gitems)
+        if as_sets is not None:
+            return as_sets
     if len(pitems) != len(gitems):
         return False if (po, pc) == (go, gc) and all(parse_number(x) for x in pitems + gitems) else None
     if not unordered:
@@ -555,6 +569,23 @@ def _grade_structure(p: str, g: str, depth: int) -> bool | None:
     if all(v is not None for row in verdicts for v in row):
         return False  # every pairing decided, and no one-to-one match exists
     return None
+
+
+def _numeric_tuple_sets(pitems: list[str], gitems: list[str]) -> bool | None:
+    """Unordered lists of tuples of plain numbers (``(1,2),(3,4)``; ``;`` separators too) compared as sets,
+    as the symbolic stage would (a repeated tuple counts once); ``None`` when any item is not such a tuple."""
+    sets = []
+    for items in (pitems, gitems):
+        tuples = set()
+        for item in items:
+            if not (item.startswith("(") and item.endswith(")")) or len(item) < 5:
+                return None
+            values = [parse_number(x) for x in re.split(r"[,;]", item[1:-1])]
+            if len(values) < 2 or any(v is None or v.percent for v in values):
+                return None
+            tuples.add(tuple(v.value for v in values))
+        sets.append(tuples)
+    return sets[0] == sets[1]
 
 
 def _perfect_matching(ok: list[list[bool]]) -> bool:

@@ -143,6 +143,8 @@ def bare_answer(text: str) -> Candidate | None:
         value = inner.strip()
         offset = start + block.start(next(i for i, g in enumerate(block.groups(), 1) if g is not None))
         return Candidate(value, offset, offset + len(inner), "bare") if value else None
+    if _MATRIX_ALONE.fullmatch(body):  # a matrix written over several lines
+        return Candidate(body, start, start + len(body), "bare")
     if "\n" in body or body.endswith((":", "=", "?", ",")) or re.search(r"(?i)\banswer|\\boxed", body):
         return None
     if clean(body) is None:
@@ -160,6 +162,7 @@ def bare_answer(text: str) -> Candidate | None:
     return Candidate(body, start, start + len(body), "bare")
 
 
+_MATRIX_ALONE = re.compile(r"\\begin\{([pbvBV]?matrix)\}[^$]{0,1000}?\\end\{\1\}", re.S)
 _MATH_WORDS = re.compile(r"(?i)\b(?:sqrt|sin|cos|tan|ln|log|exp|pi|times|mod|choose|and|or)\b")
 _SIGN_WORD = re.compile(r"(?i)^(?:negative|minus)\s+")
 
@@ -211,7 +214,7 @@ def select(response: str, found: list[Candidate]) -> Candidate | None:
 
 _NEGATED = re.compile(r"(?i)(?:\bnot\s+(?:equal\s+to\s+)?|n't\s+|\\neq?\s*|≠\s*)\$?$")
 _LAST_SPAN = re.compile(r"\$\$([^$]{1,1000})\$\$|\$([^$]{1,1000})\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
-_LAST_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
+_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
 
 
 def lenient_answer(text: str) -> Candidate | None:
@@ -233,10 +236,26 @@ def lenient_answer(text: str) -> Candidate | None:
     for m in last_matches(_LAST_NUMBER, outside, 1):
         number = Candidate(m.group(0).rstrip(",").strip(), offset + m.start(), offset + m.end(), "span")
     options = [c for c in (span, number) if c is not None]
-    chosen = max(options, key=lambda c: c.end) if options else None
+    chosen = max(options, key=lambda c: c.end) if options else _choice_letter(text)
     if chosen is not None and _NEGATED.search(text, max(0, chosen.start - 16), chosen.start):
         return None  # "the answer is not 5": a value ruled out is no answer
     return chosen
+
+
+_LEADING_LETTER = re.compile(r"\s*\(?([A-E])[.):](?:\s|$)")
+_LONE_LETTER = re.compile(r"(?<![\w\\$])([B-E]|A(?!\s+[a-z]))(?![\w$])")
+
+
+def _choice_letter(text: str) -> Candidate | None:
+    """A choice letter in a response with no number or math at all: a leading label (``A. Because B is
+    not valid`` gives ``A``), else the only capital A-E standing alone (``Because B is valid``)."""
+    lead = _LEADING_LETTER.match(text)
+    if lead is not None:
+        return Candidate(lead.group(1), lead.start(1), lead.end(1), "span")
+    found = list(_LONE_LETTER.finditer(text[:2000]))
+    if len({m.group(1) for m in found}) != 1:
+        return None
+    return Candidate(found[-1].group(1), found[-1].start(1), found[-1].end(1), "span")
 
 
 def extract_answer(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> str | None:

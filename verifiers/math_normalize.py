@@ -191,6 +191,12 @@ def _radicand(s: str, i: int) -> tuple[str, int]:
     return ("\\pi" if m.group(1) == "\u03c0" else m.group(1)), m.end()
 
 
+_DOUBLED_COMMAND = re.compile(
+    r"(?<!\\)\\\\(?=(?:le|ge|ne|lt|gt|leq|geq|neq|frac|dfrac|sqrt|left|right|pi|cdot|times|infty)(?![A-Za-z]))")
+_PLAIN_NE = re.compile(r"(?<=[A-Za-z\s)])!=")
+_LIST_COMMA = re.compile(r"(?<=\d),(?=[ \t]+\d)")
+
+
 def canonical(answer: str) -> str:
     """The canonical string form of an answer: what string equality compares.
 
@@ -203,6 +209,9 @@ def canonical(answer: str) -> str:
     s = s.replace("\\[", "").replace("\\]", "").replace("\\%", "%").replace("\\approx", "")
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\cfrac", "\\frac")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "").replace("\\degree", "")
+    s = _DOUBLED_COMMAND.sub(r"\\", s)  # "-2 \\le x", "\\frac12": a doubled backslash is an escape slip
+    s = s.replace("<=", "\\le ").replace(">=", "\\ge ")
+    s = _PLAIN_NE.sub("\\\\ne ", s)  # "x != 5" (never the factorial in "5!=120")
     s = s.replace("{,}", ",").replace("\\infin", "\\infty").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\neq", "\\ne").replace("\\lbrace", "\\{").replace("\\rbrace", "\\}")
     s = s.replace("\\varnothing", "\\emptyset").replace("\\{\\}", "\\emptyset").replace("\\{ \\}", "\\emptyset")
@@ -213,6 +222,7 @@ def canonical(answer: str) -> str:
         if cmd in s:
             s = _unwrap(s, cmd)
     s = s.replace("\\\\", "\x01")  # protect LaTeX row breaks from the "\\ " spacing command
+    s = _LIST_COMMA.sub(",\x03", s)  # "32, 349" is a list (a thousands comma is written 32,349 or 32,\!349)
     for token in _DROP:
         s = s.replace(token, " ")
     s = s.strip().rstrip(".").strip().strip("*").strip()  # markdown bold **42**
@@ -239,7 +249,7 @@ def canonical(answer: str) -> str:
         return "0"
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):
         s = s.replace(",", "")
-    return s
+    return s.replace("\x03", "")
 
 
 def _short_tex(m: re.Match[str]) -> str:

@@ -157,7 +157,8 @@ _HEDGE = re.compile(
 _INDEED = re.compile(r"(?i)^\s*(?:(?:indeed|definitely|clearly|simply|just|exactly|precisely|therefore|thus|then|"
                      r"approximately|approx\.?|about|around|roughly|equal\s+to)\s+)+")
 _EXPLANATION = re.compile(r"\s+\((?![^()]*\\)(?=[^()]*[A-Za-z]{3,})[^()]*\)\s*\.?\s*$")  # "12 (since 3 x 4)"
-_SUBJECT = re.compile(r"(?i)^[A-Za-z][A-Za-z ,'-]*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
+_SUBJECT = re.compile(r"(?i)^[A-Za-z](?:[A-Za-z ,'-]|\$[A-Za-z]{1,8}\$)*?\s(?:is|are|equals|was|will\s+be)\s+(.+)$")
+_NAMED = re.compile(r"\$[A-Za-z]{1,8}\$")  # "The largest $n$ is 34": a variable named in the subject
 _TENTATIVE = re.compile(
     r"(?i)(?:\bif|whether|suppose|assum\w*|check\w*|think|guess|suspect|probably|maybe|might|seems?|likely|"
     r"perhaps|say|verify|test|confirm|expect\w*|hope|want|not|isn't|wasn't|could|would)\s+(?:that\s+)?"
@@ -174,7 +175,7 @@ def clean(value: str) -> str | None:
     """
     value = _EXPLANATION.sub("", value).strip()
     sentence = _SUBJECT.match(value)
-    if sentence and not re.search(r"[\d$\\]", value[: sentence.start(1)]):
+    if sentence and not re.search(r"[\d$\\]", _NAMED.sub("", value[: sentence.start(1)])):
         value = sentence.group(1)  # "Answer: The number of ways is 84" -> "84"
     value = _INDEED.sub("", value).strip()
     if not value or _HEDGE.match(value):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -61,6 +62,50 @@ def math_gold(reference: Any) -> str:
         f"math reference of type {type(reference).__name__}: pass the gold answer as a string, a number or "
         "verl's {'ground_truth': ...}"
     )
+
+
+_PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
+_MATH_SPANS = re.compile(r"\$[^$]*\$|\\\[.*?\\\]|\\\(.*?\\\)|\\[A-Za-z]+(?:\{[^{}]*\})?", re.S)
+_SOLUTION_WORDS = 12  # a gold with this many words outside its maths, over two lines or sentences, is a solution
+
+
+def solution_answer(gold: str) -> str:
+    """The final answer of a gold that is a worked solution, as datasets hold it: the text after its last
+    ``####`` (GSM8K; thousands commas dropped), else its last ``\\boxed{}`` (MATH); any other gold is
+    returned as it is.
+
+    Raises:
+        InvalidReference: a worked solution (12+ words over several lines or sentences) with neither.
+
+    Example:
+        >>> solution_answer("She sells 9 eggs at $2.\\n9 * 2 = 18\\n#### 1,018"), solution_answer("\\\\frac{1}{2}")
+        ('1018', '\\\\frac{1}{2}')
+    """
+    if "####" in gold:
+        answer = gold.rsplit("####", 1)[1].strip().splitlines()[0].strip() if gold.rsplit("####", 1)[1].strip() else ""
+        if not answer:
+            raise InvalidReference("math reference has nothing after its '####': pass the final answer")
+        return re.sub(r"(?<=\d),(?=\d{3}\b)", "", answer)
+    has_box = "\\boxed" in gold or "\\fbox" in gold
+    if not has_box and not _is_solution(gold):
+        return gold
+    from .math_extract import extract_answer  # lazy: references is imported by the extractor's users
+
+    boxed = extract_answer(gold, answer_format="boxed")
+    if boxed is None and has_box and not _is_solution(gold):
+        return gold  # a box cut off or hedged inside a short gold: graded as written
+    if boxed is None:
+        raise InvalidReference(
+            f"math reference reads like a worked solution with no final \\boxed{{}} or '#### N' line "
+            f"({gold[:60]!r}...): pass the dataset's final-answer column (e.g. 'answer') instead")
+    return boxed
+
+
+def _is_solution(gold: str) -> bool:
+    prose = _MATH_SPANS.sub(" ", gold)
+    if len(_PROSE_WORD.findall(prose)) < _SOLUTION_WORDS:
+        return False
+    return "\n" in gold.strip() or len(re.findall(r"[.!?]\s+\S", prose)) >= 1
 
 
 def code_tests(reference: Any) -> CodeTests:
@@ -110,7 +155,20 @@ def _code_tests_from_text(text: str) -> CodeTests:
     tests = tuple(ast.get_source_segment(stripped, node) or "" for node in module.body)
     if not tests:
         raise InvalidReference("code reference string holds no test statements")
+    _check_called(module)
     return CodeTests(tests=tests)
+
+
+def _check_called(module: ast.Module) -> None:
+    """Test code that only defines a checker (HumanEval's ``def check(candidate)``) would pass anything."""
+    defined = {node.name for node in module.body if isinstance(node, ast.FunctionDef)}
+    called = {node.func.id for node in ast.walk(module) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    asserts = any(isinstance(node, ast.Assert) for node in module.body)
+    if defined and not asserts and not (defined & called):
+        raise InvalidReference(
+            f"code reference defines {sorted(defined)} but never calls it, so it would pass any program: for "
+            "HumanEval pass the row's entry_point too (the task's prepare_reference(test, row)), or append "
+            "'check(<entry point>)'")
 
 
 def _code_tests_from_mapping(data: Mapping[str, Any]) -> CodeTests:
@@ -150,4 +208,4 @@ def _code_tests_from_mapping(data: Mapping[str, Any]) -> CodeTests:
         raise InvalidReference(f"code reference: {exc}") from None
 
 
-__all__ = ["code_tests", "math_gold"]
+__all__ = ["code_tests", "math_gold", "solution_answer"]

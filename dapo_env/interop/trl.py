@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dapo_env.interop.routing import code_reference, ground_truth, route
+from dapo_env.interop.routing import code_reference, ground_truth, route, task_for_data_source
 from dapo_env.tasks import Task, get_task
 from dapo_env.types import VerifyResult
 from dapo_env.wrappers import check_reward_map_args, map_reward
@@ -72,6 +72,8 @@ class TaskReward:
         task = None if task_or_id is None else get_task(task_or_id)
         self.task_id = task.env_id if task is not None else None
         self.verifier = task.verifier if task is not None else None  # kept instead of the Task: lean to pickle
+        self.reader = task.reference_reader if task is not None else None  # the hub format's reader
+        self.reference_columns = task.reference_columns if task is not None else ()
         self.answer_column = answer_column
         self.reward_map = reward_map
         self.workers = workers
@@ -103,6 +105,7 @@ class TaskReward:
                             "dataset columns as keywords")
         references = self._references(columns, len(completions))
         verifiers = self._verifiers(columns, len(completions))
+        references = self._read(references, verifiers, {"prompt": prompts, **columns})
         results = self._verify(verifiers, [completion_text(c) for c in completions], references)
         log_metric = columns.get("log_metric")
         if callable(log_metric) and results:
@@ -123,6 +126,8 @@ class TaskReward:
             references = list(columns[self.answer_column])
         elif self.answer_column == "answer" and "reward_model" in columns:  # verl-style rows
             references = [ground_truth(row) for row in columns["reward_model"]]
+        elif self.answer_column == "answer" and set(self.reference_columns) & set(columns):  # the hub's columns
+            references = [None] * n
         else:
             passed = sorted(k for k in columns if k not in _TRL_KEYWORDS)
             raise MissingReferenceColumn(
@@ -132,6 +137,24 @@ class TaskReward:
         if len(references) != n:
             raise ValueError(f"{n} completions but {len(references)} values in {self.answer_column!r}")
         return references
+
+    def _read(self, references: list[Any], verifiers: list[Any], columns: Mapping[str, Any]) -> list[Any]:
+        """Each reference through its task's reader (the hub dataset's own format), with the row's other columns
+        (and its prompt: HumanEval's prompt is the stub a completion may continue)."""
+        n = len(references)
+        rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
+                 and not isinstance(v, str) and len(v) == n} for i in range(n)]
+        if self.verifier is not None:
+            tasks: list[Any] = [None] * n
+            readers = [self.reader] * n
+        else:
+            sources = list(columns["data_source"]) if columns.get("data_source") is not None else [None] * n
+            infos = list(columns["extra_info"]) if columns.get("extra_info") is not None else [None] * n
+            tasks = [task_for_data_source(s, extra_info=e, data_source_tasks=self.data_source_tasks)
+                     for s, e in zip(sources, infos)]
+            readers = [t.reference_reader if t is not None else None for t in tasks]
+        return [reader(code_reference(v, ref), row) if reader is not None else ref
+                for reader, v, ref, row in zip(readers, verifiers, references, rows)]
 
     def _verifiers(self, columns: Mapping[str, Any], n: int) -> list[Any]:
         if self.verifier is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dapo_env.interop.routing import code_reference, route, warn_once
+from dapo_env.interop.routing import code_reference, route, task_for_data_source, warn_once
 from dapo_env.types import InvalidReference
 from dapo_env.wrappers import check_reward_map_args, map_reward
 
@@ -80,8 +80,11 @@ def verl_compute_score(data_source: Any = None, solution_str: Any = None, ground
 def _score_one(data_source: Any, solution: str, ground_truth: Any, extra_info: Any, routing: dict[str, Any],
                reward_map: tuple[float, float] | None) -> VerlScore:
     task_id, verifier = route(data_source, extra_info=extra_info, **routing)
+    task = task_for_data_source(data_source, extra_info=extra_info, **routing)
+    row = extra_info if isinstance(extra_info, Mapping) else {}
     try:
-        result = verifier(solution, code_reference(verifier, ground_truth))
+        reference = code_reference(verifier, ground_truth)
+        result = verifier(solution, task.prepare_reference(reference, row) if task is not None else reference)
     except InvalidReference as exc:
         raise InvalidReference(f"data_source {data_source!r} ({task_id}): {exc}") from None
     score = float(result.score)

@@ -5,7 +5,10 @@ commitment ("I believe it's $5$"). Each case is ``LenientCase(category, predicti
 ``expected`` is whether the prediction's last math (its committed answer if it has one) equals the gold.
 Categories: ``short`` (a bare prediction in some notation), ``prose`` (the answer inside uncommitted
 text), ``commit`` (a commitment that must beat later numbers), ``gold_form`` (golds written with ``$``,
-``\\boxed{}`` or ``\\(...\\)``), and ``near_miss`` (must stay wrong).
+``\\boxed{}`` or ``\\(...\\)``), and ``near_miss`` (must stay wrong). Round 3 adds ``solution_gold`` (the
+gold is a worked solution), ``labelled`` (``AB=4``, ``x \\in (2,12)``), ``lists`` (boxes vs one list,
+unordered tuples, ``bmatrix``, ``11,\\!111``) and ``sentences`` (answer-line sentences, inequality
+chains, rounded decimals, ``\\approx``, choice letters), each with its near misses.
 """
 
 from __future__ import annotations
@@ -71,9 +74,61 @@ _NEAR_MISS = [
     ("12 times 11", "121", False), ("The answer is not 5", "5", False), ("x \\neq 5", "5", False),
 ]
 
+# Round 3: the categories where the field's graders (Math-Verify, verl) agree and we did not. Each
+# category has near misses that must stay wrong. Cases are ours, written for each habit.
+_SOLUTION_GOLD = [  # the gold is a whole solution: its last box, "####" line or answer line is the answer
+    ("18", "Janet has 16 - 3 - 4 = 9 eggs left.\nShe earns 9 * 2 = $18.\n#### 18", True),
+    ("17", "Janet has 16 - 3 - 4 = 9 eggs left.\nShe earns 9 * 2 = $18.\n#### 18", False),
+    ("\\frac{3}{4}", "We add the parts: $\\frac12 + \\frac14 = \\boxed{\\frac34}$.", True),
+    ("\\frac{1}{2}", "We add the parts: $\\frac12 + \\frac14 = \\boxed{\\frac34}$.", False),
+    ("$12$", "Counting each case gives 5 + 7 = 12 ways in all. So the answer is: \\[ \\boxed{12} \\]", True),
+    ("$\\boxed{7,3}$", "$\\boxed{3}\\boxed{7}$", True), ("$\\boxed{3,8}$", "$\\boxed{3}\\boxed{7}$", False),
+    ("The area is $40$.", "Final Answer: The area of the garden is 40.", True),
+    ("42", "Final Answer: The area of the garden is 40.", False),
+]
+_LABELLED = [  # labelled or set-membership answers
+    ("(3,9)", "y \\in (3,9)", True), ("(3,9]", "y \\in (3,9)", False), ("y \\in (3,9)", "(3,9)", True),
+    ("6", "PQ=6", True), ("7", "PQ=6", False), ("5:9", "A_1:A_2=5:9", True), ("9:5", "A_1:A_2=5:9", False),
+    ("\\boxed{6, 2}", "PQ=6,RS=2", True), ("\\boxed{2, 6}", "PQ=6,RS=2", False),
+    ("q=3,q=\\frac{7}{2}", "\\boxed{q = 3 \\text{ and } q = \\dfrac{7}{2}}", True),
+    ("q=3,q=\\frac{5}{2}", "\\boxed{q = 3 \\text{ and } q = \\dfrac{7}{2}}", False),
+    ("0", "x+2y=0", False), ("5", "a+b=5", False), ("3", "2x=3", False),
+]
+_LISTS = [  # several boxes vs one list, unordered lists of tuples, separators
+    ("$\\boxed{4,9}$", "\\boxed{4}\\boxed{9}", True), ("\\boxed{4}, \\boxed{9}", "4,9", True),
+    ("\\boxed{4}, \\boxed{8}", "4,9", False),
+    ("(2,5),(5,2),(1,1),(2,5)", "(1,1),(5,2),(2,5)", True), ("(2,5),(5,2)", "(1,1),(5,2),(2,5)", False),
+    ("(1;0;2),(3;1;0)", "(3,1,0),(1,0,2)", True), ("(1;0;2),(3;1;1)", "(3,1,0),(1,0,2)", False),
+    ("\\begin{bmatrix}\n 2 & 0 \\\\\n -1 & 5\n\\end{bmatrix}", "\\begin{pmatrix} 2 & 0 \\\\ -1 & 5 \\end{pmatrix}", True),
+    ("\\begin{bmatrix}\n 2 & 0 \\\\\n 1 & 5\n\\end{bmatrix}", "\\begin{pmatrix} 2 & 0 \\\\ -1 & 5 \\end{pmatrix}", False),
+    ("is $\\boxed{22,\\! 333,\\! 100}$", "22333100", True), ("is $\\boxed{22, 333, 100}$", "22333100", False),
+    ("$\\boxed{45,\\! 201}$", "45201", True), ("$\\boxed{45, 201}$", "45201", False),
+]
+_SENTENCES = [  # answer lines that are sentences, inequalities, rounded decimals, choice letters
+    ("Final Answer: The smallest $k$ is 17.", "17", True), ("Final Answer: The smallest $k$ is 17.", "71", False),
+    ("Final Answer: The perimeter of $ABC$ is 30.", "30", True),
+    ("-3 \\le t \\le 8", "[-3,8]", True), ("-3 < t \\le 8", "[-3,8]", False), ("-3 \\\\le t \\\\le 8", "[-3,8]", True),
+    ("t <= 4", "t \\le 4", True), ("t <= 4", "t < 4", False), ("t != 2", "t \\neq 2", True),
+    ("0.6667", "\\frac{2}{3}", True), ("0.6666", "\\frac{2}{3}", False), ("0.667", "\\frac{2}{3}", False),
+    ("0.1428571", "\\frac{1}{7}", True), ("0.1428", "\\frac{1}{7}", False), ("3.142", "\\pi", False),
+    ("$t=\\frac{1}{4}\\approx0.25$", "\\frac{1}{4}", True), ("$t\\approx 12$", "12", True),
+    ("$t=\\frac{1}{4}\\approx0.25$", "\\frac{1}{5}", False),
+    ("C. Because A is too small", "C", True), ("C. Because A is too small", "A", False),
+    ("Because D holds for every case", "D", True), ("Both B and D look plausible", "B", False),
+    ("TXQ3Z", "3", False),
+    ("Final Answer: Tom reached the top 4 hours later.", "4", True),
+    ("Final Answer: Tom reached the top 4 hours later.", "5", False),
+    ("Final Answer: The largest value of $g(t)$ is 12.", "12", True),
+    ("$(0.25,1.6667]$", "(\\frac14,\\frac53]", True), ("$(0.25,1.67]$", "(\\frac14,\\frac53]", False),
+    ("$[0.25,1.6667]$", "(\\frac14,\\frac53]", False),
+    ("so the point is $\\\\left( 2, \\\\frac{\\\\pi}{3} \\\\right)$", "(2,\\frac{\\pi}{3})", True),
+    ("so the point is $\\\\left( 2, \\\\frac{\\\\pi}{6} \\\\right)$", "(2,\\frac{\\pi}{3})", False),
+]
+
 LENIENT_CASES: list[LenientCase] = [
     LenientCase(category, prediction, gold, expected)
     for category, rows in (("short", _SHORT), ("prose", _PROSE), ("commit", _COMMIT), ("gold_form", _GOLD_FORMS),
-                           ("near_miss", _NEAR_MISS))
+                           ("near_miss", _NEAR_MISS), ("solution_gold", _SOLUTION_GOLD), ("labelled", _LABELLED),
+                           ("lists", _LISTS), ("sentences", _SENTENCES))
     for prediction, gold, expected in rows
 ]

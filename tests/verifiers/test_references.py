@@ -67,3 +67,37 @@ def test_verify_batch_raises_on_a_wrong_reference_naming_its_index(backend) -> N
 def test_verify_batch_prepares_json_references_for_workers() -> None:
     results = verify_batch(CodeVerifier(limits=SandboxLimits(wall_s=10.0)), [SOLUTION], [json.dumps(TESTS.to_dict())], workers=1)
     assert results[0].correct, results[0].reason
+
+
+SOLUTION_TEXT = "She sells 16 - 3 - 4 = 9 eggs.\nShe makes 9 * 2 = $18 every day at the market.\n#### 18"
+
+
+@pytest.mark.parametrize(("reference", "gold"), [
+    (SOLUTION_TEXT, "18"), ("Half of 2,400 is 1,200.\n#### 1,200", "1200"),
+    ("Adding the two parts gives $\\frac12+\\frac14=\\boxed{\\frac34}$, which is what we wanted to show here.",
+     "\\frac34"),
+    ("$f(0)+f(1)=1+2=\\boxed{3}$", "3"), ("\\text{Monday and Tuesday}", "\\text{Monday and Tuesday}"),
+    ("x = 5", "x = 5"),
+])
+def test_a_worked_solution_gold_is_read_as_its_final_answer(reference, gold) -> None:
+    assert MathVerifier().prepare_reference(reference) == gold
+    assert MathVerifier()(f"Answer: {gold}", reference).correct
+    assert not MathVerifier()("Answer: 17", reference).correct
+
+
+@pytest.mark.parametrize("reference", [
+    "We count the pairs first.\nThen we double the number of pairs, and that gives the socks we wanted to find.",
+    "The text after the marks is empty here, as you can see in this long sentence. ####   ",
+])
+def test_a_worked_solution_with_no_final_answer_raises(reference) -> None:
+    with pytest.raises(InvalidReference, match="final|####"):
+        MathVerifier()("Answer: 3", reference)
+    assert MathVerifier(extraction="lenient").prepare_reference(reference) == reference  # read when grading
+
+
+def test_test_code_that_never_calls_its_checker_raises() -> None:
+    humaneval_test = "METADATA = {}\n\ndef check(candidate):\n    assert candidate(1) == 2\n"
+    with pytest.raises(InvalidReference, match="never calls"):
+        code_tests(humaneval_test)
+    assert code_tests(humaneval_test + "\ncheck(f)\n").num_tests == 3
+    assert code_tests("def helper():\n    return 2\nassert helper() == 2").num_tests == 2

@@ -431,12 +431,21 @@ def _hidden_tops(paths: list[str]) -> list[str]:
     return tops
 
 
+def _interpreter_paths() -> list[str]:
+    """The folders this interpreter runs from: its venv (anywhere, e.g. ``~/venvs/x``), the base install the
+    venv points at, and the folder of ``sys.executable``; each once, none inside another."""
+    found = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    found |= {os.path.dirname(os.path.abspath(sys.executable)), str(REPO)}
+    return sorted(p for p in found if not any(p.startswith(q + "/") for q in found))
+
+
 def _run_as_nobody(script: str) -> subprocess.CompletedProcess[str]:
     """As root: run ``script`` with this interpreter and checkout as uid 65534, in a private mount namespace
     of the child where every folder that hides them from other users (a 0700 home) is covered by a tmpfs
-    holding only read-only binds of the two, at their own paths (the host sees nothing of this)."""
+    holding only read-only binds of the interpreter's own folders (:func:`_interpreter_paths`) and the
+    checkout, at their own paths (the host sees nothing of this)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    paths = [os.path.realpath(sys.base_prefix), str(REPO)]
+    paths = _interpreter_paths()
     tops = _hidden_tops(paths)
 
     def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
