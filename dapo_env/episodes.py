@@ -24,7 +24,7 @@ from gymnasium.utils import seeding
 
 from dapo_env.difficulty import DifficultySampler, resolve_difficulty
 from dapo_env.envs import as_completion, build_id_index, draw_problem_indices, load_problems, resolve_task
-from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
+from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens, episode_prompt
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
 from dapo_env.shaping import OverlongPenalty, Shaping, shape
@@ -142,8 +142,7 @@ class EpisodeGroupEnv:
         return tuple(p for i in self._indices for p in [self._prompt(int(i))[0]] * self.group_size)
 
     def _prompt(self, index: int) -> tuple[str, tuple[int, ...] | None]:
-        content = self.task.format_prompt(self.problems[index])
-        return self.chat.prompt(content) if self.chat is not None else (content, None)
+        return episode_prompt(self.task, self.problems[index], self.chat)
 
     def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
         """B problem indices: ``options["indices"]`` / ``options["ids"]``, by difficulty, else drawn without
@@ -238,7 +237,8 @@ class EpisodeGroupEnv:
                 "reward_terms": terms, "loss_mask": mask, "num_turns": trajectory.num_turns,
                 "turn_rewards": [t.reward for t in trajectory.turns], "terminated": e.terminated,
                 "truncated": e.truncated, "truncated_by": e.truncated_by, "problem_id": e.problem.id,
-                "task": self.task.env_id, "group_id": group_id})
+                "task": self.task.env_id, "group_id": group_id,
+                **({} if e.tool_calls is None else {"tool_calls": list(e.tool_calls)})})
         return Group(problem_id=episodes[0].problem.id, prompt=episodes[0].prompt_text, completions=tuple(trajectories),
                      rewards=tuple(rewards), correct=tuple(e.solved for e in episodes), loss_mask=tuple(masks),
                      infos=tuple(infos))

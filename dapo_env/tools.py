@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from dapo_env.types import Problem, ToolSpec
+from dapo_env.types import Completion, History, Interaction, Problem, ToolSpec, Turn, VerifyResult
 
 TOOL_STATUSES = ("ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error")
 ToolStatus = Literal["ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error"]
@@ -618,9 +618,11 @@ def from_openai_tool_calls(tool_calls: Any) -> list[ToolCall]:
 
 
 # --- running calls -----------------------------------------------------------------------------------------
-def call_tools(calls: Sequence[ToolCall], tools: Sequence[Tool], problem: Problem | None = None) -> list[ToolCall]:
+def call_tools(calls: Sequence[ToolCall], tools: Sequence[Tool], problem: Problem | None = None, *,
+               run: bool = True) -> list[ToolCall]:
     """Settle each parsed call in order: unknown tools, bad arguments, then run the rest (a tool that raises
-    is a ``tool_error``). Returns the calls with status, error and result; never raises.
+    is a ``tool_error``; ``run=False`` checks only). Returns the calls with status, error and result; never
+    raises.
 
     Example:
         >>> @tool
@@ -637,10 +639,10 @@ def call_tools(calls: Sequence[ToolCall], tools: Sequence[Tool], problem: Proble
         [('tool_error', 'Error (tool_error): ValueError: n must be even'), ('unknown_tool', "Error (unknown_tool): no tool named 'double'; the tools are: half")]
     """
     by_name = {t.name: t for t in tools}
-    return [_settle(call, by_name, problem) for call in calls]
+    return [_settle(call, by_name, problem, run) for call in calls]
 
 
-def _settle(call: ToolCall, by_name: Mapping[str, Tool], problem: Problem | None) -> ToolCall:
+def _settle(call: ToolCall, by_name: Mapping[str, Tool], problem: Problem | None, run: bool = True) -> ToolCall:
     if call.status != "ok" and call.status != "bad_arguments":
         return call
     if call.name not in by_name:
@@ -651,11 +653,155 @@ def _settle(call: ToolCall, by_name: Mapping[str, Tool], problem: Problem | None
     error = validate_arguments(call.arguments, by_name[call.name].spec)
     if error is not None:
         return replace(call, status="bad_arguments", error=error)
+    if not run:
+        return call
     try:
         result = by_name[call.name].run(call.arguments or {}, problem)
     except Exception as exc:
         return replace(call, status="tool_error", error=f"{type(exc).__name__}: {exc}"[:500])
     return replace(call, result=result)
+
+
+# --- the interaction of a tool task -------------------------------------------------------------------------
+TOOL_FORMAT_KNOB = "tool_format"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUse:
+    """The interaction of a tool task: run the calls of each turn in the problem's tool format, or grade the
+    final answer.
+
+    The format is the problem's ``tool_format`` (a load knob; ``default_format`` without one; ``"auto"`` is
+    resolved by the episode from the chat template, :meth:`resolve_format`). In a native format (``hermes``,
+    ``llama3``, ``mistral``, or ``fenced`` without a ``fenced`` interaction) a turn that attempts at least one
+    call is a tool turn: every call is settled in order (:func:`call_tools`) and answered by its own tool
+    message (role ``"tool"``; a failed call's message says what was wrong), reward 0. A turn without a call is
+    the final answer: the task's verdict decides (reward ``1 - attempt_penalty * tool turns`` when correct,
+    ``attempt_penalty`` from the problem's metadata, default 0; else 0) and the episode ends. At most
+    ``metadata[budget_knob]`` tool turns: a tool turn after them ends the episode unsolved (its calls are
+    checked, not run). In the ``fenced`` format with a ``fenced`` interaction, turns are answered by it (the
+    task's original protocol) and a turn it ran code for reports one call of ``fenced_tool``.
+
+    ``info["tool_calls"]``: one dict per attempted call (:meth:`ToolCall.to_dict`), ``[]`` for none.
+
+    Args:
+        tools: the tools the model may call.
+        fenced: the interaction that answers turns in the ``fenced`` format (``None``: the native rules, with
+            the code block as a call of ``fenced_tool``).
+        fenced_tool: the tool a ```` ```python ```` block calls (takes ``code: str``); ``None``: no fenced format.
+        default_format: the format without a ``tool_format`` knob, and what ``"auto"`` falls back to.
+        budget_knob: the problem metadata key holding the number of tool turns allowed.
+
+    Example:
+        >>> @tool
+        ... def lookup(key: str, problem: Problem) -> str:
+        ...     '''Look a key up in the hidden table.
+        ...
+        ...     Args:
+        ...         key: the row's key
+        ...     '''
+        ...     return problem.metadata["table"].get(key, "no such key")
+        >>> use = ToolUse(tools=(lookup,))
+        >>> problem = Problem("0", "What is b?", "2", {"table": {"b": "2"}, "max_tool_calls": 2, "tool_format": "hermes"})
+        >>> history = History(problem, ({"role": "user", "content": "What is b?"},))
+        >>> call = format_tool_call("hermes", [("lookup", {"key": "b"}), ("lookup", {"key": "z"})])
+        >>> turn = use.respond(history, Completion(call), VerifyResult(False, 0.0, None, "no_answer"))
+        >>> turn.reply, turn.role, [c["status"] for c in turn.info["tool_calls"]]
+        ('2\\n\\nno such key', 'tool', ['ok', 'ok'])
+    """
+
+    tools: tuple[Tool, ...]
+    fenced: Interaction | None = None
+    fenced_tool: str | None = None
+    default_format: str = "hermes"
+    budget_knob: str = "max_tool_calls"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tools", tuple(self.tools))
+        if not self.tools or not all(isinstance(t, Tool) for t in self.tools):
+            raise TypeError("ToolUse.tools must hold at least one Tool (build each with dapo_env.tools.tool(fn))")
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ToolUse.tools has duplicate names: {names}")
+        if self.fenced_tool is not None and self.fenced_tool not in names:
+            raise ValueError(f"fenced_tool={self.fenced_tool!r} is not one of the tools {names}")
+        if self.fenced is not None and self.fenced_tool is None:
+            raise ValueError("a fenced interaction needs fenced_tool= (the tool a ```python block calls)")
+        self.check_format(self.default_format)
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools' specs (what the chat template renders)."""
+        return tuple(t.spec for t in self.tools)
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """The formats this task can be played in (``fenced`` only with a fenced tool)."""
+        return tuple(f for f in TOOL_PARSERS if f != "fenced" or self.fenced_tool is not None)
+
+    def check_format(self, tool_format: str) -> str:
+        """``tool_format`` if the task can be played in it (or ``"auto"``), else a ValueError naming the choices."""
+        if tool_format != "auto" and tool_format not in self.formats:
+            raise ValueError(f"tool_format={tool_format!r} is not available here; choose one of "
+                             f"{['auto', *self.formats]}")
+        return tool_format
+
+    def resolve_format(self, problem: Problem, chat_template: str | None) -> str:
+        """The problem's format, with ``"auto"`` read from the chat template's source (``default_format``
+        when it names no known format)."""
+        chosen = problem.metadata.get(TOOL_FORMAT_KNOB, self.default_format)
+        if chosen != "auto":
+            return chosen
+        detected = detect_tool_format(chat_template, self.default_format)
+        return detected if detected in self.formats else self.default_format
+
+    def respond(self, history: History, action: Completion, verdict: VerifyResult) -> Turn:
+        problem = history.problem
+        tool_format = self.resolve_format(problem, None)
+        if tool_format == "fenced" and self.fenced is not None:
+            return self._fenced_turn(history, action, verdict)
+        calls = parse_tool_calls(action.text, tool_format)
+        if tool_format == "fenced":
+            calls = [replace(c, name=self.fenced_tool) for c in calls]
+        used, allowed = history.turn, int(problem.metadata.get(self.budget_knob, 1))
+        if not calls:
+            penalty = float(problem.metadata.get("attempt_penalty", 0.0))
+            reward = 1.0 - penalty * used if verdict.correct else 0.0
+            return Turn("Final answer recorded.", reward, done=True, solved=bool(verdict.correct),
+                        info={"action": "answer", "tool_calls": []})
+        if used >= allowed:
+            checked = call_tools(calls, self.tools, problem, run=False)
+            return Turn("No tool calls left: the episode is over.", 0.0, done=True, role="tool",
+                        info={"action": "tools", "tool_calls": [c.to_dict() for c in checked], "tool_calls_left": 0})
+        settled = call_tools(calls, self.tools, problem)
+        return Turn("\n\n".join(c.message for c in settled), 0.0, role="tool",
+                    info={"action": "tools", "tool_calls": [c.to_dict() for c in settled],
+                          "tool_calls_left": allowed - used - 1})
+
+    def _fenced_turn(self, history: History, action: Completion, verdict: VerifyResult) -> Turn:
+        turn = self.fenced.respond(history, action, verdict)  # type: ignore[union-attr]
+        calls: list[dict[str, Any]] = []
+        if turn.info.get("action") == "code":
+            parsed = parse_fenced(action.text)
+            arguments = parsed[0].arguments if parsed else None
+            calls = [ToolCall(self.fenced_tool, arguments, result=turn.reply).to_dict()]
+        return replace(turn, info={**turn.info, "tool_calls": calls})
+
+
+def tool_messages(turn: Turn) -> list[dict[str, str]]:
+    """The chat messages that answer ``turn``: one ``tool`` message per call when the turn's role is
+    ``"tool"`` and it lists its calls, else the one reply message.
+
+    Example:
+        >>> turn = Turn("7\\n\\nno such key", role="tool", info={"tool_calls": [ToolCall("f", {}, result="7").to_dict(),
+        ...                                                          ToolCall("f", {}, result="no such key").to_dict()]})
+        >>> [m["content"] for m in tool_messages(turn)]
+        ['7', 'no such key']
+    """
+    calls = turn.info.get("tool_calls")
+    if turn.role == "tool" and calls:
+        return [{"role": "tool", "content": ToolCall(**call).message} for call in calls]
+    return [{"role": turn.role, "content": turn.reply}]
 
 
 # --- tool use as a metric ---------------------------------------------------------------------------------------
@@ -685,7 +831,7 @@ def tool_use_stats(infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return stats
 
 
-__all__ = ["TOOL_PARSERS", "TOOL_STATUSES", "Tool", "ToolCall", "ToolParser", "ToolSpec", "call_tools",
+__all__ = ["TOOL_PARSERS", "TOOL_STATUSES", "Tool", "ToolCall", "ToolParser", "ToolSpec", "ToolUse", "call_tools",
            "callable_text", "detect_tool_format", "format_tool_call", "from_openai_tool_calls", "get_tool_parser",
            "parse_fenced", "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls", "register_tool_parser",
-           "tool", "tool_use_stats", "validate_arguments"]
+           "tool", "tool_messages", "tool_use_stats", "validate_arguments"]
