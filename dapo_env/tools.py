@@ -678,8 +678,8 @@ class ToolUse:
     message (role ``"tool"``; a failed call's message says what was wrong), reward 0. A turn without a call is
     the final answer: the task's verdict decides (reward ``1 - attempt_penalty * tool turns`` when correct,
     ``attempt_penalty`` from the problem's metadata, default 0; else 0) and the episode ends. At most
-    ``metadata[budget_knob]`` tool turns: a tool turn after them ends the episode unsolved (its calls are
-    checked, not run). In the ``fenced`` format with a ``fenced`` interaction, turns are answered by it (the
+    ``metadata[budget_knob]`` tool turns (``max_tool_calls`` without that knob): a tool turn after them ends
+    the episode unsolved (its calls are checked, not run). In the ``fenced`` format with a ``fenced`` interaction, turns are answered by it (the
     task's original protocol) and a turn it ran code for reports one call of ``fenced_tool``.
 
     ``info["tool_calls"]``: one dict per attempted call (:meth:`ToolCall.to_dict`), ``[]`` for none.
@@ -691,6 +691,7 @@ class ToolUse:
         fenced_tool: the tool a ```` ```python ```` block calls (takes ``code: str``); ``None``: no fenced format.
         default_format: the format without a ``tool_format`` knob, and what ``"auto"`` falls back to.
         budget_knob: the problem metadata key holding the number of tool turns allowed.
+        max_tool_calls: the tool turns allowed when a problem's metadata has no ``budget_knob``.
 
     Example:
         >>> @tool
@@ -715,6 +716,7 @@ class ToolUse:
     fenced_tool: str | None = None
     default_format: str = "hermes"
     budget_knob: str = "max_tool_calls"
+    max_tool_calls: int = 3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(self.tools))
@@ -763,7 +765,7 @@ class ToolUse:
         calls = parse_tool_calls(action.text, tool_format)
         if tool_format == "fenced":
             calls = [replace(c, name=self.fenced_tool) for c in calls]
-        used, allowed = history.turn, int(problem.metadata.get(self.budget_knob, 1))
+        used, allowed = history.turn, int(problem.metadata.get(self.budget_knob, self.max_tool_calls))
         if not calls:
             penalty = float(problem.metadata.get("attempt_penalty", 0.0))
             reward = 1.0 - penalty * used if verdict.correct else 0.0
