@@ -3,7 +3,9 @@
 Each problem hides a small table of keys and numbers (``n_keys`` rows; the numbers are in ``[0, n_values)``)
 and asks for the number of one key. The model reads the table only through the ``lookup(key)`` tool, in its
 own tool-call format (``tool_format=``, default ``"hermes"``; ``"auto"`` reads it from the chat template), and
-answers with the number alone in a message without a tool call. Reward 1.0 for the right number.
+answers with the number alone in a message without a tool call. Reward 1.0 for the right number. A problem's
+metadata holds ``key`` (the asked key, for prompt templates such as ``prompt_template="Key {key}."``), the
+hidden ``table`` and the knobs.
 
 **The tool-blind bound.** Problems come in blocks of ``n_values`` consecutive indices that share one prompt
 (the same key is asked) while the asked key's number runs through a random permutation of ``[0, n_values)``:
@@ -142,8 +144,8 @@ class HiddenTableProblems(Sequence[Problem]):
         table = {key: int(v) for key, v in zip(keys[1:], own.integers(0, c.n_values, size=c.n_keys - 1))}
         table[keys[0]] = answer
         return Problem(id=f"{self.split}-{index}", question=PROMPT.format(key=keys[0]), answer=str(answer),
-                       metadata={"table": table, "max_tool_calls": c.max_tool_calls, "tool_format": c.tool_format,
-                                 "n_values": c.n_values})
+                       metadata={"key": keys[0], "table": table, "max_tool_calls": c.max_tool_calls,
+                                 "tool_format": c.tool_format, "n_values": c.n_values})
 
     def __iter__(self) -> Iterator[Problem]:
         return (self[i] for i in range(len(self)))
