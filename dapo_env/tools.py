@@ -163,25 +163,27 @@ def tool(function: Callable[..., Any] | None = None, *, name: str | None = None,
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """A Google docstring's text before its sections, and its ``Args:`` descriptions by name."""
-    lines = doc.splitlines()
+    """A Google docstring's text before its sections, and its ``Args:`` descriptions by name (an entry is
+    ``name: text`` or ``name (type): text``; deeper-indented lines continue it)."""
     sections = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Example|Examples|Yields|Note):\s*$")
+    entry_re = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
     head: list[str] = []
     args: dict[str, str] = {}
-    current, section = None, None
-    for line in lines:
-        match = sections.match(line.strip()) if not line.startswith((" ", "\t")) else None
-        if match:
-            section, current = match.group(1), None
+    current, section, entry_indent = None, None, None
+    for line in doc.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and sections.match(line.strip()):
+            section, current, entry_indent = sections.match(line.strip()).group(1), None, None  # type: ignore[union-attr]
             continue
         if section is None:
             head.append(line)
-        elif section in ("Args", "Arguments", "Parameters"):
-            entry = re.match(r"^\s{0,8}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-            if entry and (not line.startswith(" " * 9)):
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            entry = entry_re.match(line.strip())
+            if entry and (entry_indent is None or indent <= entry_indent):
+                entry_indent = indent if entry_indent is None else entry_indent
                 current = entry.group(1)
                 args[current] = entry.group(2).strip()
-            elif current is not None and line.strip():
+            elif current is not None:
                 args[current] = f"{args[current]} {line.strip()}".strip()
     return "\n".join(head).strip(), args
 

@@ -33,7 +33,7 @@ def scale(x: float, times: int = 2, unit: Literal["m", "km"] = "m", tags: list[s
     Args:
         x: the length
         times (int): how many times
-            (a continuation line)
+            note: a continuation line
         unit: its unit
         tags: labels
     """
@@ -52,7 +52,7 @@ def test_spec_is_derived_from_hints_and_docstring() -> None:
     assert spec.parameters == {
         "type": "object", "required": ["x"],
         "properties": {"x": {"type": "number", "description": "the length"},
-                       "times": {"type": "integer", "description": "how many times (a continuation line)"},
+                       "times": {"type": "integer", "description": "how many times note: a continuation line"},
                        "unit": {"type": "string", "enum": ["m", "km"], "description": "its unit"},
                        "tags": {"type": "array", "items": {"type": "string"}, "nullable": True,
                                 "description": "labels"}}}
