@@ -351,7 +351,8 @@ class MultiTurnEnv(gym.Env[str, str]):
     a ``str`` or a :class:`~dapo_env.types.Completion` (with ``token_ids``/``logprobs`` when a tokenizer is
     bound). Reward: the turn's reward (the episode return is their sum). Step info: ``turn``, ``reward_terms``,
     ``verifier`` (what the verifier said), ``solved``, ``response_length``, ``response_truncated``,
-    ``turn_info``, ``problem_id``, ``task`` (+ ``reply_token_ids``); at the end also ``episode_return``,
+    ``turn_info``, ``problem_id``, ``task`` (+ ``reply_token_ids``; for a tool task ``tool_calls``: one dict per
+    call attempted this turn, with its status, see :mod:`dapo_env.tools`); at the end also ``episode_return``,
     ``num_turns``, ``truncated_by`` and ``trajectory``.
 
     Example:
