@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dapo_env.envs import resolve_task
