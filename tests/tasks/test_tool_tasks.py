@@ -204,3 +204,30 @@ def test_mbpp_feedback_with_the_run_tests_tool(fmt: str) -> None:
     assert reply == "All tests passed." and not terminated
     _, reward, terminated, _, info = env.step(f"```python\n{right}\n```")
     assert terminated and info["solved"] and reward == pytest.approx(1.0 - 0.1 * 2)
+
+
+_PIECES = ['{"name": "lookup", "parameters": {"key": "a"}}', '<tool_call>', '</tool_call>', '[TOOL_CALLS]', '[', ']',
+           '{', '}', '"', ':', ',', "<think>", "</think>", "```", "lookup", "key", "7", " ", "\n", "<|python_tag|>",
+           '{"name": "lookup", "arguments": {"key": "apple"}}', "\x00", "é"]
+
+
+@pytest.mark.parametrize("fmt", NATIVE)
+def test_no_text_crashes_an_episode(fmt: str) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from dapo_env.tools import TOOL_STATUSES
+
+    env = MultiTurnEnv("HiddenTable-v0", tool_format=fmt, max_tool_calls=2)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), min_size=1, max_size=3))
+    def play(turns: list[str]) -> None:
+        env.reset(seed=0)
+        for text in turns:
+            reply, reward, terminated, truncated, info = env.step(text)
+            assert isinstance(reply, str) and all(c["status"] in TOOL_STATUSES for c in info["tool_calls"])
+            if terminated or truncated:
+                break
+
+    play()
