@@ -10,7 +10,11 @@ The warm start teaches the two formats, not the skill: whole episodes through th
 every turn is drawn from another problem: a lookup call of *that* problem's key or *its* bare answer
 (``warm_start(..., response_fn=...)``, the trainer's own multi-turn warm start, passed with
 ``train(cfg, warm_start=...)``). After it the model calls the tool with a random key about half the time and
-answers a random number, so held-out success starts near the tool-blind 25 %. DAPO then trains on whole
+answers a random number, so held-out success starts near the tool-blind 25 %. Measured (seed 0, 150 warm-start
+steps of 32 episodes): sampled at temperature 1, 44 % of held-out episodes call the tool (0.61 calls per
+episode, 26 % of calls invalid JSON) and 19 % are solved; greedy, it calls twice with random keys and never
+answers (0 %). With 60 warm-start steps it never called the tool at all (one turn per episode), and 200 DAPO
+steps stayed at the tool-blind 25 % held-out, then fell to 0 %. DAPO then trains on whole
 episodes (the ``guess`` preset's tiny multi-turn scale); this script reports what happens: held-out success
 at each evaluation, and how the trained model's episodes use the tool (``tool_use_stats`` over episodes played
 through the env layer with the same parser as training).
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix="tool-task-run-")
     cfg = preset("guess", task="HiddenTable-v0", task_kwargs=TASK_KWARGS, prompt_template="Key {key}.",
                  max_steps=args.steps, seed=args.seed, eval_size=args.eval_size, max_response_tokens=64,
-                 overlong_cache_length=8, max_episode_tokens=160, tiny_max_positions=256, warmstart_steps=60,
+                 overlong_cache_length=8, max_episode_tokens=160, tiny_max_positions=256, warmstart_steps=150,
+                 warmstart_batch_size=32,
                  eval_every=max(1, args.steps // 8), checkpoint_every=10**6, plot_every=10**6, out_dir=out_dir,
                  name="hidden-table")
 
