@@ -14,7 +14,12 @@ answers a random number, so held-out success starts near the tool-blind 25 %. Me
 steps of 32 episodes): sampled at temperature 1, 44 % of held-out episodes call the tool (0.61 calls per
 episode, 26 % of calls invalid JSON) and 19 % are solved; greedy, it calls twice with random keys and never
 answers (0 %). With 60 warm-start steps it never called the tool at all (one turn per episode), and 200 DAPO
-steps stayed at the tool-blind 25 % held-out, then fell to 0 %. DAPO then trains on whole
+steps stayed at the tool-blind 25 % held-out, then fell to 0 %. With 150 (``--steps 120``, 486 s): DAPO
+stopped calling within 10 steps (turns per episode 1.0 from step 10 on) and held-out success stayed at the
+tool-blind 25 %, then fell to 0 % (greedy) from step 75: at the start a call pays less than a guess (its key
+is another problem's, mostly absent from the table, and the answer after it is a random number, while a
+direct guess wins 1 in 4), so RL rightly drops the call. Learning this needs a warm start that also teaches
+reading the tool's reply (the answer turn copies it) and calls of the episode's own keys, or a curriculum. DAPO then trains on whole
 episodes (the ``guess`` preset's tiny multi-turn scale); this script reports what happens: held-out success
 at each evaluation, and how the trained model's episodes use the tool (``tool_use_stats`` over episodes played
 through the env layer with the same parser as training).
