@@ -36,6 +36,9 @@ class ChatTokens:
         template_kwargs: extra keyword arguments for ``apply_chat_template`` (e.g. ``{"enable_thinking": False}``).
         stop_token_ids: token ids that end a model turn, on top of the tokenizer's special tokens (a model
             turn that ends with one of these, inside the template's end-of-turn text, is not closed twice).
+        tools: tool specs (:class:`~dapo_env.types.ToolSpec`, or OpenAI-form dicts) rendered through the
+            template's ``tools=`` argument in every rendering, so the model sees them the way it was trained
+            to (:meth:`with_tools` derives a copy with other tools).
 
     Example:
         >>> class Tok:  # a toy character tokenizer with ChatML-style turns and one special token, "#"
@@ -63,6 +66,7 @@ class ChatTokens:
         system_prompt: str | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         stop_token_ids: Sequence[int] = (),
+        tools: Sequence[Any] = (),
     ) -> None:
         for method in ("apply_chat_template", "encode"):
             if not callable(getattr(tokenizer, method, None)):
@@ -73,18 +77,41 @@ class ChatTokens:
         self.system_prompt = system_prompt
         self.template_kwargs = dict(template_kwargs or {})
         self.stop_token_ids = frozenset(int(i) for i in stop_token_ids) | _special_ids(tokenizer)
+        self.tools = tuple(tools)
+        self._tools_kwargs = {"tools": [_tool_dict(t) for t in self.tools]} if self.tools else {}
+        self._with_tools: dict[tuple[Any, ...], ChatTokens] = {}
         self._warned = False
         self._head: tuple[str, tuple[int, ...]] | None = None  # the last dummy prefix and its tokens
-        self._replies: dict[tuple[str, str], tuple[str, tuple[int, ...]]] = {}
+        self._replies: dict[tuple[tuple[str, str], ...], tuple[str, tuple[int, ...]]] = {}
         # the template's end of an assistant turn (e.g. "<|im_end|>\n"), as text and tokens
         self.closer_text, self.closer_ids = self._after_marker([], add_generation_prompt=False)
 
+    @property
+    def template(self) -> str | None:
+        """The chat template's source text, when the tokenizer has one as a string (what ``tool_format="auto"``
+        reads)."""
+        template = getattr(self.tokenizer, "chat_template", None)
+        return template if isinstance(template, str) else None
+
+    def with_tools(self, tools: Sequence[Any]) -> ChatTokens:
+        """This ChatTokens with ``tools`` rendered through the template (one copy per distinct tool list, kept)."""
+        key = tuple(tools)
+        if key == self.tools:
+            return self
+        if key not in self._with_tools:
+            self._with_tools[key] = ChatTokens(self.tokenizer, system_prompt=self.system_prompt,
+                                               template_kwargs=self.template_kwargs, stop_token_ids=self.stop_token_ids,
+                                               tools=key)
+        return self._with_tools[key]
+
     # -- rendering ---------------------------------------------------------------------------------
-    def render(self, messages: Sequence[Mapping[str, str]], *, add_generation_prompt: bool) -> str:
-        """The chat template's text for ``messages`` (the system prompt, if any, goes first)."""
+    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool) -> str:
+        """The chat template's text for ``messages`` (the system prompt, if any, goes first; the tools, if any,
+        through ``tools=``)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
         text = self.tokenizer.apply_chat_template(
-            [*system, *messages], tokenize=False, add_generation_prompt=add_generation_prompt, **self.template_kwargs)
+            [*system, *messages], tokenize=False, add_generation_prompt=add_generation_prompt, **self._tools_kwargs,
+            **self.template_kwargs)
         if not isinstance(text, str):
             raise TypeError(f"apply_chat_template(..., tokenize=False) returned {type(text).__name__}, expected str")
         return text
@@ -109,12 +136,19 @@ class ChatTokens:
                 when it was cut at the token limit). If the template's end-of-turn text contains it, the
                 delta starts after it (the model wrote it already); otherwise the whole closer is appended.
         """
-        rendered = self._replies.get((role, content))  # replies repeat ("higher"): render each distinct one once
+        return self.replies([{"role": role, "content": content}], stop_token=stop_token)
+
+    def replies(self, messages: Sequence[Mapping[str, str]], *, stop_token: int | None = None
+                ) -> tuple[str, tuple[int, ...]]:
+        """Like :meth:`reply` for several messages answering one turn (one ``tool`` message per call: templates
+        group consecutive tool results, so they are rendered together)."""
+        key = tuple((str(m["role"]), str(m["content"])) for m in messages)
+        rendered = self._replies.get(key)  # replies repeat ("higher"): render each distinct one once
         if rendered is None:
-            rendered = self._after_marker([{"role": role, "content": content}], add_generation_prompt=True)
+            rendered = self._after_marker([dict(m) for m in messages], add_generation_prompt=True)
             if len(self._replies) >= _CACHE_SIZE:
                 self._replies.clear()
-            self._replies[(role, content)] = rendered
+            self._replies[key] = rendered
         text, ids = rendered
         drop = self._already_sampled(ids, stop_token)
         if not drop:
@@ -166,6 +200,17 @@ class ChatTokens:
         if not callable(decode):
             return None
         return decode(list(ids))
+
+
+def _tool_dict(spec: Any) -> dict[str, Any]:
+    """A tool in the form chat templates take (``ToolSpec.to_openai()``; a dict is passed as is)."""
+    from dapo_env.types import ToolSpec
+
+    if isinstance(spec, ToolSpec):
+        return spec.to_openai()
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    raise TypeError(f"ChatTokens tools must be ToolSpec objects or OpenAI-form dicts, got {type(spec).__name__}")
 
 
 def _special_ids(tokenizer: Any) -> frozenset[int]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from dapo_env.difficulty import DifficultySampler
 from dapo_env.envs import as_completion, load_problems, resolve_task
-from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
+from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens, episode_prompt
 from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
@@ -120,8 +120,7 @@ class EpisodeGroupEnv:
         return tuple(p for problem in self.schedule.current() for p in [self._prompt(problem)[0]] * self.group_size)
 
     def _prompt(self, problem: Problem) -> tuple[str, tuple[int, ...] | None]:
-        content = self.task.format_prompt(problem)
-        return self.chat.prompt(content) if self.chat is not None else (content, None)
+        return episode_prompt(self.task, problem, self.chat)
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -209,7 +208,8 @@ class EpisodeGroupEnv:
                 "reward_terms": terms, "num_turns": trajectory.num_turns,
                 "turn_rewards": [t.reward for t in trajectory.turns], "terminated": e.terminated,
                 "truncated": e.truncated, "truncated_by": e.truncated_by, "problem_id": e.problem.id,
-                "task": self.task.env_id, "group_id": group_id})
+                "task": self.task.env_id, "group_id": group_id,
+                **({} if e.tool_calls is None else {"tool_calls": list(e.tool_calls)})})
             if self.shaping.overlong_penalty is not None:
                 infos[-1]["overlong_penalty_applied"] = applied
         return Group(problem_id=episodes[0].problem.id, prompt=episodes[0].prompt_text, completions=tuple(trajectories),

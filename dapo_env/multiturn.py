@@ -37,6 +37,7 @@ from dapo_env.chat_tokens import ChatTokens
 from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, build_id_index, load_problems, pick_index, resolve_task
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
+from dapo_env.tools import TOOL_FORMAT_KNOB, ToolUse, tool_messages
 from dapo_env.types import (Completion, History, Interaction, Problem, Trajectory, TrajectoryTurn, Turn,
                             VerifyResult)
 
@@ -83,6 +84,38 @@ def chat_tokens(tokenizer: Any, system_prompt: str | None,
     return ChatTokens(tokenizer, system_prompt=system_prompt, template_kwargs=template_kwargs)
 
 
+def tool_setup(task: Task, problem: Problem, chat: ChatTokens | None) -> tuple[Problem, ChatTokens | None]:
+    """For a tool task (a :class:`~dapo_env.tools.ToolUse` interaction): the problem with its ``tool_format``
+    resolved (``"auto"`` read from the chat template) and the chat rendering the tools (not in the ``fenced``
+    format, whose prompt describes its protocol in words). Other tasks: both unchanged.
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> task = get_task("HiddenTable-v0")
+        >>> problem, _ = tool_setup(task, task.load("test", size=1, tool_format="auto")[0], None)
+        >>> problem.metadata["tool_format"]
+        'hermes'
+    """
+    interaction = interaction_of(task)
+    if not isinstance(interaction, ToolUse):
+        return problem, chat
+    tool_format = interaction.resolve_format(problem, None if chat is None else chat.template)
+    if problem.metadata.get(TOOL_FORMAT_KNOB) != tool_format:
+        problem = Problem(problem.id, problem.question, problem.answer,
+                          {**problem.metadata, TOOL_FORMAT_KNOB: tool_format})
+    if chat is not None and tool_format != "fenced":
+        chat = chat.with_tools(interaction.specs)
+    return problem, chat
+
+
+def episode_prompt(task: Task, problem: Problem, chat: ChatTokens | None) -> tuple[str, tuple[int, ...] | None]:
+    """The first observation of an episode of ``problem``: the rendered prompt and its token ids (``None``
+    without a chat); G episodes of one problem share it."""
+    problem, chat = tool_setup(task, problem, chat)
+    content = task.format_prompt(problem)
+    return chat.prompt(content) if chat is not None else (content, None)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
     """What a ``generate`` callable gets for one live episode when the group env asks for its next turn.
@@ -98,6 +131,8 @@ class TurnRequest:
         context_token_ids: the exact tokens to condition on (prompt, sampled and reply tokens so far), when a
             tokenizer is bound; generate after exactly these.
         max_tokens: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
+        tools: the tools rendered into the conversation, in OpenAI form (``{"type": "function", ...}``), for
+            engines that send ``messages`` with ``tools=`` (``None``: no tools shown).
     """
 
     key: str
@@ -107,6 +142,7 @@ class TurnRequest:
     text: str
     context_token_ids: tuple[int, ...] | None = None
     max_tokens: int | None = None
+    tools: tuple[Mapping[str, Any], ...] | None = None
 
 
 class Episode:
@@ -138,14 +174,19 @@ class Episode:
                  prompt: tuple[str, tuple[int, ...] | None] | None = None) -> None:
         check_budget("max_turns", max_turns)
         check_budget("max_episode_tokens", max_episode_tokens)
+        self.interaction = interaction_of(task)
+        problem, chat = tool_setup(task, problem, chat)
         self.task, self.problem, self.chat, self.key = task, problem, chat, key
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
-        self.interaction = interaction_of(task)
         content = task.format_prompt(problem)
         if prompt is None:
             prompt = chat.prompt(content) if chat is not None else (content, None)
         self.prompt_text, self.prompt_ids = prompt[0], (None if chat is None else tuple(prompt[1] or ()))
         self.messages: list[dict[str, str]] = [{"role": "user", "content": content}]
+        uses_tools = isinstance(self.interaction, ToolUse)
+        #: every call the episode attempted (``ToolCall.to_dict()``), ``None`` for a task without tools
+        self.tool_calls: list[dict[str, Any]] | None = [] if uses_tools else None
+        self.tool_format: str | None = problem.metadata.get(TOOL_FORMAT_KNOB) if uses_tools else None
         self.verdicts: list[VerifyResult] = []
         self.turns: list[TrajectoryTurn] = []
         self.token_ids: list[int] = []
@@ -175,9 +216,12 @@ class Episode:
         context = None if self.prompt_ids is None else self.prompt_ids + tuple(self.token_ids)
         left = None if self.max_episode_tokens is None else max(self.max_episode_tokens - self._used(), 0)
         text = self.prompt_text + "".join(t.text + t.reply_text for t in self.turns)
+        tools = None
+        if self.tool_format is not None and self.tool_format != "fenced":
+            tools = tuple(spec.to_openai() for spec in self.interaction.specs)  # type: ignore[attr-defined]
         return TurnRequest(key=self.key, turn=len(self.turns), group=group,
                            messages=tuple(system + [dict(m) for m in self.messages]), text=text,
-                           context_token_ids=context, max_tokens=left)
+                           context_token_ids=context, max_tokens=left, tools=tools)
 
     @staticmethod
     def _sampled(chat: ChatTokens, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
@@ -215,8 +259,11 @@ class Episode:
                 self.logprobs = None
         if not self.terminated and self.max_turns is not None and index + 1 >= self.max_turns:
             self.truncated, self.truncated_by = True, "max_turns"
-        reply_text, reply_ids = self._reply(turn, completion)
-        self.messages.append({"role": turn.role, "content": turn.reply})
+        replies = tool_messages(turn)
+        reply_text, reply_ids = self._reply(turn, replies, completion)
+        self.messages.extend(replies)
+        if self.tool_calls is not None:
+            self.tool_calls.extend(turn.info.get("tool_calls", ()))
         self.turns.append(TrajectoryTurn(
             text=completion.text, num_tokens=num_tokens, finish_reason=completion.finish_reason, reply=turn.reply,
             reward=turn.reward, reply_text=reply_text, num_reply_tokens=len(reply_ids),
@@ -224,15 +271,16 @@ class Episode:
         return turn.reply, turn.reward, self.terminated, self.truncated, self._info(index, turn, verdict, completion,
                                                                                     num_tokens, reply_ids)
 
-    def _reply(self, turn: Turn, completion: Completion) -> tuple[str, tuple[int, ...]]:
-        """Append the reply for the next turn (nothing once the episode is over); applies the token budget."""
+    def _reply(self, turn: Turn, replies: list[dict[str, str]], completion: Completion) -> tuple[str, tuple[int, ...]]:
+        """Append the reply messages for the next turn (nothing once the episode is over); applies the token
+        budget."""
         if self.done:
             return "", ()
         if self.chat is None:
             text, ids = f"\n{turn.reply}\n", ()
         else:
             stopped = completion.finish_reason == "stop" and self.sampled_mask and self.sampled_mask[-1] == 1
-            text, ids = self.chat.reply(turn.reply, role=turn.role, stop_token=self.token_ids[-1] if stopped else None)
+            text, ids = self.chat.replies(replies, stop_token=self.token_ids[-1] if stopped else None)
         if self.max_episode_tokens is not None and self._used() + len(ids) >= self.max_episode_tokens:
             self.truncated, self.truncated_by = True, "max_episode_tokens"
             return "", ()
@@ -244,6 +292,7 @@ class Episode:
 
     def _info(self, index: int, turn: Turn, verdict: VerifyResult, completion: Completion, num_tokens: int | None,
               reply_ids: tuple[int, ...]) -> dict[str, Any]:
+        turn_info = dict(turn.info)
         info: dict[str, Any] = {
             "turn": index,
             "reward_terms": turn.reward_terms,
@@ -252,10 +301,12 @@ class Episode:
             "solved": self.solved,
             "response_length": num_tokens,
             "response_truncated": completion.finish_reason == "length",
-            "turn_info": dict(turn.info),
+            "turn_info": turn_info,
             "problem_id": self.problem.id,
             "task": self.task.env_id,
         }
+        if self.tool_calls is not None:  # this turn's calls, each with its status
+            info["tool_calls"] = list(turn_info.pop("tool_calls", ()))
         if self.chat is not None:
             info["reply_token_ids"] = reply_ids
         if self.done:
@@ -300,7 +351,8 @@ class MultiTurnEnv(gym.Env[str, str]):
     a ``str`` or a :class:`~dapo_env.types.Completion` (with ``token_ids``/``logprobs`` when a tokenizer is
     bound). Reward: the turn's reward (the episode return is their sum). Step info: ``turn``, ``reward_terms``,
     ``verifier`` (what the verifier said), ``solved``, ``response_length``, ``response_truncated``,
-    ``turn_info``, ``problem_id``, ``task`` (+ ``reply_token_ids``); at the end also ``episode_return``,
+    ``turn_info``, ``problem_id``, ``task`` (+ ``reply_token_ids``; for a tool task ``tool_calls``: one dict per
+    call attempted this turn, with its status, see :mod:`dapo_env.tools`); at the end also ``episode_return``,
     ``num_turns``, ``truncated_by`` and ``trajectory``.
 
     Example:
@@ -391,4 +443,4 @@ class MultiTurnEnv(gym.Env[str, str]):
         return None
 
 
-__all__ = ["Episode", "MultiTurnEnv", "SingleAttempt", "TurnRequest", "interaction_of"]
+__all__ = ["Episode", "MultiTurnEnv", "SingleAttempt", "TurnRequest", "episode_prompt", "interaction_of", "tool_setup"]

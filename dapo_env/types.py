@@ -591,3 +591,68 @@ class Trajectory:
 
 
 __all__ += ["History", "Interaction", "Trajectory", "TrajectoryTurn", "Turn"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about one tool: its name, what it does, and its parameters' JSON schema.
+
+    The one tool-spec type of every layer: tasks declare their tools with it (usually derived from a typed
+    function by :func:`dapo_env.tools.tool`), chat templates receive :meth:`to_openai` through
+    ``apply_chat_template(..., tools=[...])``, argument validation reads ``parameters``, and the TRL adapter
+    builds its tool methods from it.
+
+    Attributes:
+        name: the tool's name (a Python identifier, not starting with ``_``).
+        description: what the tool does, in the words the model reads.
+        parameters: a JSON schema of ``type: "object"`` with ``properties`` and ``required`` (copied, so a
+            spec never changes after it is built).
+
+    Example:
+        >>> spec = ToolSpec("lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}},
+        ...                                               "required": ["key"]})
+        >>> spec.to_openai()["function"]["name"], spec.required
+        ('lookup', ('key',))
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def __post_init__(self) -> None:
+        import json
+
+        if not isinstance(self.name, str) or not self.name.isidentifier() or self.name.startswith("_"):
+            raise ValueError(f"ToolSpec.name must be a Python identifier not starting with '_', got {self.name!r}")
+        if not isinstance(self.description, str):
+            raise TypeError(f"ToolSpec.description must be a str, got {type(self.description).__name__}")
+        try:
+            parameters = json.loads(json.dumps(dict(self.parameters)))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"ToolSpec.parameters must be a JSON-serialisable schema: {exc}") from None
+        if parameters.get("type") != "object" or not isinstance(parameters.get("properties", {}), dict):
+            raise ValueError(f"ToolSpec.parameters must be a JSON schema with type 'object' and a 'properties' "
+                             f"mapping, got {parameters!r:.120}")
+        missing = sorted(set(parameters.get("required", [])) - set(parameters.get("properties", {})))
+        if missing:
+            raise ValueError(f"ToolSpec.parameters requires {missing} but does not define them under 'properties'")
+        object.__setattr__(self, "parameters", parameters)
+
+    def __hash__(self) -> int:
+        import json
+
+        return hash((self.name, self.description, json.dumps(self.parameters, sort_keys=True)))
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The names of the required parameters."""
+        return tuple(self.parameters.get("required", ()))
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI/``transformers`` tool form: ``{"type": "function", "function": {name, description,
+        parameters}}`` (what ``apply_chat_template(tools=...)`` and chat-completions servers take)."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+__all__ += ["ToolSpec"]

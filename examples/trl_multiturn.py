@@ -26,12 +26,23 @@ import os
 import tempfile
 from typing import Any
 
-from dapo_env.interop import ToolSpec, trl_environment_factory
+from dapo_env.interop import trl_environment_factory
+from dapo_env.tools import tool
 
 TASK = "GuessNumber-v0"
 SYSTEM = "You play a number guessing game with the guess tool."
-GUESS = ToolSpec(name="guess", argument="number", description="Submit one guess of the hidden number.",
-                 argument_description="your guess, an integer from 1 to 16", action="Answer: {number}")
+
+
+def guess(number: str) -> str:
+    """Submit one guess of the hidden number.
+
+    Args:
+        number: your guess, an integer from 1 to 16
+    """
+    return f"Answer: {number}"
+
+
+GUESS = tool(guess)  # the turn tool: its return value is the turn's text
 
 
 def bisection_game(factory: Any, target: int) -> list[tuple[str, str]]:
@@ -44,7 +55,7 @@ def bisection_game(factory: Any, target: int) -> list[tuple[str, str]]:
     while not env.done:
         guess = (low + high) // 2
         reply = env.guess(number=str(guess))
-        call = json.dumps({"name": GUESS.name, "arguments": {GUESS.argument: str(guess)}})
+        call = json.dumps({"name": GUESS.name, "arguments": {"number": str(guess)}})
         turns.append((f"<tool_call>\n{call}\n</tool_call>", reply))
         low, high = (guess + 1, high) if reply.startswith("higher") else (low, guess - 1)
     return turns

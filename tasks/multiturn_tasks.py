@@ -30,6 +30,7 @@ from .base import DataFiles, ProblemSource, Task
 from .code_tasks import MBPP, MBPP_TEMPLATE
 from .math_tasks import DAPO_MATH, DAPO_PREFIX, GSM8K
 from .registry import register_task
+from dapo_env.tools import TOOL_PARSERS, ToolUse, tool
 from dapo_env.types import Completion, History, Problem, Turn, VerifyResult
 from dapo_env.verifiers import CodeVerifier, MathVerifier, SandboxLimits
 
@@ -42,6 +43,11 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
+def _check_format(value: Any) -> None:
+    if value != "auto" and value not in TOOL_PARSERS:
+        raise ValueError(f"tool_format must be one of {['auto', *sorted(TOOL_PARSERS)]}, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class FeedbackRules:
     """The episode rules of ``MBPPFeedback-v0`` (load knobs; each problem's metadata carries them).
@@ -50,6 +56,10 @@ class FeedbackRules:
         max_attempts: attempts per problem (>= 1); the episode ends at the first passing attempt.
         attempt_penalty: subtracted from the reward of 1.0 for each attempt before the passing one; a late
             pass must still beat failing, so ``attempt_penalty * (max_attempts - 1)`` must stay below 1.
+        tool_format: ``"fenced"`` (each turn is an attempt in a ```` ```python ```` block, answered with test
+            feedback) or a native format (``"hermes"``, ``"llama3"``, ``"mistral"``, ``"auto"``): the model calls
+            ``run_tests(code)`` in up to ``max_attempts`` turns, then answers with the solution in a message
+            without a call (:class:`~dapo_env.tools.ToolUse`).
 
     Example:
         >>> FeedbackRules(max_attempts=4, attempt_penalty=0.2).max_attempts
@@ -58,9 +68,11 @@ class FeedbackRules:
 
     max_attempts: int = 3
     attempt_penalty: float = 0.1
+    tool_format: str = "fenced"
 
     def __post_init__(self) -> None:
         _check_int("max_attempts", self.max_attempts, 1)
+        _check_format(self.tool_format)
         penalty = self.attempt_penalty
         if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty) or penalty < 0:
             raise ValueError(f"attempt_penalty must be a finite number >= 0, got {penalty!r}")
@@ -78,6 +90,9 @@ class ToolRules:
         max_tool_calls: turns without a final answer allowed per episode (>= 0; each runs the turn's
             program, if it has one); the turn after the last of them must answer, so an episode has at most
             ``max_tool_calls + 1`` turns.
+        tool_format: ``"fenced"`` (a turn's last ```` ```python ```` block runs; :class:`PythonTool`) or a
+            native format (``"hermes"``, ``"llama3"``, ``"mistral"``, ``"auto"``: calls of the ``python`` tool,
+            :class:`~dapo_env.tools.ToolUse`).
 
     Example:
         >>> ToolRules().max_tool_calls
@@ -85,9 +100,11 @@ class ToolRules:
     """
 
     max_tool_calls: int = 3
+    tool_format: str = "fenced"
 
     def __post_init__(self) -> None:
         _check_int("max_tool_calls", self.max_tool_calls, 0)
+        _check_format(self.tool_format)
 
 
 class ProblemsWithRules(Sequence[Problem]):
@@ -117,7 +134,8 @@ class ProblemsWithRules(Sequence[Problem]):
 class RulesSource:
     """A :class:`~dapo_env.tasks.base.ProblemSource` that loads another source's problems and adds episode
     rules to them: ``load(split, data_files, **knobs)`` takes the rules' fields as knobs and passes every
-    other keyword to the base source.
+    other keyword to the base source. With ``protocol=(fenced, native)``, the metadata's ``tool_protocol``
+    is the text the prompt shows for the chosen ``tool_format`` (``str.format`` with the rules' fields).
 
     Example:
         >>> from dapo_env.tasks import get_task
@@ -129,6 +147,7 @@ class RulesSource:
 
     base: ProblemSource
     rules: Any  # a frozen rules dataclass holding the defaults
+    protocol: tuple[str, str] | None = None  # (fenced, native) prompt texts
 
     def load(self, split: str, data_files: DataFiles | None = None, **knobs: Any) -> ProblemsWithRules:
         names = {f.name for f in fields(self.rules)}
@@ -137,7 +156,11 @@ class RulesSource:
         unknown = sorted(set(knobs) - accepted) if accepted is not None else []
         if unknown:
             raise TypeError(f"unknown option(s) {unknown}; valid options: {sorted(names | (accepted or set()))}")
-        return ProblemsWithRules(self.base.load(split, data_files, **knobs), asdict(rules))
+        metadata = asdict(rules)
+        if self.protocol is not None:
+            text = self.protocol[0] if metadata.get("tool_format") == "fenced" else self.protocol[1]
+            metadata["tool_protocol"] = text.format(**asdict(rules))
+        return ProblemsWithRules(self.base.load(split, data_files, **knobs), metadata)
 
     def _base_options(self) -> set[str] | None:
         """The keywords the base source's ``load`` takes (``None``: any, it has ``**kwargs``)."""
@@ -161,7 +184,11 @@ FEEDBACK_SUFFIX = (
     "\n\nYou have {max_attempts} attempts. After a failing attempt I reply with the output of the failing tests; "
     "then reply with the complete corrected solution in one ```python code block."
 )
-MBPP_FEEDBACK_TEMPLATE = MBPP_TEMPLATE + FEEDBACK_SUFFIX
+NATIVE_FEEDBACK_SUFFIX = (
+    "\n\nYou can test a solution with the run_tests tool (it runs the tests and shows what failed) in up to "
+    "{max_attempts} turns. Then reply, without a tool call, with the complete solution in one ```python code block."
+)
+MBPP_FEEDBACK_TEMPLATE = MBPP_TEMPLATE + "{tool_protocol}"
 _SHOWN_FAILURES = 5
 
 
@@ -193,13 +220,19 @@ class CodeFeedback:
     verifier: CodeVerifier = field(default_factory=CodeVerifier)
     role: str = "user"
 
-    @property
-    def tool_spec(self) -> dict[str, str]:
-        """How a tool-calling client (TRL's ``environment_factory``) submits an attempt: ``run_tests(code)``."""
-        return {"name": "run_tests", "argument": "code", "action": "```python\n{code}\n```",
-                "description": "Run your complete Python solution against the problem's tests. Returns the failing "
-                               "tests' output, or that all tests passed.",
-                "argument_description": "the complete Python solution (every function the tests call)"}
+    def run_tests(self, code: str, problem: Problem) -> str:
+        """Run a complete Python solution against the problem's tests; returns the failing tests' output, or
+        that all tests passed.
+
+        Args:
+            code: the complete Python solution (every function the tests call)
+        """
+        action = Completion(f"```python\n{code}\n```")
+        verdict = self.verifier(action.text, problem.answer)
+        if verdict.correct:
+            return "All tests passed."
+        shown = History(problem, ({"role": "user", "content": str(problem.metadata.get("test_examples", ""))},))
+        return self.feedback(shown, action, verdict)
 
     def respond(self, history: History, action: Completion, verdict: VerifyResult) -> Turn:
         problem, attempt = history.problem, history.turn
@@ -331,10 +364,18 @@ TOOL_PROTOCOL = (
     "with what it printed. Each program runs on its own (nothing is kept between runs, no internet), so print() "
     "every value you need. You may run code at most {max_tool_calls} times. "
 )
-GSM8K_TOOL_TEMPLATE = "{question}\n\n" + TOOL_PROTOCOL + (
-    "When you know the answer, reply without code and put your final answer within \\boxed{{}}.")
-DAPO_TOOL_TEMPLATE = DAPO_PREFIX + "{question}\n\n" + TOOL_PROTOCOL + (
-    'When you know the answer, reply without code and put your answer on its own line after "Answer:".')
+NATIVE_TOOL_PROTOCOL = (
+    "You can run Python programs with the python tool; each run starts fresh (no files kept, no internet), so "
+    "print() every value you need. You may call it in at most {max_tool_calls} turns. "
+)
+_BOXED_END = "put your final answer within \\boxed{{}}."
+_DAPO_END = 'put your answer on its own line after "Answer:".'
+GSM8K_PROTOCOL = (TOOL_PROTOCOL + "When you know the answer, reply without code and " + _BOXED_END,
+                  NATIVE_TOOL_PROTOCOL + "When you know the answer, reply without a tool call and " + _BOXED_END)
+DAPO_PROTOCOL = (TOOL_PROTOCOL + "When you know the answer, reply without code and " + _DAPO_END,
+                 NATIVE_TOOL_PROTOCOL + "When you know the answer, reply without a tool call and " + _DAPO_END)
+GSM8K_TOOL_TEMPLATE = "{question}\n\n{tool_protocol}"
+DAPO_TOOL_TEMPLATE = DAPO_PREFIX + "{question}\n\n{tool_protocol}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -380,13 +421,13 @@ class PythonTool:
         _check_int("output_chars", self.output_chars, 80)
         _check_int("error_lines", self.error_lines, 1)
 
-    @property
-    def tool_spec(self) -> dict[str, str]:
-        """How a tool-calling client (TRL's ``environment_factory``) runs code: ``python(code)``."""
-        return {"name": "python", "argument": "code", "action": "```python\n{code}\n```",
-                "description": "Run a Python program in a sandbox (no files kept, no internet) and return what it "
-                               "printed. Give the final answer in a message without a tool call.",
-                "argument_description": "the program; print() every value you need"}
+    def program(self, code: str) -> str:
+        """Run a Python program in a sandbox (no files kept, no internet) and return what it printed.
+
+        Args:
+            code: the program; print() every value you need
+        """
+        return self.run(code)[0]
 
     def respond(self, history: History, action: Completion, verdict: VerifyResult) -> Turn:
         calls = int(history.problem.metadata["max_tool_calls"])
@@ -443,39 +484,48 @@ def _cap(text: str, limit: int) -> str:
 
 
 # --- the tasks ------------------------------------------------------------------------------------------
+def python_tool_use(python: PythonTool) -> ToolUse:
+    """The math tool tasks' interaction: the ``python`` tool in native formats, ``python`` itself (today's
+    protocol) in the ``fenced`` format."""
+    return ToolUse(tools=(tool(python.program, name="python"),), fenced=python, fenced_tool="python",
+                   default_format="fenced")
+
+
 _MBPP_VERIFIER = CodeVerifier()
+_MBPP_FEEDBACK = CodeFeedback(verifier=_MBPP_VERIFIER)
 MBPP_FEEDBACK = Task(
     name="MBPPFeedback",
-    source=RulesSource(MBPP.source, FeedbackRules()),
+    source=RulesSource(MBPP.source, FeedbackRules(), protocol=(FEEDBACK_SUFFIX, NATIVE_FEEDBACK_SUFFIX)),
     verifier=_MBPP_VERIFIER,
     prompt_template=MBPP_FEEDBACK_TEMPLATE,
     split=MBPP.split,
     description="Multi-turn MBPP: failing attempts get the failing tests' output, up to max_attempts "
-                "(knobs: max_attempts, attempt_penalty).",
-    interaction=CodeFeedback(verifier=_MBPP_VERIFIER),
+                "(knobs: max_attempts, attempt_penalty, tool_format).",
+    interaction=ToolUse(tools=(tool(_MBPP_FEEDBACK.run_tests, name="run_tests"),), fenced=_MBPP_FEEDBACK,
+                        fenced_tool="run_tests", default_format="fenced", budget_knob="max_attempts"),
     reference_reader=MBPP.reference_reader, reference_columns=MBPP.reference_columns,
 )
 GSM8K_TOOL = Task(
     name="GSM8KTool",
-    source=RulesSource(GSM8K.source, ToolRules()),
+    source=RulesSource(GSM8K.source, ToolRules(), protocol=GSM8K_PROTOCOL),
     # a turn without code commits as in GSM8K-v0; beside code only a box does
     verifier=FinalAnswerVerifier(MathVerifier(answer_format="auto"), with_code=MathVerifier(answer_format="boxed")),
     prompt_template=GSM8K_TOOL_TEMPLATE,
     split=GSM8K.split,
     description="Multi-turn GSM8K with a sandboxed Python tool; a final answer (boxed) ends the episode "
-                "(knob: max_tool_calls).",
-    interaction=PythonTool(answer_hint="your final answer within \\boxed{}"),
+                "(knobs: max_tool_calls, tool_format).",
+    interaction=python_tool_use(PythonTool(answer_hint="your final answer within \\boxed{}")),
     reference_reader=GSM8K.reference_reader,
 )
 DAPO_MATH_TOOL = Task(
     name="DAPOMathTool",
-    source=RulesSource(DAPO_MATH.source, ToolRules()),
+    source=RulesSource(DAPO_MATH.source, ToolRules(), protocol=DAPO_PROTOCOL),
     verifier=FinalAnswerVerifier(MathVerifier(answer_format="dapo")),
     prompt_template=DAPO_TOOL_TEMPLATE,
     split=DAPO_MATH.split,
     description="Multi-turn DAPO-Math-17k with a sandboxed Python tool; an 'Answer:' line ends the episode "
-                "(knob: max_tool_calls).",
-    interaction=PythonTool(answer_hint='your answer on its own line after "Answer:"'),
+                "(knobs: max_tool_calls, tool_format).",
+    interaction=python_tool_use(PythonTool(answer_hint='your answer on its own line after "Answer:"')),
     reference_reader=DAPO_MATH.reference_reader,
 )
 
@@ -484,4 +534,5 @@ for _task in (MBPP_FEEDBACK, GSM8K_TOOL, DAPO_MATH_TOOL):
 
 __all__ = ["CodeFeedback", "DAPO_MATH_TOOL", "DAPO_TOOL_TEMPLATE", "FEEDBACK_SUFFIX", "FeedbackRules",
            "FinalAnswerVerifier", "GSM8K_TOOL", "GSM8K_TOOL_TEMPLATE", "MBPP_FEEDBACK", "MBPP_FEEDBACK_TEMPLATE",
-           "ProblemsWithRules", "PythonTool", "RulesSource", "TOOL_PROTOCOL", "ToolRules", "outside_code"]
+           "NATIVE_FEEDBACK_SUFFIX", "NATIVE_TOOL_PROTOCOL", "ProblemsWithRules", "PythonTool", "RulesSource", "TOOL_PROTOCOL",
+           "ToolRules", "outside_code", "python_tool_use"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dapo_env.envs import resolve_task
@@ -13,6 +12,8 @@ from dapo_env.interop.datasets import to_hf_dataset
 from dapo_env.interop.routing import warn_once
 from dapo_env.interop.trl import content_text
 from dapo_env.tasks import Task
+from dapo_env.tools import Tool, ToolUse, format_tool_call, tool as make_tool, validate_arguments
+from dapo_env.types import ToolSpec
 from dapo_env.wrappers import check_reward_map_args
 
 
@@ -28,65 +29,49 @@ _RESERVED_TOOL_NAMES = frozenset({"reset", "get_reward"})
 _EPISODE_OVER = "The episode is over: reply with your final message, without a tool call."
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    """The one tool a TRL environment offers: how a tool call becomes a turn of a multi-turn task.
+def respond(message: str) -> str:
+    """Send your next turn to the environment and return its reply.
 
-    The tool ``name(argument: str) -> str`` plays one turn whose text is ``action.format(argument=value)``
-    and returns the environment's reply.
-
-    Attributes:
-        name: the tool's name (an identifier; not ``reset`` or ``get_reward``, not starting with ``_``).
-        argument: its one string argument.
-        description: what the tool does (the first line of its docstring, in the tool's JSON schema).
-        argument_description: the argument's description (``Args:`` in the docstring).
-        action: a ``str.format`` template with ``{<argument>}``: the turn's text.
-
-    Example:
-        >>> spec = ToolSpec("guess", "number", "Submit one guess.", "an integer from 1 to n", "Answer: {number}")
-        >>> spec.action.format(number=8)
-        'Answer: 8'
+    Args:
+        message: your turn, written as you would answer in plain text
     """
-
-    name: str = "respond"
-    argument: str = "message"
-    description: str = "Send your next turn to the environment and return its reply."
-    argument_description: str = "your turn, written as you would answer in plain text"
-    action: str = "{message}"
-
-    def __post_init__(self) -> None:
-        if not self.name.isidentifier() or self.name.startswith("_") or self.name in _RESERVED_TOOL_NAMES:
-            raise ValueError(f"ToolSpec.name must be an identifier that does not start with '_' and is not "
-                             f"{sorted(_RESERVED_TOOL_NAMES)}, got {self.name!r}")
-        if not self.argument.isidentifier() or self.argument == "self":
-            raise ValueError(f"ToolSpec.argument must be an identifier other than 'self', got {self.argument!r}")
-        try:
-            self.action.format(**{self.argument: ""})
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"ToolSpec.action must be a str.format template using only {{{self.argument}}}, got "
-                             f"{self.action!r} ({type(exc).__name__}: {exc})") from None
+    return message
 
 
-def _tool_spec(task: Task, tool: ToolSpec | Mapping[str, str] | None) -> ToolSpec:
-    """The tool: ``tool`` if given, else the task interaction's ``tool_spec`` (a mapping), else the default."""
-    if tool is None:
-        tool = getattr(task.interaction, "tool_spec", None)
-    if tool is None:
-        return ToolSpec()
-    return tool if isinstance(tool, ToolSpec) else ToolSpec(**dict(tool))
+RESPOND = make_tool(respond)
+
+
+def _tools(task: Task, tool: Tool | Callable[..., str] | None) -> tuple[tuple[Tool, ...], bool]:
+    """The environment's tools and whether they are the task's own (a :class:`~dapo_env.tools.ToolUse` task) or
+    one turn tool (``tool``, else ``respond(message)``) whose return value is the turn's text."""
+    if isinstance(task.interaction, ToolUse):
+        if tool is not None:
+            raise ValueError(f"{task.env_id} offers its own tools ({[t.name for t in task.interaction.tools]}): "
+                             "drop tool=")
+        return task.interaction.tools, True
+    chosen = RESPOND if tool is None else tool if isinstance(tool, Tool) else make_tool(tool)
+    if chosen.name in _RESERVED_TOOL_NAMES:
+        raise ValueError(f"the tool's name must not be one of {sorted(_RESERVED_TOOL_NAMES)}, got {chosen.name!r}")
+    return (chosen,), False
 
 
 class TRLEnvironment:
     """One rollout's environment for TRL's ``GRPOTrainer(environment_factory=...)``: a
-    :class:`~dapo_env.multiturn.MultiTurnEnv` behind ``reset`` and one tool.
+    :class:`~dapo_env.multiturn.MultiTurnEnv` behind ``reset`` and its tools.
 
-    Build instances with :func:`trl_environment_factory` (its class adds the tool method named by the
-    :class:`ToolSpec`). Public functions are only ``reset`` and the tool, because TRL exposes every other
-    public function as a tool too; the state is read through properties.
+    Build instances with :func:`trl_environment_factory` (its class adds one method per tool, with the tool's
+    signature and docstring). Public functions are only ``reset`` and the tools, because TRL exposes every
+    other public function as a tool too; the state is read through properties.
 
     Example:
-        >>> factory = trl_environment_factory("GuessNumber-v0", tool=ToolSpec(
-        ...     "guess", "number", "Submit one guess.", "an integer from 1 to 16", "Answer: {number}"))
+        >>> def guess(number: int) -> str:
+        ...     '''Submit one guess.
+        ...
+        ...     Args:
+        ...         number: an integer from 1 to 16
+        ...     '''
+        ...     return f"Answer: {number}"
+        >>> factory = trl_environment_factory("GuessNumber-v0", tool=guess)
         >>> env = factory()
         >>> env.reset(prompt=[{"role": "user", "content": ""}])[:32]
         'I am thinking of an integer from'
@@ -148,12 +133,25 @@ class TRLEnvironment:
             self._seed = None
         return None if prompt in _last_user_text(row.get("prompt")) else prompt
 
-    def _turn(self, text: str) -> str:
-        """Play one turn (a tool call); the reply, with a note when the episode has ended."""
+    def _call(self, spec: ToolSpec, arguments: dict[str, Any]) -> str:
+        """A tool call from TRL's tool loop, played as one turn: a task tool's call is written in the episode's
+        tool format (and read back by the same parser as in training); a turn tool's return value is the turn's
+        text. Arguments that do not fit the schema are answered, not raised."""
         if self.episode is None:
             raise RuntimeError("the environment was not reset: TRL calls reset(**row) before the first tool call")
         if self.episode.done:
             return _EPISODE_OVER
+        error = validate_arguments(arguments, spec)
+        if error is not None:
+            return f"Error (bad_arguments): {error}"
+        if self._factory.own_tools:
+            text = format_tool_call(self.episode.tool_format, [(spec.name, arguments)])
+        else:
+            text = self._factory.tools[0].run(arguments, self.episode.problem)
+        return self._turn(text)
+
+    def _turn(self, text: str) -> str:
+        """Play one turn; the reply, with a note when the episode has ended."""
         reply, _, terminated, truncated, _ = self._env.step(text)
         return f"{reply}\n{_EPISODE_OVER}" if (terminated or truncated) and reply else (
             _EPISODE_OVER if terminated or truncated else reply)
@@ -190,35 +188,44 @@ def _final_message(completion: Any) -> str | None:
     return None
 
 
+_PYTHON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+
+
 def _tool_method(spec: ToolSpec) -> Callable[..., str]:
-    """The tool as a function with the signature, annotations and Google docstring TRL's schema needs."""
+    """The tool as a method with the signature, annotations and Google docstring TRL's schema needs."""
 
-    def tool(self: TRLEnvironment, **arguments: Any) -> str:
-        if spec.argument not in arguments:
-            return f"call {spec.name} with the argument {spec.argument!r}"
-        return self._turn(spec.action.format(**{spec.argument: arguments[spec.argument]}))
+    def method(self: TRLEnvironment, **arguments: Any) -> str:
+        return self._call(spec, arguments)
 
-    tool.__name__ = tool.__qualname__ = spec.name
-    tool.__doc__ = (f"{spec.description}\n\nArgs:\n    {spec.argument}: {spec.argument_description}\n\n"
-                    "Returns:\n    The environment's reply.")
-    tool.__annotations__ = {spec.argument: str, "return": str}
-    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-         inspect.Parameter(spec.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
-        return_annotation=str)
-    return tool
+    properties, required = spec.parameters.get("properties", {}), set(spec.required)
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for name, schema in properties.items():
+        kind = schema.get("type")
+        annotations[name] = _PYTHON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
+        parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotations[name],
+                                            default=inspect.Parameter.empty if name in required else None))
+    parameters[1:] = sorted(parameters[1:], key=lambda p: p.default is not inspect.Parameter.empty)
+    args = "".join(f"\n    {name}: {schema.get('description') or name}" for name, schema in properties.items())
+    method.__name__ = method.__qualname__ = spec.name
+    method.__doc__ = f"{spec.description}\n\nArgs:{args}\n\nReturns:\n    The environment's reply." if args else (
+        f"{spec.description}\n\nReturns:\n    The environment's reply.")
+    method.__annotations__ = {**annotations, "return": str}
+    method.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    return method
 
 
-_ENVIRONMENT_CLASSES: dict[tuple[str, ToolSpec], type] = {}
+_ENVIRONMENT_CLASSES: dict[tuple[str, tuple[ToolSpec, ...]], type] = {}
 _classes_lock = threading.Lock()
 
 
-def _environment_class(task_name: str, spec: ToolSpec) -> type:
+def _environment_class(task_name: str, specs: tuple[ToolSpec, ...]) -> type:
     with _classes_lock:
-        key = (task_name, spec)
+        key = (task_name, specs)
         if key not in _ENVIRONMENT_CLASSES:
+            methods = {spec.name: _tool_method(spec) for spec in specs}
             _ENVIRONMENT_CLASSES[key] = type(f"{task_name}Environment", (TRLEnvironment,),
-                                             {spec.name: _tool_method(spec), "__module__": __name__})
+                                             {**methods, "__module__": __name__})
         return _ENVIRONMENT_CLASSES[key]
 
 
@@ -271,7 +278,7 @@ class TRLEnvironmentFactory:
     """
 
     def __init__(self, task: str | Task, *, split: str | None = None, data_files: Any = None,
-                 prompt_template: str | None = None, tool: ToolSpec | Mapping[str, str] | None = None,
+                 prompt_template: str | None = None, tool: Tool | Callable[..., str] | None = None,
                  max_turns: int | None = None, reward_map: tuple[float, float] | None = None, seed: int = 0,
                  **task_kwargs: Any) -> None:
         from dapo_env.multiturn import check_budget
@@ -283,7 +290,7 @@ class TRLEnvironmentFactory:
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {seed!r}")
         self.task = resolve_task(task, prompt_template)
-        self.tool = _tool_spec(self.task, tool)
+        self.tools, self.own_tools = _tools(self.task, tool)
         self.split, self.data_files, self.max_turns, self.seed = split, data_files, max_turns, seed
         self.task_kwargs = dict(task_kwargs)
         self.reward = EpisodeReward(f"{self.task.name}_episode_reward", reward_map)
@@ -301,12 +308,12 @@ class TRLEnvironmentFactory:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"TRLEnvironmentFactory({self.task.env_id}, tool={self.tool.name}({self.tool.argument}))"
+        return f"TRLEnvironmentFactory({self.task.env_id}, tools={[t.name for t in self.tools]})"
 
     def __call__(self) -> TRLEnvironment:
         with self._lock:
             number, self._made = self._made, self._made + 1
-        return _environment_class(self.task.name, self.tool)(self, number)
+        return _environment_class(self.task.name, tuple(t.spec for t in self.tools))(self, number)
 
     def dataset(self, *, limit: int | None = None, system_prompt: str | None = None) -> Any:
         """The task's problems as TRL rows (:func:`to_hf_dataset` with ``chat=True``): ``prompt`` holds the
@@ -316,23 +323,26 @@ class TRLEnvironmentFactory:
 
 
 def trl_environment_factory(task: str | Task, *, split: str | None = None, data_files: Any = None,
-                            prompt_template: str | None = None, tool: ToolSpec | Mapping[str, str] | None = None,
+                            prompt_template: str | None = None, tool: Tool | Callable[..., str] | None = None,
                             max_turns: int | None = None, reward_map: tuple[float, float] | None = None,
                             seed: int = 0, **task_kwargs: Any) -> TRLEnvironmentFactory:
     """A multi-turn task as TRL's ``environment_factory`` (TRL 1.16's ``GRPOTrainer``).
 
-    Each rollout gets a :class:`TRLEnvironment`: TRL calls ``reset(**row)``, then the environment's one tool
-    whenever the model calls it; each call is one turn of the task's :class:`~dapo_env.multiturn.MultiTurnEnv`
-    and returns the environment's reply. The model's final message (without a tool call) is the episode's last
-    turn, played by ``factory.reward``, which returns the episode return. The tool is ``tool`` if given, else
-    the task interaction's ``tool_spec`` (``run_tests(code)`` for MBPPFeedback, ``python(code)`` for the math
-    tool tasks), else ``respond(message)`` (the turn's text as is).
+    Each rollout gets a :class:`TRLEnvironment`: TRL calls ``reset(**row)``, then a tool whenever the model
+    calls one; each call is one turn of the task's :class:`~dapo_env.multiturn.MultiTurnEnv` and returns the
+    environment's reply. The model's final message (without a tool call) is the episode's last turn, played by
+    ``factory.reward``, which returns the episode return. A tool task (a :class:`~dapo_env.tools.ToolUse`
+    interaction) offers its real tools (``run_tests(code)`` for MBPPFeedback, ``python(code)`` for the math
+    tool tasks, ``lookup(key)`` for HiddenTable), with their signatures and docstrings: a call is written in
+    the episode's tool format and read back by the same parser as in training. Any other task offers one
+    turn tool: ``tool`` (a typed function whose return value is the turn's text), else ``respond(message)``.
 
     Args:
         task: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task` (multi-turn; a single-turn task plays
             one turn).
         split, data_files, prompt_template: as for :class:`~dapo_env.multiturn.MultiTurnEnv`.
-        tool: a :class:`ToolSpec` (or a mapping of its fields).
+        tool: for a task without tools, a typed function (or :class:`~dapo_env.tools.Tool`) ``(**arguments) ->
+            turn text``.
         max_turns: truncate episodes after this many turns.
         reward_map: ``(low, high)``: map the episode return onto ``[low, high]`` (``(-1.0, 1.0)`` for DAPO).
         seed: rollouts of rows without ``problem_id`` draw problems from ``seed + k`` for the k-th instance.

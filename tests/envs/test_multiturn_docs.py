@@ -11,7 +11,7 @@ import pytest
 from dapo_env.tasks import list_tasks, unregister_task
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "environments.md"
-SECTION = DOC.read_text(encoding="utf-8").split("## Multi-turn environments", 1)[1]
+SECTION = DOC.read_text(encoding="utf-8").split("## Multi-turn environments", 1)[1].split("\n## ", 1)[0]
 BLOCKS = re.findall(r"```python\n(.*?)```\n", SECTION, flags=re.DOTALL)
 RUNNABLE = [block for block in BLOCKS if "path/to/a/chat/model" not in block and "EpisodeGroupEnv(task," not in block]
 

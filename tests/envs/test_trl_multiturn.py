@@ -22,10 +22,21 @@ import pytest
 from multiturn_helpers import OFFLINE_DATA, Bisection
 
 from dapo_env.interop import EpisodeReward, TRLEnvironment, ToolSpec, trl_environment_factory
+from dapo_env.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
-GUESS = ToolSpec(name="guess", argument="number", description="Submit one guess.",
-                 argument_description="an integer from 1 to 16", action="Answer: {number}")
+
+
+def guess(number: str) -> str:
+    """Submit one guess.
+
+    Args:
+        number: an integer from 1 to 16
+    """
+    return f"Answer: {number}"
+
+
+GUESS = tool(guess)
 
 # A scripted model turn: ("tool", {arguments}) calls the environment's one tool; ("final", text) answers.
 Policy = Callable[[list[dict[str, Any]]], tuple[str, Any]]
@@ -73,11 +84,12 @@ def tool_replies(messages: list[dict[str, Any]]) -> list[str]:
 
 
 # --- the contract -------------------------------------------------------------------------------------------
-def test_instances_offer_reset_and_exactly_one_tool_with_a_json_schema() -> None:
+def test_instances_offer_reset_and_the_tasks_real_tools_with_a_json_schema() -> None:
     from transformers.utils import get_json_schema
 
     for task_id, name, argument in (("GuessNumber-v0", "respond", "message"), ("MBPPFeedback-v0", "run_tests", "code"),
-                                    ("GSM8KTool-v0", "python", "code"), ("DAPOMathTool-v0", "python", "code")):
+                                    ("GSM8KTool-v0", "python", "code"), ("DAPOMathTool-v0", "python", "code"),
+                                    ("HiddenTable-v0", "lookup", "key")):
         factory = trl_environment_factory(task_id, **OFFLINE_DATA.get(task_id, {}))
         tools = tools_like_grpo_trainer(factory())
         assert [t.__name__ for t in tools] == [name]
@@ -86,6 +98,11 @@ def test_instances_offer_reset_and_exactly_one_tool_with_a_json_schema() -> None
         assert schema["parameters"]["required"] == [argument]
         assert schema["parameters"]["properties"][argument]["type"] == "string"
         assert schema["parameters"]["properties"][argument]["description"]
+        # the schema TRL derives from the method is the tool's own spec
+        own = factory.tools[0].spec
+        assert schema["description"] == own.description
+        assert schema["parameters"]["properties"][argument]["description"] == \
+            own.parameters["properties"][argument]["description"]
     custom = trl_environment_factory("GuessNumber-v0", tool=GUESS)
     assert [t.__name__ for t in tools_like_grpo_trainer(custom())] == ["guess"]
     assert isinstance(custom(), TRLEnvironment) and isinstance(custom.reward, EpisodeReward)
@@ -183,11 +200,32 @@ def test_math_tool_prints_then_answers_in_the_final_message() -> None:
     assert rewards == [1.0]  # the hostile program was contained; the episode went on
 
 
+def test_hidden_table_through_its_lookup_tool() -> None:
+    """TRL's loop calls lookup(key) on the environment; the call is played in the episode's format (hermes) and
+    read back by the training parser, with its status in the step info; the final message answers."""
+    factory = trl_environment_factory("HiddenTable-v0", size=20)
+    rows = list(factory.dataset(limit=2))
+
+    def reader(messages: list[dict[str, Any]]) -> tuple[str, Any]:
+        replies = tool_replies(messages)
+        if not replies:
+            key = re.search(r"under the key (\w+)", messages[-1]["content"]).group(1)
+            return "tool", ("lookup", {"key": key})
+        return "final", replies[-1]
+
+    environments, completions, rewards = roll_out_like_grpo_trainer(factory, rows, reader)
+    assert rewards == [1.0, 1.0] and all(e.solved for e in environments)
+    assert environments[0].episode.turns[0].text.startswith("<tool_call>")
+    assert [c["status"] for c in environments[0].episode.tool_calls] == ["ok"]
+
+
 def test_tool_calls_after_the_end_and_bad_calls_are_answered_not_raised() -> None:
     factory = trl_environment_factory("GuessNumber-v0", tool=GUESS, size=4)
     env = factory()
     env.reset(**factory.dataset(limit=1)[0])
-    assert env.guess() == "call guess with the argument 'number'"  # a call without its argument
+    assert env.guess() == "Error (bad_arguments): missing required argument 'number'"  # a call without its argument
+    assert env.guess(number=3).startswith("Error (bad_arguments): argument 'number' must be of type string")
+    assert len(env.episode.turns) == 0  # answered, not played
     target = env.episode.problem.answer
     assert env.guess(number=target).startswith("correct") and env.done
     assert env.guess(number="1").startswith("The episode is over")
@@ -206,9 +244,20 @@ def test_factory_validation_pickling_and_reward_errors() -> None:
     with pytest.raises(TypeError, match="trl_environment_factory"):
         factory.reward(completions=["x"], environments=[object()])
     with pytest.raises(ValueError, match="ToolSpec.name"):
-        ToolSpec(name="reset")
-    with pytest.raises(ValueError, match="ToolSpec.action"):
-        ToolSpec(action="{other}")
+        ToolSpec(name="not a name", description="")
+
+    def reset(message: str) -> str:
+        """Reset.
+
+        Args:
+            message: m
+        """
+        return message
+
+    with pytest.raises(ValueError, match="must not be one of"):
+        trl_environment_factory("GuessNumber-v0", tool=reset)
+    with pytest.raises(ValueError, match="offers its own tools"):
+        trl_environment_factory("HiddenTable-v0", tool=guess)
     with pytest.raises(ValueError, match="max_turns"):
         trl_environment_factory("GuessNumber-v0", max_turns=0)
     with pytest.raises(ValueError, match="seed"):
