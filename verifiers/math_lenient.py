@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from . import math as _strict
+from .math_grade import grade as strict_grade
 from .math_extract import bare_answer, extract_answer, lenient_answer
 from .math_normalize import canonical, parse_number
 
@@ -70,11 +70,11 @@ def _prose_words(text: str) -> int:
 
 def grade_lenient(pred: str, gold: str) -> tuple[bool | None, str]:
     """:func:`~dapo_env.verifiers.math.grade`, then the relaxed forms of the module docstring."""
-    verdict, reason = _strict.grade(pred, gold)
+    verdict, reason = strict_grade(pred, gold)
     if verdict:
         return verdict, reason
     for p, g in _relaxed(pred, gold):
-        again, why = _strict.grade(p, g)
+        again, why = strict_grade(p, g)
         if again:
             return again, why
     if _rounded_decimal(pred, gold):

@@ -102,7 +102,7 @@ def verl_score(task_id: str, row: dict[str, Any], completion: str) -> float:
 
 
 def test_every_task_id_has_a_hub_check() -> None:
-    procedural = {"Arithmetic-v0", "Countdown-v0", "GuessNumber-v0", "Largest-v0", "Sort-v0"}
+    procedural = {"Arithmetic-v0", "Countdown-v0", "GuessNumber-v0", "HiddenTable-v0", "Largest-v0", "Sort-v0"}
     assert set(list_tasks()) <= {name.split(" ")[0] for name in HUB_CASES} | procedural
 
 
@@ -116,7 +116,7 @@ def test_hub_rows_score_right_and_wrong_through_trl_and_verl(task_id: str) -> No
         assert (verl_score(task_id, row, right), verl_score(task_id, row, wrong)) == (1.0, 0.0), row
 
 
-@pytest.mark.parametrize("task_id", ["Arithmetic-v0", "Largest-v0", "Sort-v0", "GuessNumber-v0"])
+@pytest.mark.parametrize("task_id", ["Arithmetic-v0", "Largest-v0", "Sort-v0", "GuessNumber-v0", "HiddenTable-v0"])
 def test_procedural_tasks_score_their_exported_rows(task_id: str) -> None:
     """A procedural task has no hub: its rows are what to_hf_dataset exports."""
     row = to_hf_dataset(task_id, limit=1)[0]
