@@ -654,8 +654,16 @@ def _build_vllm(model: Any, tokenizer: Any, *, device: Any, seed: int, autocast_
                       **kwargs)
 
 
+def _build_openai(model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
+    """An OpenAI-compatible server (``base_url=``, ``served_model=``; see ``openai_engine.build_openai``)."""
+    from .openai_engine import build_openai
+
+    return build_openai(model, tokenizer, **kwargs)
+
+
 register_engine("hf", _build_hf)
 register_engine("vllm", _build_vllm)
+register_engine("openai", _build_openai)
 
 
 __all__ = [
