@@ -148,13 +148,30 @@ def _eval_parser(sub: Any) -> None:
                     "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
                     "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
-    p.add_argument("--model", required=True, metavar="PATH",
-                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder "
-                        "(required, no default)")
+    p.add_argument("--model", required=True, metavar="PATH|NAME",
+                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder; with "
+                        "--endpoint, the served model's name (required, no default)")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="evaluate the model an OpenAI-compatible server serves (vLLM, SGLang, an API), e.g. "
+                        "http://127.0.0.1:8000/v1; the API key is read from $OPENAI_API_KEY (or --api-key-env) "
+                        "(default: none, evaluate a local checkpoint)")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N",
+                   help="with --endpoint: the most requests in flight (default: 8)")
+    p.add_argument("--api", choices=["auto", "completions", "chat"], default="auto",
+                   help="with --endpoint: the API to use; auto = completions, chat when the server has none "
+                        "(default: auto; --chat-template and multi-turn tasks use chat)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="with --endpoint: seconds one attempt of a request may take (default: 120)")
+    p.add_argument("--retries", type=int, default=4, metavar="N",
+                   help="with --endpoint: retries of a request after a connection error, timeout, 5xx or 429, "
+                        "with exponential backoff (default: 4)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="with --endpoint: the environment variable holding the API key (default: OPENAI_API_KEY)")
     p.add_argument("--task", help="registered task id or name; `dapo-env tasks` lists them (default: the run's; "
                                   "required outside a run folder)")
     p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
-    p.add_argument("--size", metavar="N|all", help="the first N problems, or all (default: the run's eval_size, else 200)")
+    p.add_argument("--size", "--limit", dest="size", metavar="N|all",
+                   help="the first N problems, or all (default: the run's eval_size, else 200)")
     p.add_argument("--n", type=int, default=0, metavar="K",
                    help="sampled responses per problem: pass@k for k = 1, 2, 4, ..., K, avg@K and maj@K "
                         "(default: 0, greedy only)")
@@ -330,11 +347,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .eval_run import evaluate_checkpoint
+    from .eval_run import evaluate_checkpoint, evaluate_endpoint
 
     try:
-        outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
-                                      progress=not args.no_progress, **eval_overrides(args))
+        if args.endpoint:
+            overrides = eval_overrides(args)
+            if overrides.pop("engine", None) or args.device or overrides.pop("precision", None):
+                raise ValueError("--engine, --precision and --device choose a local engine: drop them with --endpoint")
+            outcome = evaluate_endpoint(args.endpoint, args.model, out_dir=args.out, api=args.api,
+                                        concurrency=args.concurrency, timeout_s=args.timeout, retries=args.retries,
+                                        api_key_env=args.api_key_env, overwrite=args.overwrite,
+                                        progress=not args.no_progress, **overrides)
+        else:
+            outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
+                                          progress=not args.no_progress, **eval_overrides(args))
     except KeyboardInterrupt:
         if args.debug:
             raise
@@ -352,6 +378,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
     for note in summary["notes"]:
         print(f"note: {note}")
+    failed = summary.get("failed", {}).get("samples", 0)
+    if failed:
+        first = summary["failed"]["list"][0]
+        print(f"failed requests: {failed} (first: problem {first['index']}: {first['reason']}); rerun the same "
+              "command to re-run them", file=sys.stderr)
     print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
     if outcome.published is not None:
         print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
@@ -359,7 +390,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     accuracy = metrics.get("greedy", metrics.get(f"avg@{settings['n']}"))
     print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
                       "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
-                      "out": str(outcome.out_dir)}))
+                      "failed": failed, "out": str(outcome.out_dir)}))
     return 0
 
 

@@ -43,7 +43,6 @@ import http.client
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +64,7 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _NO_ROUTE = frozenset({404, 405, 501})
 
 
-class EndpointError(RuntimeError):
+class EndpointError(OSError):
     """A request to the server failed after its retries (the message names the cause), or the server cannot
     do what was asked of it."""
 
@@ -84,8 +83,9 @@ class _NoRoute(Exception):
 
 @dataclass(frozen=True, slots=True)
 class FailedCompletion(Completion):
-    """A sample whose request failed after its retries: empty text, no tokens, and the cause in ``error``.
-    Evaluation records it with ``reason="error:endpoint: <cause>"``, out of every metric's denominator.
+    """A sample whose request failed after its retries: empty text, no tokens, finish reason ``"length"`` (a
+    multi-turn episode ends there), and the cause in ``error``. Evaluation records it with
+    ``reason="error:endpoint: <cause>"``, out of every metric's denominator.
 
     Example:
         >>> FailedCompletion("", num_tokens=0, error="HTTP 500 (4 attempts)").error
@@ -272,7 +272,6 @@ class OpenAIEngine:
             self.eos_token_ids = collect_eos_ids(tokenizer, None, eos_token_ids)
         self._api = None if config.api == "auto" else config.api
         self._vllm: bool | None = None
-        self._lock = threading.Lock()
         self._turns = {"requests": 0, "failed": 0}
         if config.require_token_ids:
             self.check_trainable()
@@ -386,11 +385,13 @@ class OpenAIEngine:
         """Answer ``calls`` with at most ``concurrency`` requests in flight, in order."""
         if not calls:
             return []
-        if len(calls) == 1 or self.config.concurrency == 1:
-            return [self._answer(c, sampling) for c in calls]
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(calls)),
+        first = [self._answer(calls[0], sampling)] if self._api is None else []  # auto: learn the API once
+        rest = calls[len(first):]
+        if len(rest) <= 1 or self.config.concurrency == 1:
+            return first + [self._answer(c, sampling) for c in rest]
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(rest)),
                                 thread_name_prefix="openai-engine") as pool:
-            return list(pool.map(lambda c: self._answer(c, sampling), calls))
+            return first + list(pool.map(lambda c: self._answer(c, sampling), rest))
 
     def _answer(self, call: _Call, sampling: SamplingParams) -> Completion:
         try:
@@ -398,17 +399,18 @@ class OpenAIEngine:
         except EndpointError as exc:
             if self.config.on_error == "raise":
                 raise
-            return FailedCompletion("", num_tokens=0, error=str(exc))
+            return FailedCompletion("", num_tokens=0, finish_reason="length", error=str(exc))
 
     def _send(self, call: _Call, sampling: SamplingParams) -> Completion:
         if call.messages is None and self._resolved_api() == "completions":
             try:
-                return self._completions(call, sampling)
+                answer = self._completions(call, sampling)
+                self._api = self._api or "completions"
+                return answer
             except _NoRoute as exc:
                 if self.config.api != "auto":
                     raise EndpointError(f"{exc}: the server has no completions API; pass --api chat") from None
-                with self._lock:
-                    self._api = "chat"  # auto: this server speaks chat only
+                self._api = "chat"  # auto: this server speaks chat only
         messages = call.messages
         if messages is None:
             if not isinstance(call.prompt, str):
