@@ -1,4 +1,4 @@
-"""The ``dapo-env`` command line: ``train``, ``eval``, ``tasks`` and ``prepare-model``.
+"""The ``dapo-env`` command line: ``train``, ``eval``, ``reverify``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
 model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. A preset is an
@@ -221,6 +221,34 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _reverify_parser(sub: Any) -> None:
+    p = sub.add_parser("reverify", help="grade an eval's stored responses again with today's (or another) verifier",
+                       formatter_class=_HelpFormatter,
+                       description="Re-score every response of an eval folder without calling any model; writes "
+                                   "reverify-<name>.summary.json, .samples.jsonl and .flips.jsonl (the verdicts that "
+                                   "changed) beside the eval's own files.")
+    p.add_argument("eval_dir", type=Path, metavar="EVAL_DIR", help="an eval folder written by `dapo-env eval`")
+    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
+                   help="another verifier, imported from the working directory first (default: the eval's own)")
+    _common(p)
+
+
+def _cmd_reverify(args: argparse.Namespace) -> int:
+    from .reverify import reverify
+
+    outcome = reverify(args.eval_dir, verifier=args.verifier)
+    old = json.loads((args.eval_dir / "summary.json").read_text()) if (args.eval_dir / "summary.json").is_file() else {}
+    print(f"dapo-env reverify: {args.eval_dir}, {len(outcome.flips)} verdict(s) flipped")
+    print(f"{'metric':<10} {'stored':>7} {'now':>7}")
+    for name, m in outcome.summary["metrics"].items():
+        before = old.get("metrics", {}).get(name, {}).get("value")
+        print(f"{name:<10} {'-' if before is None else f'{before:7.3f}':>7} {m['value']:7.3f}")
+    print(f"files: {outcome.summary_path}, {outcome.flips_path}")
+    print(json.dumps({"flips": len(outcome.flips), "metrics": {k: v["value"] for k, v in outcome.summary["metrics"].items()},
+                      "summary": str(outcome.summary_path)}))
+    return 0
+
+
 def _report_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="write a run folder's self-contained HTML report (curves, evals, samples)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, e.g. runs/<name>")
@@ -243,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _train_parser(sub)
     _eval_parser(sub)
+    _reverify_parser(sub)
     _tasks_parser(sub)
     _report_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
@@ -494,9 +523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)
-    commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report}
+    commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
+                "reverify": _cmd_reverify}
     try:
-        if args.command in ("train", "eval"):
+        if args.command in ("train", "eval", "reverify"):
             _import_from_working_directory(args.verifier)
         return commands[args.command](args)
     except KeyboardInterrupt:

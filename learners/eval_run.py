@@ -318,7 +318,7 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
         messages: play multi-turn episodes from their chat messages without a tokenizer (an endpoint).
 
     A sample whose request failed is written with ``reason="error:endpoint: <cause>"`` and summarised apart
-    (:func:`summarize_folder`); a rerun re-runs exactly those samples and the missing ones.
+    (:func:`summarize_eval`); a rerun re-runs exactly those samples and the missing ones.
     """
     from tqdm.auto import tqdm
 
@@ -371,23 +371,22 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             bar.update(len(fresh))
     finally:
         bar.close()
-    summary = summarize_folder(out_dir, task, settings, len(problems), manifest["model"])
+    summary = summarize_eval(read_samples(out_dir / SAMPLES_FILE), task, settings, len(problems), manifest["model"])
     _write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
     return EvalOutcome(out_dir, summary)
 
 
-def summarize_folder(out_dir: Path, task: Any, settings: EvalSettings, count: int,
-                     model: Mapping[str, Any]) -> dict[str, Any]:
-    """The summary of an eval folder's records over its first ``count`` problems, graded by ``task``'s verifier
-    equivalence (maj@k).
+def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: EvalSettings, count: int,
+                   model: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of an eval's records (a ``samples.jsonl``) over its first ``count`` problems; maj@k groups
+    answers by ``task``'s verifier equivalence.
 
     Failed requests (``reason`` ``error:endpoint: ...``) are no answers: they are counted and listed under
     ``failed``, and kept out of every metric: a failed greedy response leaves its problem out of ``greedy``;
     a failed sample leaves its problem out of pass@k, avg@k and maj@k (which need all ``n`` samples), each
     with a note. Rerunning the eval re-runs exactly the failed samples.
     """
-    records = [r for r in read_samples(out_dir / SAMPLES_FILE)
-               if r["index"] < count and (r["greedy"] or r["sample"] < settings.n)]
+    records = [r for r in records if r["index"] < count and (r["greedy"] or r["sample"] < settings.n)]
     graded, failed = _split_failed(records)
     incomplete = {r["index"] for r in failed if not r["greedy"]}
     greedy_failed = {r["index"] for r in failed if r["greedy"]}
@@ -498,8 +497,8 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
             raise ValueError(f"device {device!r}: no CUDA device here (the run trained on {run_config.get('device')!r}); "
                              "pass --device cpu")
     engine = _make_engine(settings, lm, tokenizer, device)
-    task = _resolve_task(settings)
-    problems = _load_problems(task, settings)
+    task = eval_task(settings)
+    problems = eval_problems(task, settings)
     identity = {"model": str(ckpt.model_dir), "run": str(ckpt.run_dir) if ckpt.run_dir else None,
                 "checkpoint_step": ckpt.step, "fingerprint": engine.fingerprint()}
     outcome = run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings),
@@ -533,8 +532,8 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
     if "task" not in overrides:
         raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
     settings = settings_from_run({}, engine="openai", **overrides)
-    task = _resolve_task(settings)
-    problems = _load_problems(task, settings)
+    task = eval_task(settings)
+    problems = eval_problems(task, settings)
     chat = settings.chat_template or is_multi_turn(task)
     config = EndpointConfig(base_url=base_url, model=model, api="chat" if chat else api, concurrency=concurrency,
                             timeout_s=timeout_s, retries=retries, api_key_env=api_key_env, on_error="record")
@@ -584,7 +583,8 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
     return load_pretrained(model_dir, trainable=False)
 
 
-def _resolve_task(settings: EvalSettings) -> Any:
+def eval_task(settings: EvalSettings) -> Any:
+    """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
     from .config import preset
     from .rollout import resolve_task
 
@@ -592,7 +592,8 @@ def _resolve_task(settings: EvalSettings) -> Any:
                                prompt_template=settings.prompt_template))
 
 
-def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:
+def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
+    """The problems an eval covers: the first ``settings.size`` of its split (all when ``None``)."""
     from .evaluation import load_eval_problems
 
     size = settings.size if settings.size is not None else len(task.load(split=settings.split,
@@ -616,4 +617,4 @@ def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str
 
 
 __all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
-           "evaluate_checkpoint", "evaluate_endpoint", "summarize_folder", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]
+           "eval_problems", "eval_task", "evaluate_checkpoint", "evaluate_endpoint", "summarize_eval", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]
