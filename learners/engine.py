@@ -666,6 +666,16 @@ register_engine("vllm", _build_vllm)
 register_engine("openai", _build_openai)
 
 
+def _build_vllm_server(model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
+    """Server-mode vLLM with verified weight pushes (``server.ServerEngine``; ``$DAPO_SERVER_URL`` or its own)."""
+    from .server import build_server_engine
+
+    return build_server_engine(model, tokenizer, **kwargs)
+
+
+register_engine("vllm-server", _build_vllm_server)
+
+
 __all__ = [
     "ENGINES",
     "HFEngine",

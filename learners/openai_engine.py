@@ -199,7 +199,8 @@ class HTTPClient:
         finally:
             conn.close()
         if response.status in _RETRY_STATUS:
-            raise _Retryable(f"HTTP {response.status}", response.getheader("Retry-After"))
+            detail = f": {_snippet(data, 300)}" if response.status == 500 and data else ""
+            raise _Retryable(f"HTTP {response.status}{detail}", response.getheader("Retry-After"))
         if response.status in _NO_ROUTE:
             raise _NoRoute(f"HTTP {response.status} for {parts.path}")
         if response.status >= 400:
