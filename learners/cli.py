@@ -1,4 +1,4 @@
-"""The ``dapo-env`` command line: ``train``, ``eval``, ``reverify``, ``tasks`` and ``prepare-model``.
+"""The ``dapo-env`` command line: ``train``, ``eval``, ``reverify``, ``serve``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
 model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. A preset is an
@@ -106,6 +106,9 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--engine", choices=engine_names(),
                    help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
                         "can run) (default: hf)")
+    p.add_argument("--server-url", metavar="URL",
+                   help="with --engine vllm-server: the server `dapo-env serve` started (sets $DAPO_SERVER_URL; "
+                        "default: $DAPO_SERVER_URL, else the engine starts its own)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
     p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
@@ -221,6 +224,50 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _serve_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="start vLLM's OpenAI server on a model folder, ready for eval --endpoint and "
+                                     "server-mode training", formatter_class=_HelpFormatter,
+                       description="Starts `vllm serve` (python -m vllm.entrypoints.openai.api_server) on 127.0.0.1 "
+                                   "with processed log-probs and dapo-env's weight-sync worker extension, waits until "
+                                   "it answers, prints its URL, and keeps it running until Ctrl-C.")
+    p.add_argument("--model", required=True, metavar="PATH", help="a local Hugging Face model folder (required)")
+    p.add_argument("--served-model-name", metavar="NAME", help="the name requests use (default: the folder's name)")
+    p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--dtype", default="float32", help="vLLM's dtype (default: float32, as the learner)")
+    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the model's)")
+    p.add_argument("--no-weight-sync", action="store_true",
+                   help="serve for evaluation only: no development routes or worker extension (default: sync on)")
+    p.add_argument("--log", type=Path, metavar="FILE", help="the server's output (default: vllm-server.log)")
+    p.add_argument("--startup", type=float, default=600.0, metavar="S",
+                   help="seconds to wait for the server to answer (default: 600)")
+    _common(p)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import time
+
+    from .server import SERVER_URL_ENV, VLLMServer
+
+    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, dtype=args.dtype,
+                        max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
+                        startup_s=args.startup, log=args.log or Path("vllm-server.log"))
+    try:
+        server.wait()
+        print(f"dapo-env serve: {server.url} serves {server.served_model!r} (log: {server.log_path})")
+        print(f"  dapo-env eval --endpoint {server.url} --model {server.served_model} --task TASK")
+        if not args.no_weight_sync:
+            print(f"  dapo-env train --engine vllm-server --server-url {server.url} ...  (or export "
+                  f"{SERVER_URL_ENV}={server.url})")
+        print("Ctrl-C stops it.", flush=True)
+        while server.process.poll() is None:
+            time.sleep(1.0)
+        print(f"dapo-env serve: the server exited with status {server.process.returncode} (log: {server.log_path})",
+              file=sys.stderr)
+        return 1
+    finally:
+        server.close()
+
+
 def _reverify_parser(sub: Any) -> None:
     p = sub.add_parser("reverify", help="grade an eval's stored responses again with today's (or another) verifier",
                        formatter_class=_HelpFormatter,
@@ -272,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     _eval_parser(sub)
     _reverify_parser(sub)
+    _serve_parser(sub)
     _tasks_parser(sub)
     _report_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
@@ -343,6 +391,10 @@ def _tiny_preset_for(task: str | None) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .trainer import TrainingInterrupted, train
 
+    if args.server_url:  # read by the vllm-server engine (server.ServerEngine), also in worker processes
+        from .server import SERVER_URL_ENV
+
+        os.environ[SERVER_URL_ENV] = args.server_url
     cfg, resume = config_from_args(args)
     from .distributed import launched_with_torchrun
 
@@ -524,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)
     commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
-                "reverify": _cmd_reverify}
+                "reverify": _cmd_reverify, "serve": _cmd_serve}
     try:
         if args.command in ("train", "eval", "reverify"):
             _import_from_working_directory(args.verifier)

@@ -20,6 +20,7 @@ import pytest
 import torch
 from optional_extras import skip_reason
 
+from dapo_env.learners.config import preset
 from dapo_env.learners.engine import HFEngine, SamplingParams, make_engine, weights_fingerprint
 from dapo_env.learners.server import SERVER_URL_ENV, ServerEngine, VLLMServer
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
@@ -62,8 +63,9 @@ def test_pushes_take_effect_on_a_served_model(tmp_path: Path) -> None:
 
 
 def _train(run_dir: Path, url: str, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, SERVER_URL_ENV: url}
-    cmd = [sys.executable, "-m", "dapo_env.learners.cli", "train", "--engine", "vllm-server", "--out-dir",
+    env = {k: v for k, v in os.environ.items() if k != SERVER_URL_ENV}
+    cmd = [sys.executable, "-m", "dapo_env.learners.cli", "train", "--engine", "vllm-server", "--server-url", url,
+           "--out-dir",
            str(run_dir.parent), "--run-name", run_dir.name, "--no-progress",
            "--set", "warmstart_steps=20", "batch_size=4", "group_size=4", "mini_batch_size=2", "eval_every=0",
            "checkpoint_every=1", *extra]
@@ -71,16 +73,18 @@ def _train(run_dir: Path, url: str, *extra: str, timeout: float = 600) -> subpro
 
 
 def test_training_through_the_server_kill_and_resume(tmp_path: Path) -> None:
-    tok = build_tokenizer()
+    tok = build_tokenizer(model_max_length=preset("tiny").tiny_max_positions)
     folder = tmp_path / "served"
-    build_tiny_model(tok, seed=1).save_pretrained(folder)  # any weights: the engine pushes the learner's first
+    cfg = preset("tiny")  # the default run's architecture, any weights: the engine pushes the learner's first
+    build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers, heads=cfg.tiny_heads,
+                     max_positions=cfg.tiny_max_positions, seed=1).save_pretrained(folder)
     tok.save_pretrained(folder)
     run = tmp_path / "runs" / "server"
     with VLLMServer(folder, served_model="tiny", weight_sync=True, log=tmp_path / "server.log") as server:
         done = _train(run, server.url, "--max-steps", "3")
         assert done.returncode == 0, done.stderr[-2000:]
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        mismatch = [r["policy/logprob_mismatch_mean"] for r in rows if "policy/logprob_mismatch_mean" in r]
+        mismatch = [r["policy/logprob_mismatch_mean"] for r in rows if r.get("policy/logprob_mismatch_mean") is not None]
         assert len(mismatch) == 3 and max(mismatch) < 1e-4  # every step sampled from the pushed weights
         url = server.url
     # the server is gone (as after kill -9): the next run fails in one line, within bounded time
