@@ -97,7 +97,7 @@ class VLLMServer:
                                     extra=extra)
         full_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **dict(env or {})}
         if weight_sync:
-            full_env["VLLM_SERVER_DEV_MODE"] = "1"
+            full_env.update(VLLM_SERVER_DEV_MODE="1", DAPO_SERVER_SYNC="1")  # routes; server_sync's CPU patch
         self.log_path = Path(log) if log is not None else None
         out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         self.process = subprocess.Popen(self.command, env=full_env, stdout=out, stderr=subprocess.STDOUT,

@@ -12,7 +12,8 @@ vLLM's worker; the learner calls them through vLLM's ``POST /collective_rpc`` ro
 
 The CPU trap (``notes/vllm-cpu.md``, ``docs/vllm.md``): vLLM's CPU backend prepacks every linear layer's
 weight and drops the parameter, so a later load leaves those layers stale. vLLM imports this module in
-its worker process before it loads the model; on CPU the import therefore swaps the private GEMM dispatch
+its worker process before it loads the model; on CPU (and with ``DAPO_SERVER_SYNC=1``, which
+:class:`~dapo_env.learners.server.VLLMServer` sets) the import therefore swaps the private GEMM dispatch
 for :func:`~dapo_env.learners.vllm_engine.plain_cpu_linears`'s (ordinary parameters computed by
 ``torch.nn.functional.linear``) for the life of the process, and ``dapo_load_weights`` refuses to load
 while any linear layer computes with a packed copy. Every push is verified by the learner with
@@ -24,6 +25,7 @@ Nothing here runs in the learner's process (it is imported by vLLM's worker only
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import torch
@@ -32,9 +34,17 @@ from .engine import weights_fingerprint
 from .vllm_engine import _check_plain_cpu_linears, _import_vllm, hf_named_weights, plain_cpu_linears
 
 
+#: Set (to 1) by :class:`~dapo_env.learners.server.VLLMServer` for the server it starts with weight sync: only
+#: then does importing this module patch vLLM (a learner process that merely imports it is left alone).
+SYNC_ENV = "DAPO_SERVER_SYNC"
+
+
 def _patch_cpu_linears() -> Any:
-    """On CPU, keep linear weights as live parameters for the whole worker process; returns the entered
-    context (held by this module: were it collected, its ``finally`` would restore vLLM's dispatch)."""
+    """In a server started with weight sync, on CPU, keep linear weights as live parameters for the whole worker
+    process; returns the entered context (held by this module: were it collected, its ``finally`` would restore
+    vLLM's dispatch)."""
+    if os.environ.get(SYNC_ENV) != "1":
+        return None  # not a weight-sync server: dapo_load_weights refuses packed layers anyway
     vllm = _import_vllm()
     from vllm.platforms import current_platform
 
@@ -80,4 +90,4 @@ class WeightSyncExtension:
         return weights_fingerprint(weights if names is None else {n: weights[n] for n in names})
 
 
-__all__ = ["WeightSyncExtension"]
+__all__ = ["SYNC_ENV", "WeightSyncExtension"]
