@@ -13,8 +13,9 @@ child process in its own process group, with the settings the rest of dapo-env r
   and answers fingerprints (server-mode training).
 
 It polls ``GET /v1/models`` until the server lists the model (or the process exits, or ``startup_s`` pass),
-then :attr:`url` is the OpenAI base URL. :meth:`close` (or leaving the ``with`` block) ends the whole
-process group: SIGTERM, then SIGKILL after ``grace_s``.
+then :attr:`url` is the OpenAI base URL. :meth:`close` (or leaving the ``with`` block, or this process
+exiting: ``atexit``, and on Linux the kernel's parent-death signal even after a SIGKILL) ends the server:
+its whole process group gets SIGTERM, then SIGKILL after ``grace_s``.
 
 Example:
     >>> cmd = vllm_command("/models/tiny", port=8011, served_model="tiny")
@@ -24,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -44,6 +46,16 @@ from .engine import SamplingParams
 from .openai_engine import EndpointError
 
 SYNC_EXTENSION = "dapo_env.learners.server_sync.WeightSyncExtension"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM it when the process that started it dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: close() and atexit still end it
 
 
 def free_port() -> int:
@@ -101,7 +113,8 @@ class VLLMServer:
         self.log_path = Path(log) if log is not None else None
         out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         self.process = subprocess.Popen(self.command, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+        atexit.register(self.close)  # the server never outlives the process that started it
 
     @property
     def url(self) -> str:
@@ -139,6 +152,7 @@ class VLLMServer:
 
     def close(self, grace_s: float = 10.0) -> None:
         """End the server's whole process group (SIGTERM, then SIGKILL)."""
+        atexit.unregister(self.close)
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGTERM)
