@@ -131,6 +131,9 @@ class EndpointConfig:
         backoff_s, max_backoff_s: the first retry's wait (doubling after each) and the cap of any wait.
         on_error: ``"record"`` (a :class:`FailedCompletion`) or ``"raise"`` (:class:`EndpointError`).
         require_token_ids: refuse a server that returns no token ids and log-probs (training needs them).
+        samples_per_request: send a prompt's ``n`` samples in one request (``n`` field; vLLM gives sample ``j``
+            the seed ``seed + j``): ``n`` times fewer requests (server-mode training), a failure takes the
+            whole group; default: one request per sample.
     """
 
     base_url: str
@@ -144,6 +147,7 @@ class EndpointConfig:
     max_backoff_s: float = 30.0
     on_error: str = "raise"
     require_token_ids: bool = False
+    samples_per_request: bool = False
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -242,6 +246,7 @@ class _Call:
     seed: int | None
     prompt: str | tuple[int, ...] | None = None
     messages: tuple[Mapping[str, str], ...] | None = None
+    n: int = 1
 
 
 class OpenAIEngine:
@@ -340,6 +345,10 @@ class OpenAIEngine:
         for i, prompt in enumerate(prompts):
             occurrence = seen[prompt] = seen.get(prompt, -1) + 1
             encoded = self._encode(prompt) if self.tokenizer is not None else prompt
+            if self.config.samples_per_request and draws > 1:
+                seed = _request_seed(sampling.seed, prompt, occurrence, 0)
+                calls.append(_Call(row=i, budget=sampling.max_response_tokens, seed=seed, prompt=encoded, n=draws))
+                continue
             for j in range(draws):
                 seed = None if greedy else _request_seed(sampling.seed, prompt, occurrence, j)
                 calls.append(_Call(row=i * draws + j, budget=sampling.max_response_tokens, seed=seed, prompt=encoded))
@@ -383,26 +392,28 @@ class OpenAIEngine:
         return self._api or "completions"
 
     def _run(self, calls: Sequence[_Call], sampling: SamplingParams) -> list[Completion]:
-        """Answer ``calls`` with at most ``concurrency`` requests in flight, in order."""
+        """Answer ``calls`` with at most ``concurrency`` requests in flight, in order (a call's ``n`` answers in a row)."""
         if not calls:
             return []
         first = [self._answer(calls[0], sampling)] if self._api is None else []  # auto: learn the API once
         rest = calls[len(first):]
         if len(rest) <= 1 or self.config.concurrency == 1:
-            return first + [self._answer(c, sampling) for c in rest]
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(rest)),
-                                thread_name_prefix="openai-engine") as pool:
-            return first + list(pool.map(lambda c: self._answer(c, sampling), rest))
+            answers = first + [self._answer(c, sampling) for c in rest]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(rest)),
+                                    thread_name_prefix="openai-engine") as pool:
+                answers = first + list(pool.map(lambda c: self._answer(c, sampling), rest))
+        return [c for group in answers for c in group]
 
-    def _answer(self, call: _Call, sampling: SamplingParams) -> Completion:
+    def _answer(self, call: _Call, sampling: SamplingParams) -> list[Completion]:
         try:
             return self._send(call, sampling)
         except EndpointError as exc:
             if self.config.on_error == "raise":
                 raise
-            return FailedCompletion("", num_tokens=0, finish_reason="length", error=str(exc))
+            return [FailedCompletion("", num_tokens=0, finish_reason="length", error=str(exc))] * call.n
 
-    def _send(self, call: _Call, sampling: SamplingParams) -> Completion:
+    def _send(self, call: _Call, sampling: SamplingParams) -> list[Completion]:
         if call.messages is None and self._resolved_api() == "completions":
             try:
                 answer = self._completions(call, sampling)
@@ -419,14 +430,14 @@ class OpenAIEngine:
                                     "tokenizer (text prompts)")
             messages = ({"role": "user", "content": call.prompt},)
         try:
-            return self._chat(messages, call, sampling)
+            return [self._chat(messages, call, sampling)]
         except _NoRoute as exc:
             raise EndpointError(f"{exc}: the server has neither a completions nor a chat API at "
                                 f"{self.config.base_url}") from None
 
     def _sampling_fields(self, call: _Call, sampling: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.config.model, "max_tokens": call.budget,
-                                "temperature": sampling.temperature, "n": 1}
+                                "temperature": sampling.temperature, "n": call.n}
         if sampling.temperature > 0:
             body["top_p"] = sampling.top_p
             if call.seed is not None:
@@ -435,7 +446,7 @@ class OpenAIEngine:
                 body["top_k"] = sampling.top_k  # a vLLM/SGLang extra; OpenAI ignores or refuses it
         return body
 
-    def _completions(self, call: _Call, sampling: SamplingParams) -> Completion:
+    def _completions(self, call: _Call, sampling: SamplingParams) -> list[Completion]:
         body = self._sampling_fields(call, sampling)
         body["prompt"] = list(call.prompt) if isinstance(call.prompt, tuple) else call.prompt
         if self.is_vllm:  # vLLM's extras (completion/protocol.py): ids and the sampled token's log-prob
@@ -443,19 +454,22 @@ class OpenAIEngine:
             if self.eos_token_ids:
                 body["stop_token_ids"] = list(self.eos_token_ids)
         answer = self.client.request("POST", f"{self.config.base_url}/completions", body)
-        choice = _first_choice(answer)
-        ids = choice.get("token_ids")
-        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
-        if ids is not None and (logprobs is None or len(logprobs) != len(ids) or None in logprobs):
-            logprobs = None
-        prompt_ids = choice.get("prompt_token_ids") or (call.prompt if isinstance(call.prompt, tuple) else None)
-        return self._completion(choice, answer, ids, logprobs, prompt_ids, call.budget)
+        choices = _choices(answer, call.n)
+        out = []
+        for choice in choices:
+            ids = choice.get("token_ids")
+            logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+            if ids is not None and (logprobs is None or len(logprobs) != len(ids) or None in logprobs):
+                logprobs = None
+            prompt_ids = choice.get("prompt_token_ids") or (call.prompt if isinstance(call.prompt, tuple) else None)
+            out.append(self._completion(choice, answer if call.n == 1 else {}, ids, logprobs, prompt_ids, call.budget))
+        return out
 
     def _chat(self, messages: Sequence[Mapping[str, str]], call: _Call, sampling: SamplingParams) -> Completion:
         body = self._sampling_fields(call, sampling)
         body["messages"] = [dict(m) for m in messages]
         answer = self.client.request("POST", f"{self.config.base_url}/chat/completions", body)
-        choice = _first_choice(answer)
+        (choice,) = _choices(answer, 1)
         message = choice.get("message")
         if not isinstance(message, dict):
             raise EndpointError(f"malformed chat answer: no message in {str(choice)[:120]}")
@@ -483,11 +497,12 @@ class OpenAIEngine:
                           policy_version=self.weights_version)
 
 
-def _first_choice(answer: Any) -> Mapping[str, Any]:
+def _choices(answer: Any, n: int) -> list[Mapping[str, Any]]:
+    """The answer's first ``n`` choices in ``index`` order (an answer with fewer is malformed)."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise EndpointError(f"malformed answer: no choices in {str(answer)[:120]}")
-    return choices[0]
+    if not isinstance(choices, list) or len(choices) < n or not all(isinstance(c, dict) for c in choices):
+        raise EndpointError(f"malformed answer: expected {n} choice(s) in {str(answer)[:120]}")
+    return sorted(choices, key=lambda c: c.get("index", 0))[:n]
 
 
 def _request_seed(seed: int | None, prompt: Any, occurrence: int, sample: int) -> int | None:

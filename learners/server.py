@@ -180,7 +180,8 @@ class ServerEngine:
     weight sync (``dapo-env serve``), weights pushed after every optimizer step and verified.
 
     Generation is an :class:`~dapo_env.learners.openai_engine.OpenAIEngine` with the learner's tokenizer
-    (token-id prompts; token ids and log-probs back; a failed request raises, in bounded time). A push
+    (token-id prompts; a prompt's samples in one request; token ids and log-probs back; a failed request
+    raises, in bounded time). A push
     (:meth:`load_weights`) writes the tensors to a safetensors file on this machine, has the server's worker
     load them (``/collective_rpc`` ``dapo_load_weights``, see :mod:`~dapo_env.learners.server_sync`), resets
     the server's prefix cache, then compares the server's fingerprint with the learner's and raises
@@ -202,7 +203,7 @@ class ServerEngine:
 
     def __init__(self, model: Any, tokenizer: Any, *, server_url: str | None = None, served_model: str | None = None,
                  eos_token_ids: Sequence[int] = (), add_special_tokens: bool = True, seed: int = 0,
-                 timeout_s: float = 25.0, retries: int = 1, push_timeout_s: float = 60.0, concurrency: int = 16,
+                 timeout_s: float = 15.0, retries: int = 2, push_timeout_s: float = 60.0, concurrency: int = 16,
                  startup_s: float = 600.0, log: str | Path | None = None) -> None:
         import tempfile
 
@@ -236,7 +237,7 @@ class ServerEngine:
         served_model = served_model or self._first_model(probe.base_url)
         self.config = EndpointConfig(base_url=url, model=served_model, timeout_s=timeout_s, retries=retries,
                                      concurrency=concurrency, on_error="raise", require_token_ids=True,
-                                     api="completions")
+                                     api="completions", samples_per_request=True)
         self.endpoint = OpenAIEngine(self.config, tokenizer, eos_token_ids=eos_token_ids,
                                      add_special_tokens=add_special_tokens)
         self._push_timeout = push_timeout_s

@@ -12,7 +12,7 @@ checked first):
 - ``"malformed"``: status 200 with a body that is not JSON;
 - ``"404"``: no such route.
 
-It counts what a test needs: ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
+A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs: ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
 once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
 """
 
@@ -137,11 +137,13 @@ class FaultServer:
                     prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
                 text = server.answer(prompt)
                 tokens = len(text.split())
-                choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-                choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+                count = int(body.get("n") or 1)
+                choices = [{"index": i, "finish_reason": "stop",
+                            **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}
+                           for i in reversed(range(count))]  # out of order: clients must sort by index
                 payload = {"id": "x", "object": "chat.completion" if chat else "text_completion", "model": body.get("model"),
-                           "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": tokens,
-                                                          "total_tokens": tokens + 1}}
+                           "choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": tokens * count,
+                                                         "total_tokens": tokens * count + 1}}
                 self._send(200, json.dumps(payload).encode())
 
         return Handler

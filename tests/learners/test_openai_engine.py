@@ -96,6 +96,15 @@ def test_the_concurrency_bound_holds_at_the_server() -> None:
     assert len(set(seeds)) == 24  # one seed per sample
 
 
+def test_samples_per_request_sends_a_prompts_group_at_once() -> None:
+    sampling = SamplingParams(temperature=1.0, max_response_tokens=8, seed=0)
+    with FaultServer() as server:
+        groups = _engine(server, samples_per_request=True).generate(["1 5", "7 2", "3 3"], n=4, sampling=sampling)
+    assert server.requests == 3 and all(b["n"] == 4 for b in server.bodies)
+    assert [[c.text for c in g] for g in groups] == [["Answer: 5"] * 4, ["Answer: 7"] * 4, ["Answer: 3"] * 4]
+    assert groups[0][0].num_tokens is None  # usage sums the n samples: no per-sample count without token ids
+
+
 def test_seeds_do_not_depend_on_the_other_prompts_of_the_call() -> None:
     """A call over a subset samples what the full call did (resuming failed samples repeats them exactly)."""
     sampling = SamplingParams(temperature=1.0, max_response_tokens=8, seed=5)
