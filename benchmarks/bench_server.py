@@ -81,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pushes", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16, help="server mode: requests in flight")
+    parser.add_argument("--server-log", type=Path, default=Path("benchmarks/out/bench_server.vllm.log"),
+                        help="the server's output (default: benchmarks/out/bench_server.vllm.log)")
     add_out_argument(parser, "bench_server")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -103,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         engine.close()
     model = learner()
-    engine, startup = timed(lambda: ServerEngine(model, tok, concurrency=args.concurrency))
+    engine, startup = timed(lambda: ServerEngine(model, tok, concurrency=args.concurrency, log=args.server_log))
     try:
         results["server"] = {"startup_s": startup, **measure(engine, model, args)}
     finally:

