@@ -247,12 +247,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import time
 
     from .server import SERVER_URL_ENV, VLLMServer
+    from .vllm_engine import INSTALL_HINT, vllm_installed
 
+    if not vllm_installed():
+        raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
     server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, dtype=args.dtype,
                         max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
                         startup_s=args.startup, log=args.log or Path("vllm-server.log"))
     try:
-        server.wait()
+        try:
+            server.wait()
+        except RuntimeError as exc:  # it exited or never answered: the log's tail says why
+            raise OSError(str(exc).splitlines()[0] + f" (see {server.log_path})") from None
         print(f"dapo-env serve: {server.url} serves {server.served_model!r} (log: {server.log_path})")
         print(f"  dapo-env eval --endpoint {server.url} --model {server.served_model} --task TASK")
         if not args.no_weight_sync:
