@@ -449,11 +449,20 @@ class OpenAIEngine:
     def _completions(self, call: _Call, sampling: SamplingParams) -> list[Completion]:
         body = self._sampling_fields(call, sampling)
         body["prompt"] = list(call.prompt) if isinstance(call.prompt, tuple) else call.prompt
-        if self.is_vllm:  # vLLM's extras (completion/protocol.py): ids and the sampled token's log-prob
+        extras = self.is_vllm
+        if extras:  # vLLM's extras (completion/protocol.py): ids and the sampled token's log-prob
             body.update(return_token_ids=True, logprobs=0)
             if self.eos_token_ids:
                 body["stop_token_ids"] = list(self.eos_token_ids)
-        answer = self.client.request("POST", f"{self.config.base_url}/completions", body)
+        try:
+            answer = self.client.request("POST", f"{self.config.base_url}/completions", body)
+        except EndpointError as exc:
+            if not (extras and "HTTP 400" in str(exc)):
+                raise
+            self._vllm = False  # a server that answers /version but refuses vLLM's fields: plain OpenAI from now on
+            for key in ("return_token_ids", "logprobs", "stop_token_ids"):
+                body.pop(key, None)
+            answer = self.client.request("POST", f"{self.config.base_url}/completions", body)
         choices = _choices(answer, call.n)
         out = []
         for choice in choices:

@@ -10,7 +10,9 @@ checked first):
 - ``"stall"``: hold the request for ``stall_s`` seconds, then close it;
 - ``"500"`` / ``"503"`` / ``"429"``: that status (``429`` with ``Retry-After: retry_after``);
 - ``"malformed"``: status 200 with a body that is not JSON;
-- ``"404"``: no such route.
+- ``"404"``: no such route; ``"400"``: a refused request.
+
+``version`` makes ``GET /version`` answer like vLLM's (``{"version": ...}``), so clients send vLLM's extras.
 
 A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs: ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
 once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
@@ -38,9 +40,10 @@ class FaultServer:
 
     def __init__(self, *, answer: Callable[[str], str] = largest_number, faults: Iterable[str] = (),
                  rule: Callable[[dict[str, Any]], str | None] | None = None, stall_s: float = 5.0,
-                 delay_s: float = 0.0, retry_after: str = "0", chat_only: bool = False) -> None:
+                 delay_s: float = 0.0, retry_after: str = "0", chat_only: bool = False,
+                 version: str | None = None) -> None:
         self.answer, self.rule, self.stall_s, self.delay_s = answer, rule, stall_s, delay_s
-        self.retry_after, self.chat_only = retry_after, chat_only
+        self.retry_after, self.chat_only, self.version = retry_after, chat_only, version
         self.faults = list(faults)
         self.requests = 0
         self.in_flight = 0
@@ -81,7 +84,16 @@ class FaultServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def _leave(self) -> None:
+                """This request stops counting as in flight (before its answer goes out: a client that has read
+                the answer may send the next request at once)."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
+                    with server.lock:
+                        server.in_flight -= 1
+
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._leave()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -91,7 +103,9 @@ class FaultServer:
                 self.wfile.write(payload)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/version" and server.version:
+                    self._send(200, json.dumps({"version": server.version}).encode())
+                elif self.path.rstrip("/") == "/v1/models":
                     self._send(200, json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode())
                 else:
                     self._send(404, b'{"error": "not found"}')
@@ -102,25 +116,27 @@ class FaultServer:
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     self._serve(body)
                 finally:
-                    with server.lock:
-                        server.in_flight -= 1
+                    self._leave()
 
             def _serve(self, body: dict[str, Any]) -> None:
                 fault = server._next_fault(body)
                 time.sleep(server.delay_s)
                 chat = self.path.rstrip("/") == "/v1/chat/completions"
                 if fault == "drop":
+                    self._leave()
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
                 if fault == "stall":
                     time.sleep(server.stall_s)
+                    self._leave()
                     self.close_connection = True
                     return
-                if fault in ("500", "503", "429", "404"):
+                if fault in ("500", "503", "429", "404", "400"):
                     headers = {"Retry-After": server.retry_after} if fault == "429" else None
                     self._send(int(fault), b'{"error": "injected"}', headers)
                     return

@@ -117,6 +117,16 @@ def test_seeds_do_not_depend_on_the_other_prompts_of_the_call() -> None:
     assert {(b["prompt"], b["seed"]) for b in server.bodies} <= full
 
 
+def test_a_server_refusing_vllms_fields_gets_plain_requests() -> None:
+    """A server that answers /version like vLLM but refuses vLLM's extra fields (400): asked once more without
+    them, and plainly from then on."""
+    with FaultServer(version="0.0-other", rule=lambda b: "400" if "return_token_ids" in b else None) as server:
+        engine = _engine(server)
+        groups = engine.generate(["1 4", "6 2"], n=1, sampling=GREEDY)
+    assert [g[0].text for g in groups] == ["Answer: 4", "Answer: 6"] and not engine.is_vllm
+    assert server.requests == 3 and "return_token_ids" in server.bodies[0] and "logprobs" not in server.bodies[-1]
+
+
 def test_auto_falls_back_to_chat_on_a_chat_only_server() -> None:
     with FaultServer(chat_only=True) as server:
         engine = _engine(server)
