@@ -81,3 +81,20 @@ def test_token_id_prompts_return_the_in_process_tokens_and_log_probs(checkpoint:
         prompts, n=3, sampling=SamplingParams(temperature=1.0, max_response_tokens=12, seed=3))
     assert [[c.token_ids for c in g] for g in sampled] == [[c.token_ids for c in g] for g in again]  # seeded
     assert all(len(c.logprobs) == len(c.token_ids) for g in sampled for c in g)
+
+
+def test_turns_after_exact_token_ids_match_the_in_process_engine(checkpoint: Path, server: VLLMServer) -> None:
+    """A multi-turn episode's next turn is sampled after exactly its recorded tokens (completions API)."""
+    from dapo_env.multiturn import TurnRequest
+
+    model, tok = load_model(checkpoint)
+    contexts = [tok("Largest of 3 17 5?")["input_ids"] + tok(" Answer: 5\nlower\n")["input_ids"],
+                tok("Largest of 40 2 9?")["input_ids"]]
+    requests = [TurnRequest(key=f"0:{i}:0", turn=1, group=i, messages=(), text="", context_token_ids=tuple(ids))
+                for i, ids in enumerate(contexts)]
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=10)
+    hf = HFEngine(model, tok).generate_turns(requests, greedy)
+    served = OpenAIEngine(EndpointConfig(base_url=server.url, model="tiny"), tok).generate_turns(requests, greedy)
+    for a, b in zip(hf, served):
+        assert b.token_ids == a.token_ids and b.prompt_token_ids == a.prompt_token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
