@@ -617,4 +617,5 @@ def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str
 
 
 __all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
-           "eval_problems", "eval_task", "evaluate_checkpoint", "evaluate_endpoint", "summarize_eval", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]
+           "eval_problems", "eval_task", "evaluate_checkpoint", "evaluate_endpoint", "load_model", "locate_checkpoint",
+           "publish_summary", "read_samples", "run_eval", "settings_from_run", "summarize_eval"]

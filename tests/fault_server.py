@@ -14,7 +14,8 @@ checked first):
 
 ``version`` makes ``GET /version`` answer like vLLM's (``{"version": ...}``), so clients send vLLM's extras.
 
-A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs: ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
+A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs:
+``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
 once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
 """
 
