@@ -1,4 +1,4 @@
-"""The ``dapo-env`` command line: ``train``, ``eval``, ``tasks`` and ``prepare-model``.
+"""The ``dapo-env`` command line: ``train``, ``eval``, ``reverify``, ``serve``, ``tasks`` and ``prepare-model``.
 
 ``dapo-env train`` with no arguments runs the README's main job (the ``tiny`` preset): a tiny random-init
 model, warm-started on a procedural task, trained with DAPO on the CPU in a few minutes. A preset is an
@@ -106,6 +106,9 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--engine", choices=engine_names(),
                    help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
                         "can run) (default: hf)")
+    p.add_argument("--server-url", metavar="URL",
+                   help="with --engine vllm-server: the server `dapo-env serve` started (sets $DAPO_SERVER_URL; "
+                        "default: $DAPO_SERVER_URL, else the engine starts its own)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
     p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
@@ -148,13 +151,30 @@ def _eval_parser(sub: Any) -> None:
                     "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
                     "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
-    p.add_argument("--model", required=True, metavar="PATH",
-                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder "
-                        "(required, no default)")
+    p.add_argument("--model", required=True, metavar="PATH|NAME",
+                   help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder; with "
+                        "--endpoint, the served model's name (required, no default)")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="evaluate the model an OpenAI-compatible server serves (vLLM, SGLang, an API), e.g. "
+                        "http://127.0.0.1:8000/v1; the API key is read from $OPENAI_API_KEY (or --api-key-env) "
+                        "(default: none, evaluate a local checkpoint)")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N",
+                   help="with --endpoint: the most requests in flight (default: 8)")
+    p.add_argument("--api", choices=["auto", "completions", "chat"], default="auto",
+                   help="with --endpoint: the API to use; auto = completions, chat when the server has none "
+                        "(default: auto; --chat-template and multi-turn tasks use chat)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="with --endpoint: seconds one attempt of a request may take (default: 120)")
+    p.add_argument("--retries", type=int, default=4, metavar="N",
+                   help="with --endpoint: retries of a request after a connection error, timeout, 5xx or 429, "
+                        "with exponential backoff (default: 4)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="with --endpoint: the environment variable holding the API key (default: OPENAI_API_KEY)")
     p.add_argument("--task", help="registered task id or name; `dapo-env tasks` lists them (default: the run's; "
                                   "required outside a run folder)")
     p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
-    p.add_argument("--size", metavar="N|all", help="the first N problems, or all (default: the run's eval_size, else 200)")
+    p.add_argument("--size", "--limit", dest="size", metavar="N|all",
+                   help="the first N problems, or all (default: the run's eval_size, else 200)")
     p.add_argument("--n", type=int, default=0, metavar="K",
                    help="sampled responses per problem: pass@k for k = 1, 2, 4, ..., K, avg@K and maj@K "
                         "(default: 0, greedy only)")
@@ -204,6 +224,84 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _serve_parser(sub: Any) -> None:
+    p = sub.add_parser("serve", help="start vLLM's OpenAI server on a model folder, ready for eval --endpoint and "
+                                     "server-mode training", formatter_class=_HelpFormatter,
+                       description="Starts `vllm serve` (python -m vllm.entrypoints.openai.api_server) on 127.0.0.1 "
+                                   "with processed log-probs and dapo-env's weight-sync worker extension, waits until "
+                                   "it answers, prints its URL, and keeps it running until Ctrl-C.")
+    p.add_argument("--model", required=True, metavar="PATH", help="a local Hugging Face model folder (required)")
+    p.add_argument("--served-model-name", metavar="NAME", help="the name requests use (default: the folder's name)")
+    p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--dtype", default="float32", help="vLLM's dtype (default: float32, as the learner)")
+    p.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the model's)")
+    p.add_argument("--no-weight-sync", action="store_true",
+                   help="serve for evaluation only: no development routes or worker extension (default: sync on)")
+    p.add_argument("--log", type=Path, metavar="FILE", help="the server's output (default: vllm-server.log)")
+    p.add_argument("--startup", type=float, default=600.0, metavar="S",
+                   help="seconds to wait for the server to answer (default: 600)")
+    _common(p)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import time
+
+    from .server import SERVER_URL_ENV, VLLMServer
+    from .vllm_engine import INSTALL_HINT, vllm_installed
+
+    if not vllm_installed():
+        raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
+    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, dtype=args.dtype,
+                        max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
+                        startup_s=args.startup, log=args.log or Path("vllm-server.log"))
+    try:
+        try:
+            server.wait()
+        except RuntimeError as exc:  # it exited or never answered: the log's tail says why
+            raise OSError(str(exc).splitlines()[0] + f" (see {server.log_path})") from None
+        print(f"dapo-env serve: {server.url} serves {server.served_model!r} (log: {server.log_path})")
+        print(f"  dapo-env eval --endpoint {server.url} --model {server.served_model} --task TASK")
+        if not args.no_weight_sync:
+            print(f"  dapo-env train --engine vllm-server --server-url {server.url} ...  (or export "
+                  f"{SERVER_URL_ENV}={server.url})")
+        print("Ctrl-C stops it.", flush=True)
+        while server.process.poll() is None:
+            time.sleep(1.0)
+        print(f"dapo-env serve: the server exited with status {server.process.returncode} (log: {server.log_path})",
+              file=sys.stderr)
+        return 1
+    finally:
+        server.close()
+
+
+def _reverify_parser(sub: Any) -> None:
+    p = sub.add_parser("reverify", help="grade an eval's stored responses again with today's (or another) verifier",
+                       formatter_class=_HelpFormatter,
+                       description="Re-score every response of an eval folder without calling any model; writes "
+                                   "reverify-<name>.summary.json, .samples.jsonl and .flips.jsonl (the verdicts that "
+                                   "changed) beside the eval's own files.")
+    p.add_argument("eval_dir", type=Path, metavar="EVAL_DIR", help="an eval folder written by `dapo-env eval`")
+    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
+                   help="another verifier, imported from the working directory first (default: the eval's own)")
+    _common(p)
+
+
+def _cmd_reverify(args: argparse.Namespace) -> int:
+    from .reverify import reverify
+
+    outcome = reverify(args.eval_dir, verifier=args.verifier)
+    old = json.loads((args.eval_dir / "summary.json").read_text()) if (args.eval_dir / "summary.json").is_file() else {}
+    print(f"dapo-env reverify: {args.eval_dir}, {len(outcome.flips)} verdict(s) flipped")
+    print(f"{'metric':<10} {'stored':>7} {'now':>7}")
+    for name, m in outcome.summary["metrics"].items():
+        before = old.get("metrics", {}).get(name, {}).get("value")
+        print(f"{name:<10} {'-' if before is None else f'{before:7.3f}':>7} {m['value']:7.3f}")
+    print(f"files: {outcome.summary_path}, {outcome.flips_path}")
+    print(json.dumps({"flips": len(outcome.flips), "metrics": {k: v["value"] for k, v in outcome.summary["metrics"].items()},
+                      "summary": str(outcome.summary_path)}))
+    return 0
+
+
 def _report_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="write a run folder's self-contained HTML report (curves, evals, samples)")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, e.g. runs/<name>")
@@ -226,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _train_parser(sub)
     _eval_parser(sub)
+    _reverify_parser(sub)
+    _serve_parser(sub)
     _tasks_parser(sub)
     _report_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
@@ -297,6 +397,10 @@ def _tiny_preset_for(task: str | None) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .trainer import TrainingInterrupted, train
 
+    if args.server_url:  # read by the vllm-server engine (server.ServerEngine), also in worker processes
+        from .server import SERVER_URL_ENV
+
+        os.environ[SERVER_URL_ENV] = args.server_url
     cfg, resume = config_from_args(args)
     from .distributed import launched_with_torchrun
 
@@ -330,11 +434,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .eval_run import evaluate_checkpoint
+    from .eval_run import evaluate_checkpoint, evaluate_endpoint
 
     try:
-        outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
-                                      progress=not args.no_progress, **eval_overrides(args))
+        if args.endpoint:
+            overrides = eval_overrides(args)
+            if overrides.pop("engine", None) or args.device or overrides.pop("precision", None):
+                raise ValueError("--engine, --precision and --device choose a local engine: drop them with --endpoint")
+            outcome = evaluate_endpoint(args.endpoint, args.model, out_dir=args.out, api=args.api,
+                                        concurrency=args.concurrency, timeout_s=args.timeout, retries=args.retries,
+                                        api_key_env=args.api_key_env, overwrite=args.overwrite,
+                                        progress=not args.no_progress, **overrides)
+        else:
+            outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
+                                          progress=not args.no_progress, **eval_overrides(args))
     except KeyboardInterrupt:
         if args.debug:
             raise
@@ -352,6 +465,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
     for note in summary["notes"]:
         print(f"note: {note}")
+    failed = summary.get("failed", {}).get("samples", 0)
+    if failed:
+        first = summary["failed"]["list"][0]
+        print(f"failed requests: {failed} (first: problem {first['index']}: {first['reason']}); rerun the same "
+              "command to re-run them", file=sys.stderr)
     print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
     if outcome.published is not None:
         print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
@@ -359,7 +477,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     accuracy = metrics.get("greedy", metrics.get(f"avg@{settings['n']}"))
     print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
                       "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
-                      "out": str(outcome.out_dir)}))
+                      "failed": failed, "out": str(outcome.out_dir)}))
     return 0
 
 
@@ -463,9 +581,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)
-    commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report}
+    commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
+                "reverify": _cmd_reverify, "serve": _cmd_serve}
     try:
-        if args.command in ("train", "eval"):
+        if args.command in ("train", "eval", "reverify"):
             _import_from_working_directory(args.verifier)
         return commands[args.command](args)
     except KeyboardInterrupt:

@@ -182,8 +182,26 @@ def _build_vllm(model: Any, tokenizer: Any, *, device: Any, seed: int, autocast_
                       **kwargs)
 
 
+def _build_openai(model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
+    """An OpenAI-compatible server (``base_url=``, ``served_model=``; see ``openai_engine.build_openai``)."""
+    from .openai_engine import build_openai
+
+    return build_openai(model, tokenizer, **kwargs)
+
+
 register_engine("hf", _build_hf)
 register_engine("vllm", _build_vllm)
+register_engine("openai", _build_openai)
+
+
+def _build_vllm_server(model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
+    """Server-mode vLLM with verified weight pushes (``server.ServerEngine``; ``$DAPO_SERVER_URL`` or its own)."""
+    from .server import build_server_engine
+
+    return build_server_engine(model, tokenizer, **kwargs)
+
+
+register_engine("vllm-server", _build_vllm_server)
 
 
 __all__ = [

@@ -224,6 +224,16 @@ def _open_folder(out_dir: Path, manifest: dict[str, Any], overwrite: bool) -> li
     return records
 
 
+def _split_failed(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(graded, failed)``: a sample whose request failed is not an answer (``evaluation.is_failed``); the
+    last record of a sample wins (a resume appends the re-run of a failed one)."""
+    from .evaluation import is_failed
+
+    latest = {(r["index"], bool(r["greedy"]), r["sample"]): r for r in records}
+    graded = [r for r in latest.values() if not is_failed(r)]
+    return graded, [r for r in latest.values() if is_failed(r)]
+
+
 def _manifest_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What changed between two eval manifests, ignoring ``size`` (a resume may ask for more or fewer problems)."""
     out = []
@@ -231,6 +241,8 @@ def _manifest_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     for key in sorted((set(a) | set(b)) - {"size"}):
         if a.get(key) != b.get(key):
             out.append(f"{key} was {a.get(key)!r}, now {b.get(key)!r}")
+    if old.get("model", {}).get("endpoint") and old["model"].get("model") != new.get("model", {}).get("model"):
+        out.append(f"the served model was {old['model'].get('model')!r}, now {new.get('model', {}).get('model')!r}")
     fa, fb = old.get("model", {}).get("fingerprint"), new.get("model", {}).get("fingerprint")
     if fa and fb and fa != fb:
         out.append(f"the model's weights differ (fingerprint {fa} vs {fb})")
@@ -289,7 +301,7 @@ def _units(count: int, settings: EvalSettings) -> list[tuple[bool, int, int]]:
 
 def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: EvalSettings, out_dir: str | Path, *,
              tokenizer: Any = None, identity: Mapping[str, Any] | None = None, overwrite: bool = False,
-             progress: bool = True) -> EvalOutcome:
+             progress: bool = True, messages: bool = False) -> EvalOutcome:
     """Evaluate ``problems`` with ``engine`` into ``out_dir`` (resuming what is there), then summarise.
 
     Args:
@@ -302,7 +314,11 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
         identity: the model's identity for ``eval.json`` (``{"model": path, "fingerprint": ...}``); a
             resume with another fingerprint is refused.
         overwrite: start over instead of resuming.
-        progress: show a progress bar (responses done / total).
+        progress: show a progress bar (responses done / total; failed requests shown apart).
+        messages: play multi-turn episodes from their chat messages without a tokenizer (an endpoint).
+
+    A sample whose request failed is written with ``reason="error:endpoint: <cause>"`` and summarised apart
+    (:func:`summarize_eval`); a rerun re-runs exactly those samples and the missing ones.
     """
     from tqdm.auto import tqdm
 
@@ -311,7 +327,8 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
 
     out_dir = Path(out_dir)
     manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
-    kept = _open_folder(out_dir, manifest, overwrite)
+    kept, retry = _split_failed(_open_folder(out_dir, manifest, overwrite))
+    retry_keys = {(r["index"], bool(r["greedy"])) for r in retry}  # failed before: re-run exactly these
     done = {(r["index"], bool(r["greedy"]), r["sample"]) for r in kept}
     from .rollout import is_multi_turn
 
@@ -325,37 +342,70 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     for r in kept:
         tally[bool(r["greedy"])][0] += bool(r["correct"])
         tally[bool(r["greedy"])][1] += 1
+    failed = 0
     try:
         for greedy, start, stop in _units(len(problems), settings):
             count = 1 if greedy else settings.n
             missing = [i for i in range(start, stop) if any((i, greedy, k) not in done for k in range(count))]
             if not missing:
                 continue
-            records = evaluate(engine, task, problems[start:stop], samples=count, chat_template=chat,
+            # a unit whose only gaps are failed requests re-runs those problems alone (an endpoint engine's
+            # samples do not depend on the other prompts of a call); otherwise the whole unit, as first run
+            targets = missing if all((i, greedy) in retry_keys for i in missing) else list(range(start, stop))
+            records = evaluate(engine, task, [problems[i] for i in targets], samples=count, chat_template=chat,
                                temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
                                seed=0 if greedy else derive_seed(settings.seed, start, 1),
                                max_response_tokens=settings.max_response_tokens, max_turns=settings.max_turns,
-                               max_episode_tokens=settings.max_episode_tokens).records
-            fresh = [dict(asdict(r), index=start + offset // count, greedy=greedy)
+                               max_episode_tokens=settings.max_episode_tokens, messages=messages).records
+            fresh = [dict(asdict(r), index=targets[offset // count], greedy=greedy)
                      for offset, r in enumerate(records)]
             fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
             _append(out_dir / SAMPLES_FILE, fresh)
-            done.update((r["index"], greedy, r["sample"]) for r in fresh)
-            tally[greedy][0] += sum(bool(r["correct"]) for r in fresh)
-            tally[greedy][1] += len(fresh)
-            bar.set_postfix({name: f"{c / t:.3f}" for name, (c, t) in
-                             (("greedy", tally[True]), ("sampled", tally[False])) if t}, refresh=False)
+            graded, errors = _split_failed(fresh)
+            done.update((r["index"], greedy, r["sample"]) for r in graded)
+            failed += len(errors)
+            tally[greedy][0] += sum(bool(r["correct"]) for r in graded)
+            tally[greedy][1] += len(graded)
+            postfix = {name: f"{c / t:.3f}" for name, (c, t) in (("greedy", tally[True]), ("sampled", tally[False])) if t}
+            bar.set_postfix({**postfix, **({"failed": failed} if failed else {})}, refresh=False)
             bar.update(len(fresh))
     finally:
         bar.close()
-    records = [r for r in read_samples(out_dir / SAMPLES_FILE)
-               if r["index"] < len(problems) and (r["greedy"] or r["sample"] < settings.n)]
-    summary = summarize_records(records, same=answer_equivalence(task.verifier))
-    summary = {**summary, "task": settings.task, "split": settings.split, **manifest["model"],
-               "stats": {"greedy": _length_stats(records, True), "sampled": _length_stats(records, False)},
-               "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
+    summary = summarize_eval(read_samples(out_dir / SAMPLES_FILE), task, settings, len(problems), manifest["model"])
     _write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
     return EvalOutcome(out_dir, summary)
+
+
+def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: EvalSettings, count: int,
+                   model: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of an eval's records (a ``samples.jsonl``) over its first ``count`` problems; maj@k groups
+    answers by ``task``'s verifier equivalence.
+
+    Failed requests (``reason`` ``error:endpoint: ...``) are no answers: they are counted and listed under
+    ``failed``, and kept out of every metric: a failed greedy response leaves its problem out of ``greedy``;
+    a failed sample leaves its problem out of pass@k, avg@k and maj@k (which need all ``n`` samples), each
+    with a note. Rerunning the eval re-runs exactly the failed samples.
+    """
+    records = [r for r in records if r["index"] < count and (r["greedy"] or r["sample"] < settings.n)]
+    graded, failed = _split_failed(records)
+    incomplete = {r["index"] for r in failed if not r["greedy"]}
+    greedy_failed = {r["index"] for r in failed if r["greedy"]}
+    scored = [r for r in graded if (r["index"] not in greedy_failed if r["greedy"] else r["index"] not in incomplete)]
+    summary = summarize_records(scored, same=answer_equivalence(task.verifier))
+    if failed:
+        notes = [f"{len(failed)} request(s) failed after their retries (reason error:endpoint): not answers, kept out "
+                 "of every metric; rerun the same command to re-run exactly them"]
+        if incomplete:
+            notes.append(f"{len(incomplete)} problem(s) left out of pass@k/avg@k/maj@k (a sample's request failed)")
+        if greedy_failed:
+            notes.append(f"{len(greedy_failed)} problem(s) left out of greedy (its request failed)")
+        summary["notes"] = [*summary["notes"], *notes]
+    listed = [{key: r.get(key) for key in ("index", "problem_id", "greedy", "sample", "reason")}
+              for r in sorted(failed, key=lambda r: (r["index"], not r["greedy"], r["sample"]))]
+    return {**summary, "task": settings.task, "split": settings.split, **model,
+            "failed": {"samples": len(failed), "list": listed},
+            "stats": {"greedy": _length_stats(scored, True), "sampled": _length_stats(scored, False)},
+            "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
 
 
 # --- a checkpoint, end to end ---------------------------------------------------------------------------
@@ -447,13 +497,52 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
             raise ValueError(f"device {device!r}: no CUDA device here (the run trained on {run_config.get('device')!r}); "
                              "pass --device cpu")
     engine = _make_engine(settings, lm, tokenizer, device)
-    task = _resolve_task(settings)
-    problems = _load_problems(task, settings)
+    task = eval_task(settings)
+    problems = eval_problems(task, settings)
     identity = {"model": str(ckpt.model_dir), "run": str(ckpt.run_dir) if ckpt.run_dir else None,
                 "checkpoint_step": ckpt.step, "fingerprint": engine.fingerprint()}
     outcome = run_eval(engine, task, problems, settings, out_dir or default_out_dir(ckpt, settings),
                        tokenizer=tokenizer, identity=identity, overwrite=overwrite, progress=progress)
     return EvalOutcome(outcome.out_dir, outcome.summary, publish_summary(ckpt, outcome))
+
+
+def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None = None, api: str = "auto",
+                      concurrency: int = 8, timeout_s: float = 120.0, retries: int = 4,
+                      api_key_env: str = "OPENAI_API_KEY", overwrite: bool = False, progress: bool = True,
+                      **overrides: Any) -> EvalOutcome:
+    """Evaluate the model an OpenAI-compatible server serves (``dapo-env eval --endpoint URL --model NAME``).
+
+    The records, summary and resume are :func:`run_eval`'s. Prompts are rendered by the task and sent as text:
+    to the completions API (the server tokenizes them as an in-process engine would), or to the chat API
+    with ``chat_template`` (the server applies its template) or when the server has no completions API.
+    A multi-turn task is played as episodes over the chat API (the env's replies as messages). A request
+    that fails after its retries is recorded as ``error:endpoint`` and re-run by the next run of the command.
+
+    Args:
+        base_url: the server's OpenAI base URL (``http://127.0.0.1:8000/v1``).
+        model: the served model's name.
+        out_dir: the eval folder (default ``evals/<model>-<task>-<split>-n<K>``).
+        api, concurrency, timeout_s, retries, api_key_env: see
+            :class:`~dapo_env.learners.openai_engine.EndpointConfig`.
+        overrides: :class:`EvalSettings` fields (``task`` is required).
+    """
+    from .openai_engine import EndpointConfig, OpenAIEngine
+    from .rollout import is_multi_turn
+
+    if "task" not in overrides:
+        raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
+    settings = settings_from_run({}, engine="openai", **overrides)
+    task = eval_task(settings)
+    problems = eval_problems(task, settings)
+    chat = settings.chat_template or is_multi_turn(task)
+    config = EndpointConfig(base_url=base_url, model=model, api="chat" if chat else api, concurrency=concurrency,
+                            timeout_s=timeout_s, retries=retries, api_key_env=api_key_env, on_error="record")
+    engine = OpenAIEngine(config)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
+    out = out_dir or Path("evals") / f"{safe}-{settings.task}-{settings.split}-n{settings.n}"
+    identity = {"model": model, "endpoint": config.base_url}
+    return run_eval(engine, task, problems, settings, out, identity=identity, overwrite=overwrite, progress=progress,
+                    messages=True)
 
 
 def publish_summary(ckpt: Checkpoint, outcome: EvalOutcome) -> Path | None:
@@ -494,7 +583,8 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
     return load_pretrained(model_dir, trainable=False)
 
 
-def _resolve_task(settings: EvalSettings) -> Any:
+def eval_task(settings: EvalSettings) -> Any:
+    """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
     from .config import preset
     from .rollout import resolve_task
 
@@ -502,7 +592,8 @@ def _resolve_task(settings: EvalSettings) -> Any:
                                prompt_template=settings.prompt_template))
 
 
-def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:
+def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
+    """The problems an eval covers: the first ``settings.size`` of its split (all when ``None``)."""
     from .evaluation import load_eval_problems
 
     size = settings.size if settings.size is not None else len(task.load(split=settings.split,
@@ -526,4 +617,5 @@ def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str
 
 
 __all__ = ["ADAPTER_CONFIG", "Checkpoint", "EvalOutcome", "EvalSettings", "RUN_FIELDS", "default_out_dir",
-           "evaluate_checkpoint", "load_model", "locate_checkpoint", "publish_summary", "read_samples", "run_eval", "settings_from_run"]
+           "eval_problems", "eval_task", "evaluate_checkpoint", "evaluate_endpoint", "load_model", "locate_checkpoint",
+           "publish_summary", "read_samples", "run_eval", "settings_from_run", "summarize_eval"]

@@ -36,6 +36,7 @@ from dapo_env.types import Problem
 from dapo_env.verifiers import as_verifier, verify_batch
 
 from .engine import RolloutEngine, SamplingParams
+from .openai_engine import ENDPOINT_ERROR, endpoint_error
 from .run_folder import EvalSample
 
 
@@ -47,8 +48,32 @@ class EvalResult:
 
     @property
     def accuracy(self) -> float:
-        """Mean of ``correct`` over every record (avg@k with k samples; accuracy for greedy); 0.0 when empty."""
-        return sum(r.correct for r in self.records) / len(self.records) if self.records else 0.0
+        """Mean of ``correct`` over the records whose request did not fail (avg@k with k samples; accuracy for
+        greedy); 0.0 when there are none."""
+        graded = [r for r in self.records if not is_failed(r)]
+        return sum(r.correct for r in graded) / len(graded) if graded else 0.0
+
+    @property
+    def failed(self) -> int:
+        """Records whose request failed (``reason`` starting with ``error:endpoint``): not wrong answers."""
+        return sum(is_failed(r) for r in self.records)
+
+
+def is_failed(record: EvalSample | dict[str, Any]) -> bool:
+    """Whether a record (an :class:`EvalSample` or its JSON dict) is a failed request, not a graded answer.
+
+    Example:
+        >>> is_failed({"reason": "error:endpoint: HTTP 500 (5 attempts)"}), is_failed({"reason": "no_answer"})
+        (True, False)
+    """
+    reason = record["reason"] if isinstance(record, dict) else record.reason
+    return str(reason).startswith(ENDPOINT_ERROR)
+
+
+def _failed_sample(problem: Problem, prompt: str, k: int, cause: str) -> EvalSample:
+    return EvalSample(problem_id=str(problem.id), prompt=prompt, completion="", extracted=None, correct=False,
+                      reason=f"{ENDPOINT_ERROR}: {cause}", tokens=0, finish_reason="length", sample=k,
+                      answer=problem.answer if isinstance(problem.answer, str) else None)
 
 
 def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[str, Any] | None = None) -> list[Problem]:
@@ -60,7 +85,7 @@ def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[st
 def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, max_response_tokens: int,
              samples: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
              chat_template: Any = None, system_prompt: str | None = None, max_turns: int | None = None,
-             max_episode_tokens: int | None = None) -> EvalResult:
+             max_episode_tokens: int | None = None, messages: bool = False) -> EvalResult:
     """Generate ``samples`` responses per problem, verify them with the task's verifier, return the records.
 
     Args:
@@ -73,11 +98,16 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env); for a
             multi-turn task it records the episodes' exact tokens (turns sampled token-exact by ``generate_turns``).
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training); ignored otherwise.
+        messages: play a multi-turn task's turns through ``engine.generate_turns`` from each episode's chat
+            messages even without ``chat_template`` (an endpoint's chat API applies its own template).
+
+    A sample whose request failed (an endpoint engine's :class:`~dapo_env.learners.openai_engine.FailedCompletion`)
+    is recorded with ``reason="error:endpoint: <cause>"`` and is not graded (:func:`is_failed`).
     """
     if getattr(task, "turns", "single-turn") == "multi-turn":
         return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, chat_template=chat_template,
                                     system_prompt=system_prompt, max_turns=max_turns,
-                                    max_episode_tokens=max_episode_tokens, sampling=dict(
+                                    max_episode_tokens=max_episode_tokens, messages=messages, sampling=dict(
                                         temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens)))
     prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
@@ -86,6 +116,7 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
     verdicts = verify_batch(as_verifier(task.verifier), [c.text for *_, c in flat], [p.answer for p, *_ in flat],
                             workers=0)
     return EvalResult(tuple(
+        _failed_sample(p, prompt, k, endpoint_error(c)) if endpoint_error(c) is not None else
         EvalSample(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
                    finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
@@ -104,7 +135,7 @@ class _GivenProblems:
 
 def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, samples: int, seed: int,
               chat_template: Any, system_prompt: str | None, sampling: dict[str, Any], max_turns: int | None = None,
-              max_episode_tokens: int | None = None) -> tuple[EvalSample, ...]:
+              max_episode_tokens: int | None = None, messages: bool = False) -> tuple[EvalSample, ...]:
     """``samples`` episodes of each problem of a multi-turn task, played to their ends; one record per episode:
     ``prompt`` the first observation, ``completion`` every turn and reply after it, ``extracted``/``reason``
     the last turn's verdict, ``correct`` whether it was solved (a turn cut at the token limit ends it wrong),
@@ -119,12 +150,19 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
     if not problems:
         return ()
     rounds = itertools.count()
+    turn_level = chat_template is not None or bool(messages)
+    failures: dict[tuple[int, int], str] = {}  # (problem, episode) -> the cause of its failed request
 
     def generate(requests: list[Any]) -> list[Any]:
         params = SamplingParams(**sampling, seed=derive_seed(seed, next(rounds), 2))
-        if chat_template is not None:  # token-exact: sampled after exactly each episode's recorded tokens
-            return engine.generate_turns(requests, params)
-        return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
+        if turn_level:  # token-exact (or, over a chat endpoint, from the episode's messages)
+            turns = engine.generate_turns(requests, params)
+        else:
+            turns = [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
+        for request, turn in zip(requests, turns):
+            if endpoint_error(turn) is not None:  # the episode ends here (a cut turn): an error, not a loss
+                failures[(request.group, int(request.key.rsplit(":", 1)[1]))] = endpoint_error(turn)
+        return turns
 
     env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_envs=len(problems) * samples,
                           group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
@@ -134,10 +172,12 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
         groups = env.rollout(generate)
     engine.release()  # the episodes have ended: drop their kept caches
     return tuple(
+        _failed_sample(p, g.prompt, k, failures[(b, k)]) if (b, k) in failures else
         EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
                    finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
-        for p, g in zip(problems, groups) for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos)))
+        for b, (p, g) in enumerate(zip(problems, groups))
+        for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos)))
 
 
-__all__ = ["EvalResult", "evaluate", "load_eval_problems"]
+__all__ = ["EvalResult", "evaluate", "is_failed", "load_eval_problems"]

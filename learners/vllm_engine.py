@@ -192,6 +192,38 @@ def vllm_lora_rank(rank: int) -> int:
     return fits[0]
 
 
+@torch.no_grad()
+def hf_named_weights(model: torch.nn.Module, *, tied: bool) -> dict[str, torch.Tensor]:
+    """A vLLM model's weights under HF ``state_dict`` names (views, no copies).
+
+    vLLM fuses ``q/k/v_proj`` into ``qkv_proj`` and ``gate/up_proj`` into ``gate_up_proj`` and pads
+    the vocabulary; this undoes both so the result compares name by name with the learner's. ``tied``:
+    the config ties ``lm_head`` to the embeddings (then ``lm_head.weight`` is the embedding). Used by
+    :class:`VLLMEngine` and, inside a ``vllm serve`` worker, by ``server_sync``.
+    """
+    packed: Mapping[str, list[str]] = getattr(model, "packed_modules_mapping", {}) or {}
+    modules = dict(model.named_modules())
+    out: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters():
+        module_name, _, leaf = name.rpartition(".")
+        module = modules[module_name]
+        fused = module_name.rpartition(".")[2]
+        if fused in packed and hasattr(module, "output_sizes"):
+            sizes = list(module.output_sizes)
+            if sum(sizes) != param.shape[0]:
+                raise RuntimeError(f"{name}: output sizes {sizes} do not cover {tuple(param.shape)} (tensor parallel?)")
+            prefix = module_name.rpartition(".")[0]
+            for sub, part in zip(packed[fused], param.split(sizes, dim=0), strict=True):
+                out[f"{prefix}.{sub}.{leaf}"] = part
+        elif hasattr(module, "org_vocab_size"):  # (padded vocab, hidden) embedding / lm_head
+            out[name] = param[: module.org_vocab_size]
+        else:
+            out[name] = param
+    if tied and "lm_head.weight" not in out and "model.embed_tokens.weight" in out:
+        out["lm_head.weight"] = out["model.embed_tokens.weight"]
+    return out
+
+
 class VLLMEngine:
     """Sample with an in-process ``vllm.LLM``; take learner weights with a verified push.
 
@@ -374,35 +406,8 @@ class VLLMEngine:
 
     @torch.no_grad()
     def engine_weights(self) -> dict[str, torch.Tensor]:
-        """The engine model's weights under HF ``state_dict`` names (views, no copies).
-
-        vLLM fuses ``q/k/v_proj`` into ``qkv_proj`` and ``gate/up_proj`` into ``gate_up_proj`` and pads
-        the vocabulary; this undoes both so the result compares name by name with the learner's.
-        """
-        model = self._model()
-        packed: Mapping[str, list[str]] = getattr(model, "packed_modules_mapping", {}) or {}
-        modules = dict(model.named_modules())
-        out: dict[str, torch.Tensor] = {}
-        for name, param in model.named_parameters():
-            module_name, _, leaf = name.rpartition(".")
-            module = modules[module_name]
-            fused = module_name.rpartition(".")[2]
-            if fused in packed and hasattr(module, "output_sizes"):
-                sizes = list(module.output_sizes)
-                if sum(sizes) != param.shape[0]:
-                    raise RuntimeError(
-                        f"{name}: output sizes {sizes} do not cover {tuple(param.shape)} (tensor parallel?)"
-                    )
-                prefix = module_name.rpartition(".")[0]
-                for sub, part in zip(packed[fused], param.split(sizes, dim=0), strict=True):
-                    out[f"{prefix}.{sub}.{leaf}"] = part
-            elif hasattr(module, "org_vocab_size"):  # (padded vocab, hidden) embedding / lm_head
-                out[name] = param[: module.org_vocab_size]
-            else:
-                out[name] = param
-        if self._tied and "lm_head.weight" not in out and "model.embed_tokens.weight" in out:
-            out["lm_head.weight"] = out["model.embed_tokens.weight"]
-        return out
+        """The engine model's weights under HF ``state_dict`` names (views, no copies): :func:`hf_named_weights`."""
+        return hf_named_weights(self._model(), tied=self._tied)
 
     def fingerprint(self, names: Iterable[str] | None = None) -> str:
         """:func:`weights_fingerprint` of :meth:`engine_weights` (only ``names``, if given): equals the learner's
@@ -637,6 +642,7 @@ __all__ = [
     "VLLM_LORA_RANKS",
     "StaleWeightsError",
     "VLLMEngine",
+    "hf_named_weights",
     "plain_cpu_linears",
     "vllm_cpu_build_installed",
     "vllm_installed",

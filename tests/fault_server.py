@@ -1,0 +1,166 @@
+"""A fault injector: a real local HTTP server speaking enough of the OpenAI API to answer, and misbehaving on cue.
+
+It is not a stand-in for vLLM: it answers ``/v1/completions`` and ``/v1/chat/completions`` with a
+deterministic text (``answer(prompt_text) -> str``; the default echoes the largest number in the prompt, so
+``Largest-v0`` problems come back right) and no token ids. Faults come from a script (``faults``: one
+entry consumed per request, ``"ok"`` when it runs out) or from a rule (``rule(body) -> fault or None``,
+checked first):
+
+- ``"drop"``: close the connection without answering;
+- ``"stall"``: hold the request for ``stall_s`` seconds, then close it;
+- ``"500"`` / ``"503"`` / ``"429"``: that status (``429`` with ``Retry-After: retry_after``);
+- ``"malformed"``: status 200 with a body that is not JSON;
+- ``"404"``: no such route; ``"400"``: a refused request.
+
+``version`` makes ``GET /version`` answer like vLLM's (``{"version": ...}``), so clients send vLLM's extras.
+
+A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs:
+``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
+once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def largest_number(prompt: str) -> str:
+    """The default answer: the largest integer in the prompt (the right answer to Largest-v0)."""
+    numbers = [int(x) for x in re.findall(r"-?\d+", prompt)]
+    return f"Answer: {max(numbers)}" if numbers else "Answer: 0"
+
+
+class FaultServer:
+    """``with FaultServer() as server: server.url`` is ``http://127.0.0.1:<port>/v1``."""
+
+    def __init__(self, *, answer: Callable[[str], str] = largest_number, faults: Iterable[str] = (),
+                 rule: Callable[[dict[str, Any]], str | None] | None = None, stall_s: float = 5.0,
+                 delay_s: float = 0.0, retry_after: str = "0", chat_only: bool = False,
+                 version: str | None = None) -> None:
+        self.answer, self.rule, self.stall_s, self.delay_s = answer, rule, stall_s, delay_s
+        self.retry_after, self.chat_only, self.version = retry_after, chat_only, version
+        self.faults = list(faults)
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_fault(self, body: dict[str, Any]) -> str:
+        with self.lock:
+            self.requests += 1
+            self.bodies.append(body)
+            ruled = self.rule(body) if self.rule is not None else None
+            if ruled is not None:
+                return ruled
+            return self.faults.pop(0) if self.faults else "ok"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _leave(self) -> None:
+                """This request stops counting as in flight (before its answer goes out: a client that has read
+                the answer may send the next request at once)."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._leave()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/version" and server.version:
+                    self._send(200, json.dumps({"version": server.version}).encode())
+                elif self.path.rstrip("/") == "/v1/models":
+                    self._send(200, json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode())
+                else:
+                    self._send(404, b'{"error": "not found"}')
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
+                try:
+                    self._serve(body)
+                finally:
+                    self._leave()
+
+            def _serve(self, body: dict[str, Any]) -> None:
+                fault = server._next_fault(body)
+                time.sleep(server.delay_s)
+                chat = self.path.rstrip("/") == "/v1/chat/completions"
+                if fault == "drop":
+                    self._leave()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if fault == "stall":
+                    time.sleep(server.stall_s)
+                    self._leave()
+                    self.close_connection = True
+                    return
+                if fault in ("500", "503", "429", "404", "400"):
+                    headers = {"Retry-After": server.retry_after} if fault == "429" else None
+                    self._send(int(fault), b'{"error": "injected"}', headers)
+                    return
+                if fault == "malformed":
+                    self._send(200, b'{"choices": [{"text": "trunc')
+                    return
+                if not chat and (server.chat_only or self.path.rstrip("/") != "/v1/completions"):
+                    self._send(404, b'{"error": "no such route"}')
+                    return
+                if chat:
+                    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+                else:
+                    prompt = body.get("prompt")
+                    prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
+                text = server.answer(prompt)
+                tokens = len(text.split())
+                count = int(body.get("n") or 1)
+                choices = [{"index": i, "finish_reason": "stop",
+                            **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}
+                           for i in reversed(range(count))]  # out of order: clients must sort by index
+                payload = {"id": "x", "object": "chat.completion" if chat else "text_completion", "model": body.get("model"),
+                           "choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": tokens * count,
+                                                         "total_tokens": tokens * count + 1}}
+                self._send(200, json.dumps(payload).encode())
+
+        return Handler
