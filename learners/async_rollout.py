@@ -1,11 +1,11 @@
 """Asynchronous rollouts with bounded staleness: the learner keeps the prompt schedule, a rollout worker
 generates and verifies the rounds ahead while the learner updates.
 
-:class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.GroupSource`, so the unchanged
+:class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.RolloutSource`, so the unchanged
 :class:`~dapo_env.sampler.DynamicSampler` fills batches from it. The prompts of generation round ``n`` are
 the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
-``n`` is sampled with the seed ``seed_fn(n)`` and the weights of the policy version current when it was
-*issued*. The worker executes rounds strictly in order after the weights sent before them
+``n`` is sampled with the seed :meth:`AsyncGroupSource.round_seed` gives it and the weights of the policy
+version current when it was *issued*. The worker executes rounds strictly in order after the weights sent before them
 (:mod:`~dapo_env.learners.rollout_worker`), so which version generates which round is a function of the
 learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
 its version (``Completion.policy_version``).
@@ -27,9 +27,9 @@ same versions. A dead or hung worker is replaced (one warning per cause) and its
 regenerated with the current weights; no round is skipped or drawn twice.
 
 Example:
-    >>> source = AsyncGroupSource(env, RolloutWorker(job), max_staleness=1, seed_fn=round_seed)  # doctest: +SKIP
+    >>> source = AsyncGroupSource(env, RolloutWorker(job), max_staleness=1, seed=0)  # doctest: +SKIP
     >>> source.publish(0, model.state_dict())  # doctest: +SKIP
-    >>> batch = DynamicSampler(source, generate=None, num_groups=32).sample()  # doctest: +SKIP
+    >>> batch = DynamicSampler(source, num_groups=32).sample()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from dapo_env.types import RolloutBatch
+
+from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
+from .rollout import POLICY_STEP, stamp_step
 from .rollout_worker import RolloutWorker, WorkerLost
 
 #: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
@@ -96,87 +100,8 @@ class RoundResult:
                    float(data["generate_s"]), float(data["verify_s"]))
 
 
-def staleness_metrics(versions: Sequence[int | None], current: int, *, max_staleness: int) -> dict[str, float | None]:
-    """The age of consumed samples in policy versions: ``current - version`` per sample.
-
-    Returns ``staleness/mean``, ``staleness/max`` and the histogram as shares of the samples:
-    ``staleness/share_0`` ... ``staleness/share_<max_staleness>`` and ``staleness/share_older`` (samples
-    older than the bound: groups dynamic sampling carried over from an earlier batch). Samples without a
-    version (``None`` or negative) are left out; all ``None`` when none has one.
-
-    Example:
-        >>> staleness_metrics([3, 3, 2, 0], 3, max_staleness=1)
-        {'staleness/mean': 1.0, 'staleness/max': 3.0, 'staleness/share_0': 0.5, 'staleness/share_1': 0.25, 'staleness/share_older': 0.25}
-    """
-    if max_staleness < 0:
-        raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
-    keys = [f"staleness/share_{s}" for s in range(max_staleness + 1)] + ["staleness/share_older"]
-    ages = np.array([current - v for v in versions if v is not None and v >= 0], dtype=np.int64)
-    if ages.size == 0:
-        return dict.fromkeys(["staleness/mean", "staleness/max", *keys])
-    counts = np.bincount(np.clip(ages, 0, max_staleness + 1), minlength=max_staleness + 2)
-    out: dict[str, float | None] = {"staleness/mean": float(ages.mean()), "staleness/max": float(ages.max())}
-    out.update({key: float(c) / ages.size for key, c in zip(keys, counts)})
-    return out
-
-
-#: ``info`` key of every training sample: the training step whose weights generated it (its policy version).
-POLICY_STEP = "policy_step"
-
-
-def stamp_step(group: Any, step: int) -> Any:
-    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
-    of carried-over groups survives a resume)."""
-    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
-
-
-class StepStampedSource:
-    """A :class:`~dapo_env.sampler.GroupSource` that stamps every group it returns with ``step_fn()``, the
-    training step generating it (:func:`stamp_step`); the synchronous loop's staleness bookkeeping.
-    Everything else is the wrapped ``source``'s (its state dict unchanged).
-
-    Example:
-        >>> from dapo_env import GroupVectorEnv
-        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10)
-        >>> source = StepStampedSource(env, lambda: 7)
-        >>> _ = source.reset(seed=0)
-        >>> source.rollout(lambda prompts: ["Answer: 0"] * len(prompts))[0].infos[0]["policy_step"]
-        7
-        >>> source.close()
-    """
-
-    def __init__(self, source: Any, step_fn: Callable[[], int]) -> None:
-        self.source, self.step_fn = source, step_fn
-        self.num_prompts, self.group_size = source.num_prompts, source.group_size
-
-    @property
-    def needs_reset(self) -> bool:
-        return self.source.needs_reset
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        return self.source.reset(seed=seed, options=options)
-
-    def rollout(self, generate: Any) -> list[Any]:
-        step = self.step_fn()
-        return [stamp_step(g, step) for g in self.source.rollout(generate)]
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.source.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.source.load_state_dict(state)
-
-    def close(self) -> None:
-        self.source.close()
-
-    def __getattr__(self, name: str) -> Any:  # the wrapped env's other attributes (problems, task, ...)
-        if name == "source":
-            raise AttributeError(name)
-        return getattr(self.source, name)
-
-
 class AsyncGroupSource:
-    """A :class:`~dapo_env.sampler.GroupSource` whose rounds a :class:`RolloutWorker` generates ahead.
+    """A :class:`~dapo_env.sampler.RolloutSource` whose rounds a :class:`RolloutWorker` generates ahead.
 
     Args:
         env: the learner's group env (a :class:`~dapo_env.vector.GroupVectorEnv`): only its prompt schedule
@@ -184,16 +109,23 @@ class AsyncGroupSource:
         worker: the rollout worker (started here if it is not running); its job must run
             :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
         max_staleness: the most policy versions between issuing a round and drawing it (0: synchronous).
-        seed_fn: the sampling seed of round ``n``.
+        seed: the run's seed: the prompt stream's first reset and every round's sampling seed
+            (:meth:`round_seed`).
+        engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
+            generated with those weights (``None``: the training step).
 
-    Call :meth:`publish` with the learner's weights before the first draw and after every step. Per-step
-    counters for the metrics: :meth:`step_stats`.
+    Call :meth:`publish` with the learner's weights before the first draw and after every step. Each
+    round's stats: ``async/rounds_expired`` (regenerated to respect the bound), ``async/rounds_ahead``
+    (issued, not drawn, now), ``async/worker_restarts`` (over the run), ``time/rollout_wait_s`` (the
+    learner blocked on rounds) and ``time/worker_generate_s`` (worker time of the rounds drawn), counted
+    since the batch's first round.
     """
 
-    def __init__(self, env: Any, worker: RolloutWorker, *, max_staleness: int, seed_fn: Callable[[int], int]) -> None:
+    def __init__(self, env: Any, worker: RolloutWorker, *, max_staleness: int, seed: int, engine: Any = None) -> None:
         if not isinstance(max_staleness, int) or max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
-        self.env, self.worker, self.max_staleness, self.seed_fn = env, worker, max_staleness, seed_fn
+        self.env, self.worker, self.max_staleness, self.seed = env, worker, max_staleness, seed
+        self.engine = engine
         self.num_prompts, self.group_size = env.num_prompts, env.group_size
         self._version: int | None = None
         self._stamp: int | None = None
@@ -211,31 +143,29 @@ class AsyncGroupSource:
         self._stats = self._fresh_stats()
         self._restarts = 0
 
-    # -- GroupSource --------------------------------------------------------------------------------
-    @property
-    def needs_reset(self) -> bool:
-        return not self._started
+    # -- RolloutSource ------------------------------------------------------------------------------
+    def round_seed(self, n: int, position: tuple[int, int]) -> int:
+        """The sampling seed of round ``n``, drawn at sampler ``position``: the synchronous loop's (a function
+        of the position) when rounds are issued as they are drawn (``max_staleness=0``), else of ``n`` alone."""
+        from .update import derive_seed
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        """Seed the prompt stream (rounds issued before are dropped)."""
-        for n in list(self._requests):
-            self._drop(n)
-        self._next_issue = self._consumed
-        self._started = True
-        return self.env.reset(seed=seed, options=options)
+        return derive_seed(self.seed, *position) if self.max_staleness == 0 else derive_seed(self.seed, 2**31 + 1, n)
 
-    def rollout(self, generate: Any = None) -> list[Any]:
-        """The next round's verified groups (``generate`` is unused: the worker generates).
+    def rollout(self, position: tuple[int, int]) -> RolloutBatch:
+        """The next round's verified groups and the source's counters (see the class).
 
         Issues rounds ahead up to the staleness window, waits for this round, and regenerates it if it
         would exceed ``max_staleness``.
         """
-        if not self._started:
-            raise RuntimeError("AsyncGroupSource.rollout() called before reset(): call reset(seed=...) first")
         if self._version is None:
-            raise RuntimeError("AsyncGroupSource.publish(version, weights) must run before the first rollout")
+            raise RuntimeError("AsyncGroupSource.publish(step, weights) must run before the first rollout")
+        if not self._started:  # seed the prompt stream
+            self._next_issue, self._started = self._consumed, True
+            self.env.reset(seed=self.seed)
+        if position[1] == 0:  # a new batch: its counters start at 0
+            self._stats = self._fresh_stats()
         n = self._consumed
-        self._issue_through(n + self._window())
+        self._issue_through(n + self._window(), position)
         result = self._await(n)
         if self._version - result.version > self.max_staleness:
             self._renew_expired()
@@ -244,15 +174,18 @@ class AsyncGroupSource:
         self._consumed += 1
         self._rounds_this_version += 1
         self._stats["generate_s"] += result.generate_s
-        return [stamp_step(g, result.version) for g in result.groups]
+        stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
+                 "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
+                 "time/worker_generate_s": self._stats["generate_s"]}
+        return RolloutBatch(tuple(stamp_step(g, result.version) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
-    def publish(self, version: int, weights: Mapping[str, torch.Tensor], *, policy_version: int | None = None) -> None:
-        """The learner's weights as policy ``version`` (its training step); rounds issued from now on use
-        them and stamp their samples with ``policy_version`` (default ``version``). Publishing the current
-        version again (after a resume) re-sends it without a new version."""
-        version = int(version)
-        self._stamp = version if policy_version is None else int(policy_version)
+    def publish(self, step: int, weights: Mapping[str, torch.Tensor]) -> None:
+        """The learner's weights after training step ``step`` (the policy version); rounds issued from now on
+        use them and stamp their samples with the engine's ``weights_version`` (without an engine:
+        ``step``). Publishing the current version again (after a resume) re-sends it without a new version."""
+        version = int(step)
+        self._stamp = version if self.engine is None else int(self.engine.weights_version)
         if self._version is not None and version < self._version:
             raise ValueError(f"policy versions must not decrease: published {self._version}, got {version}")
         if self._version is not None and version > self._version:
@@ -270,17 +203,6 @@ class AsyncGroupSource:
         for n in sorted(self._requests):
             if n not in self._results:
                 self._await(n)
-
-    def step_stats(self) -> dict[str, float]:
-        """Counters since the last call: ``async/wait_s`` (the learner blocked on rounds),
-        ``async/generate_s`` (worker time of the rounds drawn), ``async/rounds_expired`` (regenerated to
-        respect the bound), ``async/rounds_ahead`` (issued, not drawn, now) and ``async/worker_restarts``
-        (over the run)."""
-        stats = {f"async/{k}": float(v) for k, v in self._stats.items()}
-        stats["async/rounds_ahead"] = float(len(self._requests))
-        stats["async/worker_restarts"] = float(self._restarts)
-        self._stats = self._fresh_stats()
-        return stats
 
     def close(self) -> None:
         """Stop the worker and close the env."""
@@ -332,13 +254,13 @@ class AsyncGroupSource:
         """Rounds to keep issued beyond the one being drawn: ``max_staleness`` steps' worth."""
         return self.max_staleness * max(1, self._rounds_last_version)
 
-    def _issue_through(self, last: int) -> None:
+    def _issue_through(self, last: int, position: tuple[int, int]) -> None:
         while self._next_issue <= last:
             n = self._next_issue
             indices = [int(i) for i in self.env.state_dict()["indices"]]
             request = RoundRequest(round=n, options={"indices": indices},
                                    problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
-                                   seed=int(self.seed_fn(n)), version=int(self._version), policy_version=self._stamp)
+                                   seed=self.round_seed(n, position), version=int(self._version), policy_version=self._stamp)
             self._requests[n] = request
             self._submit(request)
             self.env.reset()  # the next draw of the stream: round n + 1
@@ -491,29 +413,27 @@ class GroupRolloutJob:
         return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
 
 
-def make_rollout_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, seed_fn: Callable[[int], int]
-                        ) -> AsyncGroupSource:
+def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any
+                      ) -> AsyncGroupSource:
     """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
     the learner's group env keeps the prompt schedule; a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
-    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's."""
+    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
+    Reached through :func:`~dapo_env.learners.rollout.make_rollout_source`."""
     import functools
 
     from .batch import autocast_dtype
-    from .engine import SamplingParams
     from .rollout import make_group_env
 
     job = GroupRolloutJob(
         make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
                                       autocast_dtype=autocast_dtype(cfg.precision)),
-        make_env=functools.partial(make_group_env, cfg, task, tokenizer),
-        sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
-                                max_response_tokens=cfg.max_response_tokens, seed=0),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling,
         num_threads=cfg.num_threads or 1)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
     return AsyncGroupSource(make_group_env(cfg, task, tokenizer), worker, max_staleness=cfg.max_staleness,
-                            seed_fn=seed_fn)
+                            seed=cfg.seed, engine=engine)
 
 
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
-           "StepStampedSource", "engine_copy", "make_rollout_source", "stamp_step", "staleness_metrics"]
+           "engine_copy", "make_async_source", "staleness_metrics"]

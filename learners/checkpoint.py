@@ -247,6 +247,22 @@ def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
     model.load_state_dict(loaded.state_dict())
 
 
-__all__ = ["BASE_MODEL_DIR", "RUN_BASE_REF", "capture_rng_state", "check_run_dir", "is_adapter_folder",
+def build_model(cfg: Any) -> tuple[Any, Any]:
+    """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
+    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
+    if cfg.model is not None:
+        if not Path(cfg.model).is_dir():
+            raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
+                                    "pass a folder written by save_pretrained")
+        return load_pretrained(cfg.model)
+    from .tiny import build_tiny_model, build_tokenizer
+
+    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
+    model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
+                             heads=cfg.tiny_heads, max_positions=cfg.tiny_max_positions, seed=cfg.seed)
+    return model, tok
+
+
+__all__ = ["BASE_MODEL_DIR", "RUN_BASE_REF", "build_model", "capture_rng_state", "check_run_dir", "is_adapter_folder",
            "latest_checkpoint", "list_checkpoints", "load_model", "load_model_weights", "load_pretrained",
            "load_trainer_state", "quiet_progress", "restore_rng_state", "save_base_model", "save_checkpoint"]

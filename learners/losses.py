@@ -64,17 +64,6 @@ def group_advantages(
     return torch.where(constant, torch.zeros_like(centred), centred).reshape(-1)
 
 
-def truncated_is_weights(old_logp: Tensor, rollout_logp: Tensor, cap: float = 2.0) -> Tensor:
-    """Truncated importance-sampling weights ``min(pi_old / pi_rollout, cap)`` per token (detached).
-
-    Corrects the mismatch between the engine that sampled (``rollout_logp``, e.g. vLLM in bf16) and the
-    learner's recomputation (``old_logp``); pass the result as ``policy_loss(is_weights=...)``.
-    """
-    if cap <= 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
-    return torch.exp(old_logp.detach() - rollout_logp.detach()).clamp(max=cap)
-
-
 def loss_denominators(mask: Tensor) -> tuple[Tensor, Tensor]:
     """The global denominators of a mini-batch: (number of loss tokens, number of sequences with one).
 
@@ -107,6 +96,54 @@ def _lookup(table: dict, what: str, name: str):  # noqa: ANN202 - the registry's
         return table[name]
     except KeyError:
         raise ValueError(f"unknown {what} {name!r}; known: {sorted(table)}") from None
+
+
+class AdvantageEstimator(Protocol):
+    """Per-sample (or per-token) advantages from rewards; every registered entry has this one signature.
+
+    Args:
+        rewards: (N,) each sample's reward (an episode's return), group-major (G consecutive per prompt).
+        mask: (N, R) the tokens the loss counts (1 = a sampled token that is trained on).
+        group_size: G.
+        scale_by_std: divide by the group's reward standard deviation (GRPO) or not (Dr.GRPO).
+
+    Returns:
+        (N,) one advantage per sample, or (N, R) one per token (e.g. a per-turn estimator); detached.
+    """
+
+    def __call__(self, rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor: ...
+
+
+def _group(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor:
+    return group_advantages(rewards, group_size, scale_by_std=scale_by_std)
+
+
+#: Registered advantage estimators: ``group`` is GRPO/DAPO's :func:`group_advantages` (one value per sample).
+ADVANTAGES: dict[str, AdvantageEstimator] = {"group": _group}
+
+
+def register_advantage(name: str, fn: AdvantageEstimator, *, overwrite: bool = False) -> None:
+    """Add an advantage estimator (signature of :class:`AdvantageEstimator`); ``TrainConfig(advantage=name)``
+    selects it. A duplicate raises unless ``overwrite``.
+
+    Example:
+        >>> register_advantage("sign", lambda r, m, *, group_size, scale_by_std: torch.sign(r))
+        >>> get_advantage("sign")(torch.tensor([2.0, -3.0]), torch.ones(2, 1), group_size=2, scale_by_std=True)
+        tensor([ 1., -1.])
+        >>> del ADVANTAGES["sign"]
+    """
+    _register(ADVANTAGES, "advantage estimator", name, fn, overwrite)
+
+
+def get_advantage(name: str) -> AdvantageEstimator:
+    """The registered advantage estimator ``name``; unknown names raise listing the known ones.
+
+    Example:
+        >>> get_advantage("group")(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.ones(4, 3), group_size=2,
+        ...                        scale_by_std=True)
+        tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    """
+    return _lookup(ADVANTAGES, "advantage estimator", name)
 
 
 def _seqs(mask: Tensor, num_seqs: Tensor | float | None) -> Tensor | float:
@@ -534,13 +571,16 @@ def rollout_correction(
 
 
 __all__ = [
+    "ADVANTAGES",
     "AGGREGATIONS",
+    "AdvantageEstimator",
     "IS_CORRECTIONS",
     "POLICY_LOSSES",
     "RATIO_LEVELS",
     "Aggregation",
     "cispo_loss",
     "entropy_from_logits",
+    "get_advantage",
     "get_aggregation",
     "get_is_correction",
     "get_policy_loss",
@@ -550,9 +590,9 @@ __all__ = [
     "masked_mean",
     "policy_loss",
     "PolicyLoss",
+    "register_advantage",
     "register_aggregation",
     "register_is_correction",
     "register_policy_loss",
     "rollout_correction",
-    "truncated_is_weights",
 ]

@@ -38,7 +38,7 @@ def test_ablation_rows_are_valid_configs_ending_in_dapo() -> None:
     ("mini_batch_size", 3, "divide batch_size"),
     ("loss_agg", "mean", "choose a registered aggregation"),
     ("ratio_level", "seq", "'sequence' is GSPO"),
-    ("tis_cap", 0.0, "> 0"),
+    ("advantage", "gae", "registered advantage estimator"),
     ("engine", "sglang", "choose one of"),
     ("temperature", 0.0, "temperature > 0"),
     ("clip_c", 0.5, "> 1"),

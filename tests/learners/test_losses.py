@@ -24,7 +24,6 @@ from dapo_env.learners.losses import (
     masked_mean,
     policy_loss,
     register_aggregation,
-    truncated_is_weights,
 )
 
 torch.set_num_threads(1)
@@ -145,8 +144,10 @@ def test_is_weights_scale_per_token() -> None:
     w = torch.full((2, 3), 0.5, dtype=torch.float64)
     loss, _ = policy_loss(logp, old, adv, mask, is_weights=w)
     assert loss.item() == pytest.approx(0.5 * EXPECTED["token-mean"])
-    tis = truncated_is_weights(torch.log(torch.tensor([0.3, 0.9])), torch.log(torch.tensor([0.6, 0.3])))
-    torch.testing.assert_close(tis, torch.tensor([0.5, 2.0]))  # 0.9/0.3 = 3 capped at 2
+    tis, keep, _ = rollout_correction(torch.log(torch.tensor([[0.3, 0.9]])), torch.log(torch.tensor([[0.6, 0.3]])),
+                                      torch.ones(1, 2), mode="token-truncate", cap=2.0)
+    torch.testing.assert_close(tis, torch.tensor([[0.5, 2.0]]))  # 0.9/0.3 = 3 capped at 2
+    assert keep.all()
 
 
 @pytest.mark.parametrize("agg", AGGS)

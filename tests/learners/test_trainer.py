@@ -162,8 +162,8 @@ def test_difficulty_sampling_logs_its_beliefs_and_checkpoints_them(tmp_path: Pat
     records = [m for m in trainer.fit().metrics if m["step"] > 0]
     for record in records:
         assert 0 < record["difficulty/seen_share"] <= 1 and 0 <= record["difficulty/expected_informative"] <= 1
-    beliefs = trainer.sampler.source.difficulty
+    beliefs = trainer.source.env.difficulty
     generated_groups = sum(r["rollout/samples_generated"] for r in records) // cfg.group_size
     assert beliefs.seen.sum() == generated_groups  # every generated group updated its problem's belief
     resumed = Trainer(cfg.with_overrides({"max_steps": 3}), resume=True)
-    assert np.array_equal(resumed.sampler.source.difficulty.alpha, beliefs.alpha)
+    assert np.array_equal(resumed.source.env.difficulty.alpha, beliefs.alpha)

@@ -108,12 +108,15 @@ def test_gspo_tis_and_a_registered_aggregation_are_reached_from_the_config(monke
     monkeypatch.setitem(AGGREGATIONS, "test-sum", sum_loss)  # the key is removed again when the test ends
     register_aggregation("test-sum", sum_loss, overwrite=True)
     monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
-    model, cfg, batch, adv = _setup(ratio_level="sequence", tis_cap=2.0, loss_agg="test-sum", mini_batch_size=4)
-    update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0))
+    model, cfg, batch, adv = _setup(ratio_level="sequence", is_correction="token-truncate", is_cap=2.0,
+                                    loss_agg="test-sum", mini_batch_size=4)
+    old = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
+    update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0), old_logp=old)
     assert calls and all(c["ratio_level"] == "sequence" and c["agg"] == "test-sum" for c in calls)
     weights = torch.cat([c["is_weights"] for c in calls])
-    # engine log-probs are -1 everywhere: the weights are min(exp(logp_learner + 1), 2)
-    assert weights.max() <= 2.0 and weights.min() > 0 and (weights < 2.0).any()
+    # engine log-probs are -1 everywhere: the weights are min(exp(logp_learner + 1), 2) on loss tokens, 0 off them
+    on_mask = weights[weights > 0]
+    assert on_mask.numel() > weights.numel() // 2 and on_mask.max() <= 2.0 and (on_mask < 2.0).any()
 
 
 def test_sampled_mask_keeps_environment_tokens_out_of_the_loss() -> None:
