@@ -197,7 +197,8 @@ IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_maske
 def update_record(update: Mapping[str, float], *, lr: float, optimizer_steps: int, drift: float | None,
                   is_correction: bool) -> dict[str, Any]:
     """The update half of a step's record from :func:`~dapo_env.learners.update.update_policy`'s metrics
-    (each the mean over the step's optimizer steps; ``None`` where the step had no update).
+    (each the mean over the step's optimizer steps; ``None`` where the step had no update), plus the
+    update's ``update_s`` (seconds) and ``trained_tokens`` (loss tokens x epochs) when it ran.
 
     Example:
         >>> update_record({"loss": 0.5, "entropy": 1.0}, lr=1e-3, optimizer_steps=4, drift=None,
@@ -215,6 +216,9 @@ def update_record(update: Mapping[str, float], *, lr: float, optimizer_steps: in
         "optim/steps": optimizer_steps,
         "policy/drift_from_init": drift,
     }
+    if "update_s" in update:
+        record["perf/update_tokens_per_s"] = update["trained_tokens"] / max(update["update_s"], 1e-9)
+        record["time/update_s"] = update["update_s"]
     if is_correction:
         record.update({f"is/{k.removeprefix('is_')}": update.get(k) for k in IS_METRICS})
     return record

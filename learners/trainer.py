@@ -143,7 +143,8 @@ class Trainer:
         if warmed and main:
             stats = warm_start(model, tokenizer, self.task)
             (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
-        self._lora_base = self._attach_lora(model, tokenizer, latest, base_unchanged=not warmed and built_here)
+        self._lora_base = ckpt.attach_lora(model, tokenizer, cfg, self.run_dir, latest, is_main=main,
+                                           base_unchanged=not warmed and built_here)
         collective.broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
         self.model, self.rollout_model = collective.prepare(model)  # rollout_model holds the full weights
         self.tokenizer = tokenizer
@@ -161,7 +162,7 @@ class Trainer:
         self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
         if main:
             (self.run_dir / "config.json").write_text(json.dumps(self.run_config.to_dict(), indent=2, default=str))
-        self.init_params = self._init_reference(fresh=latest is None)
+        self.init_params = ckpt.init_reference(self.run_dir, self.rollout_model, fresh=latest is None) if main else {}
         if latest is not None:
             self._load(latest)
         self._push_weights()
@@ -172,48 +173,6 @@ class Trainer:
         self.source.close()
 
     # --- weights and checkpoints --------------------------------------------------------------------
-    def _attach_lora(self, model: Any, tokenizer: Any, latest: Path | None, *, base_unchanged: bool) -> str | None:
-        """A LoRA run (``lora_rank >= 1``): inject the adapter into the (warm-started) base, which freezes it,
-        and on a fresh run write the base once to ``<run_dir>/base_model/`` unless it is the ``--model``
-        folder unchanged. Returns the base reference the checkpoints' adapters record (``None``: the run's
-        ``base_model/``); a resumed run keeps its checkpoint's."""
-        settings = self.cfg.lora
-        if settings is None:
-            if has_lora(model):
-                raise ValueError("the model carries a LoRA adapter but lora_rank=0 (full fine-tuning): set lora_rank "
-                                 "to the adapter's rank, or pass the plain base model")
-            return None
-        from .lora import add_lora, lora_settings
-
-        if not has_lora(model):
-            add_lora(model, settings)
-        have = lora_settings(model)
-        if (have.rank, have.alpha) != (settings.rank, float(settings.alpha)):
-            raise ValueError(f"the model's LoRA adapter has rank {have.rank}, alpha {have.alpha} but the config asks for "
-                             f"lora_rank={settings.rank}, lora_alpha={settings.alpha}: resume with the run's own settings")
-        if latest is not None:
-            from .lora import CONFIG_FILE
-
-            base = json.loads((latest / "model" / CONFIG_FILE).read_text()).get("base_model_name_or_path")
-            return None if base == ckpt.RUN_BASE_REF else base
-        if base_unchanged and self.cfg.model is not None and not ckpt.is_adapter_folder(self.cfg.model):
-            return str(Path(self.cfg.model).resolve())
-        if self.collective.is_main:
-            ckpt.save_base_model(self.run_dir, model, tokenizer)
-        return None
-
-    def _init_reference(self, fresh: bool) -> dict[str, torch.Tensor]:
-        """Parameters at the start of RL (after any warm start), saved once so a resume keeps the drift."""
-        if not self.collective.is_main:
-            return {}  # drift is reported from the main rank
-        path = self.run_dir / "init_weights.pt"
-        if fresh or not path.exists():  # the trained parameters (a LoRA run's adapter)
-            ref = {n: p.detach().float().cpu().clone() for n, p in self.rollout_model.named_parameters()
-                   if p.requires_grad}
-            torch.save(ref, path)
-            return ref
-        return torch.load(path, map_location="cpu", weights_only=True)
-
     def _push_weights(self) -> None:
         """Send the learner's weights to the engine and check the engine now holds exactly them."""
         state = self.collective.full_state_dict(self.model)  # a collective under FSDP: every rank pushes
@@ -294,11 +253,9 @@ class Trainer:
                                    old_logp=old_logp, scheduler=self.scheduler, collective=self.collective,
                                    on_optimizer_step=self._push_weights)
             self.optimizer_steps += result.optimizer_steps
-            update = result.metrics
+            update = {**result.metrics, "update_s": time.perf_counter() - t1,
+                      "trained_tokens": float(batch.loss_mask.sum()) * cfg.epochs_per_batch}
             record.update(logprob_mismatch(batch, result.old_logp, weights_version))
-            t_upd = time.perf_counter() - t1
-            record["perf/update_tokens_per_s"] = float(batch.loss_mask.sum()) * cfg.epochs_per_batch / max(t_upd, 1e-9)
-            record["time/update_s"] = t_upd
         record.update(update_record(
             update, lr=self.scheduler.get_last_lr()[0], optimizer_steps=self.optimizer_steps,
             drift=param_drift(self.rollout_model, self.init_params) if self.init_params else None,
