@@ -220,7 +220,7 @@ class Episode:
         self.turns.append(TrajectoryTurn(
             text=completion.text, num_tokens=num_tokens, finish_reason=completion.finish_reason, reply=turn.reply,
             reward=turn.reward, reply_text=reply_text, num_reply_tokens=len(reply_ids),
-            policy_version=getattr(completion, "policy_version", None)))
+            weights_version=getattr(completion, "weights_version", None)))
         return turn.reply, turn.reward, self.terminated, self.truncated, self._info(index, turn, verdict, completion,
                                                                                     num_tokens, reply_ids)
 

@@ -5,15 +5,15 @@ generates and verifies the rounds ahead while the learner updates.
 :class:`~dapo_env.sampler.DynamicSampler` fills batches from it. The prompts of generation round ``n`` are
 the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
 ``n`` is sampled with the seed :meth:`AsyncGroupSource.round_seed` gives it and the weights of the policy
-version current when it was *issued*. The worker executes rounds strictly in order after the weights sent before them
-(:mod:`~dapo_env.learners.rollout_worker`), so which version generates which round is a function of the
+training step current when it was *issued*. The worker executes rounds strictly in order after the weights sent
+before them (:mod:`~dapo_env.learners.rollout_worker`), so which step's weights generate which round is a function of the
 learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
-its version (``Completion.policy_version``).
+the engine's weights version (``Completion.weights_version``) and every group with its ``policy_step``.
 
-Staleness (in policy versions, one per training step): a round issued at version ``v`` and drawn by the
-sampler at version ``k`` is ``k - v`` versions old. The source issues ``max_staleness x`` (the rounds the
+Staleness (in training steps, ``policy_step``): a round issued after step ``v`` and drawn by the
+sampler after step ``k`` is ``k - v`` steps old. The source issues ``max_staleness x`` (the rounds the
 last step consumed, at least 1) rounds ahead of the one being drawn, so in steady state every round is
-drawn at most ``max_staleness`` versions after it was issued; a round that would be older (the sampler
+drawn at most ``max_staleness`` steps after it was issued; a round that would be older (the sampler
 needed fewer rounds than expected) is regenerated with the current weights and the learner waits for it:
 the bound is never exceeded. ``max_staleness=0`` issues each round when it is drawn, with the current
 weights: the synchronous loop, through a worker. Groups that dynamic sampling carries over to a later
@@ -23,7 +23,7 @@ every consumed sample's true age.
 Lossless resume: :meth:`AsyncGroupSource.state_dict` first waits for the rounds in flight, then saves the
 env at the issue frontier and every issued, unconsumed round with its generated groups; a resumed run
 consumes exactly the groups the uninterrupted run would have, and issues the same later rounds with the
-same versions. A dead or hung worker is replaced (one warning per cause) and its unfinished rounds are
+same steps' weights. A dead or hung worker is replaced (one warning per cause) and its unfinished rounds are
 regenerated with the current weights; no round is skipped or drawn twice.
 
 Example:
@@ -56,32 +56,32 @@ MAX_CONSECUTIVE_LOSSES = 3
 
 @dataclass(frozen=True)
 class RoundRequest:
-    """One generation round for the worker: show these prompts, sample with this seed and version.
+    """One generation round for the worker: show these prompts, sample with this seed and these weights.
 
     Attributes:
         round: the round's index in the prompt stream (0, 1, 2, ...).
         options: ``reset(options=...)`` that shows the round's prompts (``{"indices": [...]}``).
         problem_ids: the round's problem ids (the worker checks it shows the same problems).
         seed: the sampling seed.
-        version: the policy version (training step) whose weights generate it.
-        policy_version: stamped on every sample as ``Completion.policy_version`` (the learner's engine
-            ``weights_version`` of those weights; ``None``: ``version``).
+        policy_step: the training step whose weights generate it.
+        weights_version: stamped on every sample as ``Completion.weights_version`` (the learner's engine
+            ``weights_version`` of those weights; ``None``: ``policy_step``).
     """
 
     round: int
     options: Mapping[str, Any]
     problem_ids: tuple[str, ...]
     seed: int
-    version: int
-    policy_version: int | None = None
+    policy_step: int
+    weights_version: int | None = None
 
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The verified groups of one round, the version that generated them, and the worker's timings."""
+    """The verified groups of one round, the training step whose weights generated them, and the worker's timings."""
 
     round: int
-    version: int
+    policy_step: int
     groups: tuple[Any, ...]
     generate_s: float = 0.0
     verify_s: float = 0.0
@@ -89,14 +89,15 @@ class RoundResult:
     def to_dict(self) -> dict[str, Any]:
         from dapo_env.sampler import group_to_dict
 
-        return {"round": self.round, "version": self.version, "groups": [group_to_dict(g) for g in self.groups],
+        return {"round": self.round, "policy_step": self.policy_step, "groups": [group_to_dict(g) for g in self.groups],
                 "generate_s": self.generate_s, "verify_s": self.verify_s}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
         from dapo_env.sampler import group_from_dict
 
-        return cls(int(data["round"]), int(data["version"]), tuple(group_from_dict(g) for g in data["groups"]),
+        step = data.get("policy_step", data.get("version"))  # "version": the older key
+        return cls(int(data["round"]), int(step), tuple(group_from_dict(g) for g in data["groups"]),
                    float(data["generate_s"]), float(data["verify_s"]))
 
 
@@ -108,7 +109,7 @@ class AsyncGroupSource:
             is used here (``reset``, ``state_dict``, ``problems``); the worker steps its own copy.
         worker: the rollout worker (started here if it is not running); its job must run
             :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
-        max_staleness: the most policy versions between issuing a round and drawing it (0: synchronous).
+        max_staleness: the most training steps between issuing a round and drawing it (0: synchronous).
         seed: the run's seed: the prompt stream's first reset and every round's sampling seed
             (:meth:`round_seed`).
         engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
@@ -127,8 +128,8 @@ class AsyncGroupSource:
         self.env, self.worker, self.max_staleness, self.seed = env, worker, max_staleness, seed
         self.engine = engine
         self.num_prompts, self.group_size = env.num_prompts, env.group_size
-        self._version: int | None = None
-        self._stamp: int | None = None
+        self._policy_step: int | None = None
+        self._weights_version: int | None = None
         self._weights: Mapping[str, torch.Tensor] | None = None
         self._started = False
         self._next_issue = 0  # the env shows this round's prompts
@@ -137,7 +138,7 @@ class AsyncGroupSource:
         self._tickets: dict[int, int] = {}  # round -> its ticket with the current worker
         self._results: dict[int, RoundResult] = {}  # generated, not drawn
         self._ticket = 0
-        self._rounds_last_version, self._rounds_this_version = 1, 0
+        self._rounds_last_step, self._rounds_this_step = 1, 0
         self._losses_in_a_row = 0
         self._warned: set[str] = set()
         self._stats = self._fresh_stats()
@@ -157,7 +158,7 @@ class AsyncGroupSource:
         Issues rounds ahead up to the staleness window, waits for this round, and regenerates it if it
         would exceed ``max_staleness``.
         """
-        if self._version is None:
+        if self._policy_step is None:
             raise RuntimeError("AsyncGroupSource.publish(step, weights) must run before the first rollout")
         if not self._started:  # seed the prompt stream
             self._next_issue, self._started = self._consumed, True
@@ -167,36 +168,36 @@ class AsyncGroupSource:
         n = self._consumed
         self._issue_through(n + self._window(), position)
         result = self._await(n)
-        if self._version - result.version > self.max_staleness:
+        if self._policy_step - result.policy_step > self.max_staleness:
             self._renew_expired()
             result = self._await(n)
         self._drop(n)
         self._consumed += 1
-        self._rounds_this_version += 1
+        self._rounds_this_step += 1
         self._stats["generate_s"] += result.generate_s
         stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
                  "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
                  "time/worker_generate_s": self._stats["generate_s"]}
-        return RolloutBatch(tuple(stamp_step(g, result.version) for g in result.groups), stats)
+        return RolloutBatch(tuple(stamp_step(g, result.policy_step) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
     def publish(self, step: int, weights: Mapping[str, torch.Tensor]) -> None:
-        """The learner's weights after training step ``step`` (the policy version); rounds issued from now on
-        use them and stamp their samples with the engine's ``weights_version`` (without an engine:
-        ``step``). Publishing the current version again (after a resume) re-sends it without a new version."""
-        version = int(step)
-        self._stamp = version if self.engine is None else int(self.engine.weights_version)
-        if self._version is not None and version < self._version:
-            raise ValueError(f"policy versions must not decrease: published {self._version}, got {version}")
-        if self._version is not None and version > self._version:
-            self._rounds_last_version, self._rounds_this_version = self._rounds_this_version, 0
-        self._version = version
+        """The learner's weights after training step ``step``; rounds issued from now on use them and stamp
+        their samples with the engine's ``weights_version`` (without an engine: ``step``). Publishing the
+        current step again (after a resume) re-sends its weights without a new step."""
+        step = int(step)
+        self._weights_version = step if self.engine is None else int(self.engine.weights_version)
+        if self._policy_step is not None and step < self._policy_step:
+            raise ValueError(f"training steps must not decrease: published {self._policy_step}, got {step}")
+        if self._policy_step is not None and step > self._policy_step:
+            self._rounds_last_step, self._rounds_this_step = self._rounds_this_step, 0
+        self._policy_step = step
         self._weights = {name: t.detach().to("cpu", copy=True) for name, t in weights.items()}
         if self.worker.pid is not None:
-            self.worker.send_weights(version, self._weights, copy=False)
+            self.worker.send_weights(step, self._weights, copy=False)
         for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
             if n not in self._results and n not in self._tickets:
-                self._submit(dataclasses.replace(self._requests[n], version=version, policy_version=self._stamp))
+                self._submit(self._reissued(n, step))
 
     def drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
@@ -219,9 +220,9 @@ class AsyncGroupSource:
             "env": self.env.state_dict(),  # shows round next_issue
             "next_issue": self._next_issue,
             "consumed": self._consumed,
-            "version": self._version,
-            "rounds_last_version": self._rounds_last_version,
-            "rounds_this_version": self._rounds_this_version,
+            "policy_step": self._policy_step,
+            "rounds_last_step": self._rounds_last_step,
+            "rounds_this_step": self._rounds_this_step,
             "rounds": [{"request": {**dataclasses.asdict(self._requests[n]), "options": dict(self._requests[n].options)},
                         "result": self._results[n].to_dict()} for n in sorted(self._requests)],
         }
@@ -233,14 +234,15 @@ class AsyncGroupSource:
         self.env.load_state_dict(state["env"])
         self._started = bool(state["started"])
         self._next_issue, self._consumed = int(state["next_issue"]), int(state["consumed"])
-        self._version = None if state["version"] is None else int(state["version"])
-        self._rounds_last_version = int(state["rounds_last_version"])
-        self._rounds_this_version = int(state["rounds_this_version"])
+        step = state.get("policy_step", state.get("version"))  # "version": the older key
+        self._policy_step = None if step is None else int(step)
+        self._rounds_last_step = int(state.get("rounds_last_step", state.get("rounds_last_version")))
+        self._rounds_this_step = int(state.get("rounds_this_step", state.get("rounds_this_version")))
         for item in state["rounds"]:
             req = item["request"]
-            stamp = req.get("policy_version")
+            stamp = req.get("weights_version", req.get("policy_version"))
             request = RoundRequest(int(req["round"]), dict(req["options"]), tuple(req["problem_ids"]), int(req["seed"]),
-                                   int(req["version"]), None if stamp is None else int(stamp))
+                                   int(req.get("policy_step", req.get("version"))), None if stamp is None else int(stamp))
             self._requests[request.round] = request
             if item.get("result") is not None:
                 self._results[request.round] = RoundResult.from_dict(item["result"])
@@ -250,9 +252,13 @@ class AsyncGroupSource:
     def _fresh_stats() -> dict[str, float]:
         return {"wait_s": 0.0, "generate_s": 0.0, "rounds_expired": 0.0}
 
+    def _reissued(self, n: int, step: int) -> RoundRequest:
+        """Round ``n``'s request for the weights of ``step`` (the current ones)."""
+        return dataclasses.replace(self._requests[n], policy_step=step, weights_version=self._weights_version)
+
     def _window(self) -> int:
         """Rounds to keep issued beyond the one being drawn: ``max_staleness`` steps' worth."""
-        return self.max_staleness * max(1, self._rounds_last_version)
+        return self.max_staleness * max(1, self._rounds_last_step)
 
     def _issue_through(self, last: int, position: tuple[int, int]) -> None:
         while self._next_issue <= last:
@@ -260,7 +266,8 @@ class AsyncGroupSource:
             indices = [int(i) for i in self.env.state_dict()["indices"]]
             request = RoundRequest(round=n, options={"indices": indices},
                                    problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
-                                   seed=self.round_seed(n, position), version=int(self._version), policy_version=self._stamp)
+                                   seed=self.round_seed(n, position), policy_step=int(self._policy_step),
+                                   weights_version=self._weights_version)
             self._requests[n] = request
             self._submit(request)
             self.env.reset()  # the next draw of the stream: round n + 1
@@ -269,7 +276,7 @@ class AsyncGroupSource:
     def _submit(self, request: RoundRequest) -> None:
         if self.worker.pid is None:  # the first round: start the worker with the current weights
             self.worker.start()
-            self.worker.send_weights(self._version, self._weights, copy=False)
+            self.worker.send_weights(self._policy_step, self._weights, copy=False)
         self._ticket += 1
         self._tickets[request.round] = self._ticket
         self._requests[request.round] = request
@@ -302,13 +309,13 @@ class AsyncGroupSource:
         """Regenerate, with the current weights, every issued round that would now exceed the bound."""
         for n in sorted(self._requests):
             request = self._requests[n]
-            if self._version - request.version > self.max_staleness:
+            if self._policy_step - request.policy_step > self.max_staleness:
                 ticket = self._tickets.pop(n, None)
                 if ticket is not None:
                     self.worker.forget(ticket)
                 self._results.pop(n, None)
                 self._stats["rounds_expired"] += 1
-                self._submit(dataclasses.replace(request, version=self._version, policy_version=self._stamp))
+                self._submit(self._reissued(n, self._policy_step))
 
     def _replace(self, lost: WorkerLost) -> None:
         """Start a new worker, send it the current weights and every round still to generate."""
@@ -330,9 +337,9 @@ class AsyncGroupSource:
                           "async/worker_restarts)", RuntimeWarning, stacklevel=4)
         self.worker.restart()
         self._tickets.clear()
-        self.worker.send_weights(self._version, self._weights, copy=False)
+        self.worker.send_weights(self._policy_step, self._weights, copy=False)
         for n in pending:
-            self._submit(dataclasses.replace(self._requests[n], version=self._version, policy_version=self._stamp))
+            self._submit(self._reissued(n, self._policy_step))
 
 
 # --- the worker's side: generate and verify one round ------------------------------------------------
@@ -354,18 +361,18 @@ class _GroupExecutor:
 
     def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
         self.engine, self.env, self.sampling = engine, env, sampling
-        self.version: int | None = None
+        self.policy_step: int | None = None
 
-    def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None:
+    def load_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor]) -> None:
         self.engine.load_weights(tensors)
-        self.version = version
+        self.policy_step = policy_step
 
     def run(self, request: RoundRequest) -> RoundResult:
         from dapo_env.sampler import grouped
 
-        if request.version != self.version:
-            raise RuntimeError(f"round {request.round} was issued for policy version {request.version} but the "
-                               f"worker holds version {self.version}: weights and rounds must share one ordered channel")
+        if request.policy_step != self.policy_step:
+            raise RuntimeError(f"round {request.round} was issued for the weights of step {request.policy_step} but the "
+                               f"worker holds step {self.policy_step}'s: weights and rounds must share one ordered channel")
         _, info = self.env.reset(options=dict(request.options))
         shown = tuple(str(i) for i in info["problem_id"][:: self.env.group_size])
         if shown != request.problem_ids:
@@ -380,20 +387,20 @@ class _GroupExecutor:
             start = time.perf_counter()
             rows = self.engine.generate(prompts, n=n, sampling=sampling)
             generate_s += time.perf_counter() - start
-            stamp = request.version if request.policy_version is None else request.policy_version
-            return [[dataclasses.replace(c, policy_version=stamp) for c in row] for row in rows]
+            stamp = request.policy_step if request.weights_version is None else request.weights_version
+            return [[dataclasses.replace(c, weights_version=stamp) for c in row] for row in rows]
 
         start = time.perf_counter()
         groups = self.env.rollout(grouped(generate_n, self.env.group_size))
         total = time.perf_counter() - start
-        return RoundResult(request.round, request.version, tuple(groups), generate_s, total - generate_s)
+        return RoundResult(request.round, request.policy_step, tuple(groups), generate_s, total - generate_s)
 
 
 @dataclass(frozen=True)
 class GroupRolloutJob:
     """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
     its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
-    verified, shaped groups (every sample stamped with the request's ``policy_version``).
+    verified, shaped groups (every sample stamped with the request's ``weights_version``).
 
     Args:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).

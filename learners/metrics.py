@@ -110,13 +110,15 @@ def empty_batch_spans(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, i
     return spans
 
 
-def staleness_metrics(versions: Sequence[int | None], current: int, *, max_staleness: int) -> dict[str, float | None]:
-    """The age of consumed samples in policy versions: ``current - version`` per sample.
+def staleness_metrics(policy_steps: Sequence[int | None], current: int, *, max_staleness: int
+                      ) -> dict[str, float | None]:
+    """The age of consumed samples in training steps: ``current - policy_step`` per sample (the step whose
+    weights generated it).
 
     Returns ``staleness/mean``, ``staleness/max`` and the histogram as shares of the samples:
     ``staleness/share_0`` ... ``staleness/share_<max_staleness>`` and ``staleness/share_older`` (samples
     older than the bound: groups dynamic sampling carried over from an earlier batch). Samples without a
-    version (``None`` or negative) are left out; all ``None`` when none has one.
+    step (``None`` or negative) are left out; all ``None`` when none has one.
 
     Example:
         >>> staleness_metrics([3, 3, 2, 0], 3, max_staleness=1)
@@ -125,7 +127,7 @@ def staleness_metrics(versions: Sequence[int | None], current: int, *, max_stale
     if max_staleness < 0:
         raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
     keys = [f"staleness/share_{s}" for s in range(max_staleness + 1)] + ["staleness/share_older"]
-    ages = np.array([current - v for v in versions if v is not None and v >= 0], dtype=np.int64)
+    ages = np.array([current - v for v in policy_steps if v is not None and v >= 0], dtype=np.int64)
     if ages.size == 0:
         return dict.fromkeys(["staleness/mean", "staleness/max", *keys])
     counts = np.bincount(np.clip(ages, 0, max_staleness + 1), minlength=max_staleness + 2)

@@ -610,7 +610,7 @@ class VLLMEngine:
             token_ids=tuple(ids),
             logprobs=tuple(logprobs),
             prompt_token_ids=tuple(prompt_ids),
-            policy_version=self._version,
+            weights_version=self._version,
         )
 
     def probe_logprobs(self, token_ids: Sequence[int]) -> tuple[float, ...]:

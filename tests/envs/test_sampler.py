@@ -10,7 +10,7 @@ import pytest
 from env_helpers import ScriptedPolicy, answer_book
 
 from dapo_env import Completion, DynamicSampler, EnvSource, Group, GroupVectorEnv, RolloutBatch, RolloutSource
-from dapo_env.sampler import grouped
+from dapo_env.sampler import group_from_dict, group_to_dict, grouped
 
 
 def _env(dapo_file: Path, b: int = 4, g: int = 4, **kwargs) -> GroupVectorEnv:
@@ -255,18 +255,22 @@ def test_any_group_source_defer_position_and_fresh_stats() -> None:
     assert sampler.state_dict()["source"] == {"calls": 2}
 
 
-def test_surplus_round_trips_through_json_with_policy_versions(dapo_file: Path) -> None:
+def test_surplus_round_trips_through_json_with_weights_versions(dapo_file: Path) -> None:
     env = _env(dapo_file, b=4, g=2)
     book = answer_book(env.task, env.problems)
 
     def generate(prompts: list[str]) -> list[Completion]:
         return [Completion(f"Answer: {book[p]}" if i % 2 else "x", num_tokens=2, token_ids=(5, 2),
-                           policy_version=7) for i, p in enumerate(prompts)]
+                           weights_version=7) for i, p in enumerate(prompts)]
 
     sampler = DynamicSampler(EnvSource(env, generate, seed=0), num_groups=1)
     sampler.sample()
     state = json.loads(json.dumps(sampler.state_dict()))
     other = DynamicSampler(EnvSource(_env(dapo_file, b=4, g=2), generate), num_groups=1)
     other.load_state_dict(state)
-    assert other.surplus == sampler.surplus and other.surplus[0].completions[0].policy_version == 7
+    assert other.surplus == sampler.surplus and other.surplus[0].completions[0].weights_version == 7
+    old = group_to_dict(sampler.surplus[0])  # a checkpoint written before the rename: "policy_version"
+    old["completions"] = [{**{k: v for k, v in c.items() if k != "weights_version"}, "policy_version": 7}
+                          for c in old["completions"]]
+    assert group_from_dict(old) == sampler.surplus[0]
     env.close(), other.source.close()

@@ -91,7 +91,7 @@ def test_mismatch_is_over_sampled_tokens_only(tok: Any) -> None:
     from dapo_env.learners.batch import batch_logprobs
 
     learner = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
-    version = groups[0].completions[0].policy_version
+    version = groups[0].completions[0].weights_version
     out = logprob_mismatch(batch, learner, version)
     assert out["policy/logprob_mismatch_max"] < 1e-4  # KV-reused turns: the learner's full forward agrees
     env_tokens = batch.response_mask & ~batch.sampled_mask

@@ -29,7 +29,7 @@ def _groups(num_groups: int = 4, seed: int = 0, version: int | None = 0) -> list
         prompt = tuple(int(t) for t in gen.integers(5, 30, size=2 + g))
         comps = tuple(Completion("x", token_ids=tuple(int(t) for t in gen.integers(5, 30, size=n)),
                                  logprobs=tuple(-1.0 for _ in range(n)), prompt_token_ids=prompt,
-                                 policy_version=version) for n in gen.integers(1, 9, size=G))
+                                 weights_version=version) for n in gen.integers(1, 9, size=G))
         rewards = (1.0, -1.0, 1.0 if g % 2 else -1.0, -1.0)
         groups.append(Group(str(g), "p", comps, rewards, tuple(r > 0 for r in rewards), (True, True, g != 1, True)))
     return groups
@@ -126,23 +126,23 @@ def test_sampled_mask_keeps_environment_tokens_out_of_the_loss() -> None:
         token_ids: tuple[int, ...] = (5, 6, 9, 9, 7)
         logprobs: tuple[float, ...] = (-0.5, -0.5, 0.0, 0.0, -0.5)
         sampled_mask: tuple[int, ...] = (1, 1, 0, 0, 1)
-        policy_version: int = 3
+        weights_version: int = 3
 
     group = Group("0", "p", (Trajectory(), Trajectory()), (1.0, -1.0), (True, False), (True, False))
     batch = build_sequence_batch([group], pad_id=0)
     assert batch.sampled_mask[0].tolist() == [True, True, False, False, True]
     assert batch.loss_mask.tolist() == [[1.0, 1.0, 0.0, 0.0, 1.0], [0.0] * 5]
     learner = torch.full((2, 5), -0.75)
-    out = logprob_mismatch(batch, learner, policy_version=3)
+    out = logprob_mismatch(batch, learner, weights_version=3)
     assert out == {"policy/logprob_mismatch_mean": 0.25, "policy/logprob_mismatch_max": 0.25}  # env tokens left out
 
 
-def test_mismatch_leaves_out_samples_of_other_policy_versions() -> None:
+def test_mismatch_leaves_out_samples_of_other_weights_versions() -> None:
     fresh, old = _groups(1, seed=0, version=5), _groups(1, seed=1, version=4)
     batch = build_sequence_batch(fresh + old, pad_id=0)
     learner = batch.rollout_logprobs.clone()
     learner[G:] += 3.0  # the earlier version's samples disagree a lot: they must not count
     learner[:G] += 0.5 * batch.response_mask[:G]
-    out = logprob_mismatch(batch, learner, policy_version=5)
+    out = logprob_mismatch(batch, learner, weights_version=5)
     assert out["policy/logprob_mismatch_max"] == pytest.approx(0.5)
-    assert logprob_mismatch(batch, learner, policy_version=9)["policy/logprob_mismatch_mean"] is None
+    assert logprob_mismatch(batch, learner, weights_version=9)["policy/logprob_mismatch_mean"] is None
