@@ -207,11 +207,21 @@ class CountingEngine:
     def weights_version(self) -> int:
         return self.engine.weights_version
 
-    def fingerprint(self) -> str:
-        return self.engine.fingerprint()
+    def fingerprint(self, names: Any = None) -> str:
+        return self.engine.fingerprint(names)
 
     def load_weights(self, weights: WeightsLike) -> None:
         self.engine.load_weights(weights)
+
+    def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
+        return self.engine.generate_turns(requests, sampling)  # multi-turn rollouts are not counted
+
+    @property
+    def turn_stats(self) -> dict[str, int]:
+        return self.engine.turn_stats
+
+    def release(self) -> None:
+        self.engine.release()
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         out = self.engine.generate(prompts, n, sampling)

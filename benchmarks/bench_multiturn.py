@@ -63,7 +63,7 @@ def rollout(engine: Any, tok: Any, *, turns: int, prompts: int, group_size: int,
     def generate(requests: list[Any]) -> list[Any]:
         return engine.generate_turns(requests, SamplingParams(max_response_tokens=max_tokens, seed=1000 * seed + next(calls)))
 
-    with EpisodeGroupEnv("GuessNumber-v0", num_prompts=prompts, group_size=group_size, tokenizer=tok,
+    with EpisodeGroupEnv("GuessNumber-v0", num_envs=prompts * group_size, group_size=group_size, tokenizer=tok,
                          max_turns=turns, n=100, k=turns) as env:
         env.reset(seed=seed)
         before = engine.turn_stats["prefilled_tokens"]

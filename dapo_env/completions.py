@@ -35,17 +35,23 @@ def _int_set(value: int | Iterable[int] | None) -> set[int]:
     return {int(v) for v in (value.tolist() if hasattr(value, "tolist") else value)}
 
 
-def eos_ids_of(tokenizer: Any = None, eos_token_ids: int | Iterable[int] | None = None) -> frozenset[int]:
-    """Every id that ends a response: ``eos_token_ids`` and the tokenizer's ``eos_token_id`` (int or list).
+def eos_ids_of(tokenizer: Any = None, eos_token_ids: int | Iterable[int] | None = None, *,
+               model: Any = None) -> frozenset[int]:
+    """Every id that ends a response: ``eos_token_ids``, the tokenizer's ``eos_token_id`` and, given a
+    ``model``, its generation config's and config's ``eos_token_id`` (each an int or a list).
 
     Pass every id the model stops on (e.g. ``model.generation_config.eos_token_id`` of a chat model,
-    which often lists the end-of-turn token too); raises when there is none.
+    which often lists the end-of-turn token too, or the model itself); raises when there is none. The
+    learner's engines use this one function too.
 
     Example:
         >>> sorted(eos_ids_of(eos_token_ids=[2, 7]))
         [2, 7]
     """
     found = _int_set(eos_token_ids) | _int_set(getattr(tokenizer, "eos_token_id", None))
+    if model is not None:
+        found |= _int_set(getattr(getattr(model, "generation_config", None), "eos_token_id", None))
+        found |= _int_set(getattr(getattr(model, "config", None), "eos_token_id", None))
     if not found:
         raise ValueError("no EOS id: pass eos_token_ids=[...] (e.g. model.generation_config.eos_token_id) or a "
                          "tokenizer with an eos_token")

@@ -20,38 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from gymnasium.utils import seeding
 
-from dapo_env.difficulty import DifficultySampler, resolve_difficulty
-from dapo_env.envs import as_completion, build_id_index, draw_problem_indices, load_problems, resolve_task
+from dapo_env.difficulty import DifficultySampler
+from dapo_env.envs import as_completion, load_problems, resolve_task
 from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens
+from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
+from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
-from dapo_env.shaping import OverlongPenalty, Shaping, shape
 
 GenerateTurns = Callable[[list[TurnRequest]], Sequence["Completion | str"]]
 
 
-def shape_episode(episode_return: float, length: int | None, truncated: bool,
-                  shaping: Shaping = Shaping()) -> tuple[float, dict[str, float], bool]:
-    """An episode's shaped reward, its terms and its loss mask (pure; :func:`~dapo_env.shaping.shape` on the
-    episode as one response).
-
-    Terms: ``env`` (the episode return), ``reward_map`` (``map_reward(return) - return``: the return, 0 for
-    a failed and 1 for a solved episode in the built-in tasks, mapped onto ``[low, high]``), and
-    ``overlong_penalty`` (DAPO's soft penalty of the tokens the model sampled in the episode). The loss mask
-    is False for a truncated episode when ``shaping.overlong_filter`` is on.
-
-    Example:
-        >>> shape_episode(1.0, 90, False, Shaping(reward_map=(-1.0, 1.0),
-        ...               overlong_penalty={"max_response_tokens": 100, "cache_length": 20}))
-        (0.5, {'env': 1.0, 'reward_map': 0.0, 'overlong_penalty': -0.5}, True)
-    """
-    info = {"score": float(episode_return), "reward_terms": {"env": float(episode_return)},
-            "response_length": length, "response_truncated": bool(truncated), "loss_mask": True}
-    shaped, _ = shape(info, shaping)
-    terms = shaped["reward_terms"]
-    return float(sum(terms.values())), terms, bool(shaped["loss_mask"])
+def _add_terms(total: dict[str, float], terms: Mapping[str, float]) -> None:
+    """Sum a turn's reward terms into the episode's, by name (first-seen order)."""
+    for name, value in terms.items():
+        total[name] = total.get(name, 0.0) + float(value)
 
 
 class EpisodeGroupEnv:
@@ -60,8 +44,8 @@ class EpisodeGroupEnv:
     Args:
         task: a task name, Gymnasium id or :class:`~dapo_env.tasks.Task` (multi-turn, or single-turn played
             as one-turn episodes).
-        num_prompts: B, groups per rollout.
-        group_size: G, episodes per prompt.
+        num_envs: N = B * G, episodes per rollout (as for :class:`~dapo_env.vector.GroupVectorEnv`).
+        group_size: G, episodes per prompt; must divide ``num_envs``.
         split, data_files, prompt_template: as for :class:`~dapo_env.envs.ReasoningEnv`.
         tokenizer, system_prompt, template_kwargs: bind a chat template to record exact token ids (see
             :class:`~dapo_env.multiturn.MultiTurnEnv`); requests then carry ``context_token_ids``.
@@ -69,24 +53,23 @@ class EpisodeGroupEnv:
         workers: verifier worker processes (0 verifies in this process); ``timeout_s`` per turn in workers.
         threads: answer the live episodes' turns in this many threads (for interactions that run tools or
             sandboxes in ``respond``; they must then be thread-safe, e.g. stateless); 1 answers them in order.
-        reward_map: ``(low, high)``: map the episode return onto ``[low, high]`` (``(-1.0, 1.0)`` in DAPO).
-        overlong_penalty: an :class:`~dapo_env.shaping.OverlongPenalty`, ``dict(max_response_tokens=,
-            cache_length=, factor=)`` or ``True`` (the paper's 20480/4096): DAPO's soft penalty of
-            the tokens the model sampled in the episode.
-        overlong_filter: exclude truncated episodes from the loss (``loss_mask`` False).
-        difficulty: difficulty-aware problem draws, as for :class:`~dapo_env.vector.GroupVectorEnv`
-            (``True`` or a :class:`~dapo_env.difficulty.DifficultySampler`); updated with each rollout's
-            solved counts.
+        reward_map, overlong_penalty, overlong_filter: the episodes' :class:`~dapo_env.shaping.Shaping` (the
+            return mapped onto ``[low, high]``; DAPO's soft penalty of the tokens the model sampled in the
+            episode; truncated episodes out of the loss), as for ``GroupVectorEnv``.
+        difficulty: difficulty-aware problem draws, as for :class:`~dapo_env.vector.GroupVectorEnv`; updated
+            with each rollout's solved counts.
+        num_prompts: deprecated: B; pass ``num_envs = num_prompts * group_size``.
         **task_kwargs: passed to ``task.load`` (e.g. ``n=32, k=6``).
 
-    Each ``Group``'s infos hold per episode: ``correct`` (solved), ``score`` (the episode return), ``extracted``
-    and ``reason`` (the last turn's verdict; ``reason`` is ``"truncated:max_turns"`` etc. for a truncated
-    episode), ``response_length`` (sampled tokens), ``response_truncated``, ``reward_terms``, ``loss_mask``,
+    Each ``Group`` holds ``correct`` (solved) and ``loss_mask`` per episode; its infos hold the rest: ``score``
+    (the episode return), ``extracted`` and ``reason`` (the last turn's verdict; ``reason`` is
+    ``"truncated:max_turns"`` etc. for a truncated episode), ``response_length`` (sampled tokens),
+    ``response_truncated``, ``reward_terms`` (the turns' own terms summed by name, then the shaping terms),
     ``num_turns``, ``turn_rewards``, ``terminated``, ``truncated``, ``truncated_by``, ``problem_id``, ``task``
     and ``group_id``.
 
     Example:
-        >>> env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=3)
+        >>> env = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=3)
         >>> _ = env.reset(seed=0)
         >>> def generate(requests):  # guess 8, then 4 or 12 depending on the reply, then stop guessing
         ...     return [{0: "Answer: 8", 1: "Answer: 4" if "lower" in r.text else "Answer: 12"}.get(r.turn, "pass")
@@ -97,29 +80,28 @@ class EpisodeGroupEnv:
         >>> env.close()
     """
 
-    def __init__(self, task: str | Task, num_prompts: int, group_size: int = 1, *, split: str | None = None,
+    def __init__(self, task: str | Task, num_envs: int | None = None, group_size: int = 1, *, split: str | None = None,
                  data_files: Any = None, prompt_template: str | None = None, tokenizer: Any = None,
                  system_prompt: str | None = None, template_kwargs: Mapping[str, Any] | None = None,
                  max_turns: int | None = None, max_episode_tokens: int | None = None, workers: int = 0,
                  timeout_s: float = 10.0, threads: int = 1, reward_map: tuple[float, float] | None = None,
                  overlong_penalty: OverlongPenalty | Mapping[str, Any] | bool | None = None,
                  overlong_filter: bool = False, difficulty: DifficultySampler | bool | None = None,
-                 **task_kwargs: Any) -> None:
-        for name, value in (("num_prompts", num_prompts), ("group_size", group_size), ("threads", threads)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                 num_prompts: int | None = None, **task_kwargs: Any) -> None:
+        num_envs = deprecated_num_prompts(num_envs, group_size, num_prompts)
+        self.num_prompts = num_prompts_of(num_envs, group_size)
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
         check_budget("max_turns", max_turns)
         check_budget("max_episode_tokens", max_episode_tokens)
         self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
         self.task = resolve_task(task, prompt_template)
-        self.problems: Sequence[Problem] = load_problems(self.task, split, data_files, task_kwargs)
+        self.schedule = PromptSchedule(load_problems(self.task, split, data_files, task_kwargs), self.num_prompts,
+                                       group_size, difficulty=difficulty)
+        self.problems, self.difficulty = self.schedule.problems, self.schedule.difficulty  # the schedule's
         self.chat = chat_tokens(tokenizer, system_prompt, template_kwargs)
-        self.num_prompts, self.group_size = num_prompts, group_size
+        self.num_envs, self.group_size = num_envs, group_size
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
-        self.difficulty = resolve_difficulty(difficulty, len(self.problems), group_size)
-        self._np_random, _ = seeding.np_random(None)
-        self._indices: np.ndarray | None = None  # (B,) problem indices of the next rollout
-        self._id_index: dict[str, int] | None = None
         self._rounds = 0  # rollouts over the env's life (part of every episode key)
         self.rollout_stats: dict[str, float] = {}
         self.threads = threads
@@ -128,40 +110,29 @@ class EpisodeGroupEnv:
 
         self._pool = VerifierPool(workers, timeout_s=timeout_s)
 
-    # -- prompts -----------------------------------------------------------------------------------
+    # -- prompts (the schedule's) ------------------------------------------------------------------
     @property
     def needs_reset(self) -> bool:
         """True until the first ``reset``."""
-        return self._indices is None
+        return self.schedule.needs_reset
 
     @property
     def prompts(self) -> tuple[str, ...]:
         """The next rollout's B*G first observations as the model sees them (group-major)."""
-        if self._indices is None:
+        if self.schedule.needs_reset:
             return ()
-        return tuple(p for i in self._indices for p in [self._prompt(int(i))[0]] * self.group_size)
+        return tuple(p for problem in self.schedule.current() for p in [self._prompt(problem)[0]] * self.group_size)
 
-    def _prompt(self, index: int) -> tuple[str, tuple[int, ...] | None]:
-        content = self.task.format_prompt(self.problems[index])
+    def _prompt(self, problem: Problem) -> tuple[str, tuple[int, ...] | None]:
+        content = self.task.format_prompt(problem)
         return self.chat.prompt(content) if self.chat is not None else (content, None)
-
-    def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
-        """B problem indices: ``options["indices"]`` / ``options["ids"]``, by difficulty, else drawn without
-        replacement."""
-        return draw_problem_indices(self.problems, self.num_prompts, self._np_random, options, self._ids,
-                                    self.difficulty)
-
-    def _ids(self) -> dict[str, int]:
-        self._id_index = self._id_index or build_id_index(self.problems)
-        return self._id_index
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """Draw the next rollout's B problems (seeded); returns their B*G first observations and ids."""
-        if seed is not None:
-            self._np_random, _ = seeding.np_random(seed)
-        self._indices = self._draw(options)
-        ids = [self.problems[int(i)].id for i in self._indices for _ in range(self.group_size)]
+        """Draw the next rollout's B problems (seeded; ``options`` ``indices`` / ``ids`` pick them); returns their
+        B*G first observations and ids."""
+        self.schedule.reset(seed=seed, options=options)
+        ids = [i for i in self.schedule.problem_ids() for _ in range(self.group_size)]
         group_ids = [g for g in range(self.num_prompts) for _ in range(self.group_size)]
         return self.prompts, {"problem_id": ids, "group_id": group_ids}
 
@@ -169,17 +140,17 @@ class EpisodeGroupEnv:
     def rollout(self, generate: GenerateTurns) -> list[Group]:
         """Play the B*G episodes to their ends, one ``generate`` call per round; returns B groups and draws
         the next rollout's problems."""
-        if self._indices is None:
+        if self.needs_reset:
             raise RuntimeError("EpisodeGroupEnv.rollout() called before reset(): call reset(seed=...) first")
         if not callable(generate):
             raise TypeError(
                 "generate must be a callable: generate(requests: list[TurnRequest]) -> list[Completion | str]")
         episodes: list[Episode] = []
-        for b, index in enumerate(self._indices):
-            problem, prompt = self.problems[int(index)], self._prompt(int(index))
+        for b, problem in enumerate(self.schedule.current()):
             episodes += [Episode(self.task, problem, chat=self.chat, max_turns=self.max_turns,
                                  max_episode_tokens=self.max_episode_tokens, key=f"{self._rounds}:{b}:{g}",
-                                 prompt=prompt) for g in range(self.group_size)]
+                                 prompt=self._prompt(problem)) for g in range(self.group_size)]
+        terms: list[dict[str, float]] = [{} for _ in episodes]  # each episode's turn terms, summed by name
         calls = 0
         while live := [i for i, e in enumerate(episodes) if not e.done]:
             requests = [episodes[i].request(group=i // self.group_size) for i in live]
@@ -187,25 +158,28 @@ class EpisodeGroupEnv:
             calls += 1
             answers = [episodes[i].problem.answer for i in live]
             verdicts = self._pool.map(self.task.verifier, [c.text for c in completions], answers)
-            self._advance([episodes[i] for i in live], completions, verdicts)
+            for i, turn_terms in zip(live, self._advance([episodes[i] for i in live], completions, verdicts)):
+                _add_terms(terms[i], turn_terms)
         size = self.group_size
-        groups = [self._group(b, episodes[b * size:(b + 1) * size]) for b in range(self.num_prompts)]
+        groups = [self._group(b, episodes[b * size:(b + 1) * size], terms[b * size:(b + 1) * size])
+                  for b in range(self.num_prompts)]
         self.rollout_stats = self._stats(episodes, calls)
-        if self.difficulty is not None:
-            self.difficulty.update(self._indices, [g.num_correct for g in groups])
         self._rounds += 1
-        self._indices = self._draw(None)
+        self.schedule.advance([g.num_correct for g in groups])
         return groups
 
-    def _advance(self, episodes: list[Episode], completions: list[Completion], verdicts: list[Any]) -> None:
-        """Let each live episode's interaction answer its turn (in ``threads`` threads when > 1)."""
+    def _advance(self, episodes: list[Episode], completions: list[Completion],
+                 verdicts: list[Any]) -> list[Mapping[str, float]]:
+        """Let each live episode's interaction answer its turn (in ``threads`` threads when > 1); returns each
+        turn's reward terms."""
+        def advance(args: tuple[Episode, Completion, Any]) -> Mapping[str, float]:
+            return args[0].advance(args[1], args[2])[-1]["reward_terms"]
+
         if self.threads == 1 or len(episodes) == 1:
-            for episode, completion, verdict in zip(episodes, completions, verdicts):
-                episode.advance(completion, verdict)
-            return
+            return [advance(args) for args in zip(episodes, completions, verdicts)]
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="dapo-env-respond")
-        list(self._executor.map(lambda args: args[0].advance(args[1], args[2]), zip(episodes, completions, verdicts)))
+        return list(self._executor.map(advance, zip(episodes, completions, verdicts)))
 
     @staticmethod
     def _generate(generate: GenerateTurns, requests: list[TurnRequest]) -> list[Completion]:
@@ -221,24 +195,27 @@ class EpisodeGroupEnv:
                 raise TypeError(f"generate's response {i} (episode {requests[i].key}): {exc}") from None
         return completions
 
-    def _group(self, group_id: int, episodes: list[Episode]) -> Group:
+    def _group(self, group_id: int, episodes: list[Episode], turn_terms: list[dict[str, float]]) -> Group:
         trajectories, rewards, masks, infos = [], [], [], []
-        for e in episodes:
+        for e, episode_terms in zip(episodes, turn_terms):
             trajectory = e.trajectory()
+            applied = check_length_known(trajectory.num_tokens, self.shaping)
             reward, terms, mask = shape_episode(trajectory.episode_return, trajectory.num_tokens, trajectory.truncated,
-                                                self.shaping)
+                                                self.shaping, episode_terms)
             last = e.verdicts[-1]
             trajectories.append(trajectory)
             rewards.append(reward)
             masks.append(mask)
             infos.append({
-                "correct": e.solved, "score": trajectory.episode_return, "extracted": last.extracted,
+                "score": trajectory.episode_return, "extracted": last.extracted,
                 "reason": f"truncated:{e.truncated_by}" if e.truncated else last.reason,
                 "response_length": trajectory.num_tokens, "response_truncated": trajectory.truncated,
-                "reward_terms": terms, "loss_mask": mask, "num_turns": trajectory.num_turns,
+                "reward_terms": terms, "num_turns": trajectory.num_turns,
                 "turn_rewards": [t.reward for t in trajectory.turns], "terminated": e.terminated,
                 "truncated": e.truncated, "truncated_by": e.truncated_by, "problem_id": e.problem.id,
                 "task": self.task.env_id, "group_id": group_id})
+            if self.shaping.overlong_penalty is not None:
+                infos[-1]["overlong_penalty_applied"] = applied
         return Group(problem_id=episodes[0].problem.id, prompt=episodes[0].prompt_text, completions=tuple(trajectories),
                      rewards=tuple(rewards), correct=tuple(e.solved for e in episodes), loss_mask=tuple(masks),
                      infos=tuple(infos))
@@ -255,20 +232,14 @@ class EpisodeGroupEnv:
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The RNG state, the next rollout's problem indices, the rollout counter and the difficulty beliefs
-        (JSON-serialisable)."""
-        return {"rng": self._np_random.bit_generator.state, "rounds": self._rounds,
-                "indices": None if self._indices is None else [int(i) for i in self._indices],
-                "difficulty": None if self.difficulty is None else self.difficulty.state_dict()}
+        """The schedule's state (RNG, the next rollout's problem indices, difficulty beliefs) and the rollout
+        counter (JSON-serialisable)."""
+        return {**self.schedule.state_dict(), "rounds": self._rounds}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: the next rollouts draw the same problems as the saved run."""
-        rng = np.random.Generator(np.random.PCG64())
-        rng.bit_generator.state = dict(state["rng"])
-        self._np_random, self._rounds = rng, int(state["rounds"])
-        if self.difficulty is not None and state.get("difficulty") is not None:
-            self.difficulty.load_state_dict(state["difficulty"])
-        self._indices = None if state["indices"] is None else np.asarray(state["indices"], dtype=np.int64)
+        self.schedule.load_state_dict(state)
+        self._rounds = int(state["rounds"])
 
     def close(self) -> None:
         """Stop the verifier pool (and the threads answering turns)."""

@@ -3,9 +3,12 @@
 DAPO shapes a verified response in up to three ways: the verifier's score in [0, 1] is mapped onto
 ``[low, high]`` (+1 / -1), a response longer than ``max_response_tokens - cache_length`` tokens pays the
 soft overlong penalty (Eq. 13), and a truncated response can be dropped from the loss (overlong
-filtering). :func:`shape` applies a :class:`Shaping` to one response's step info and is the only code that
-does: the single-env wrappers (:mod:`dapo_env.wrappers`, one term each) and
-:class:`~dapo_env.vector.GroupVectorEnv` (all terms at once) both call it, so the numbers, the recorded
+filtering). :func:`shape_reward` is the one pure function that does, for any sample: a single response
+(its terms start with ``{"verifier": score}``) or a whole multi-turn episode (its turns' own terms, summed by
+name; the episode return is what the reward map maps). :func:`shape` applies a :class:`Shaping` to one
+response's step info through it: the single-env wrappers (:mod:`dapo_env.wrappers`, one term each) and
+:class:`~dapo_env.vector.GroupVectorEnv` (all terms at once) call it, and
+:class:`~dapo_env.episodes.EpisodeGroupEnv` calls :func:`shape_reward` directly, so the numbers, the recorded
 ``info["reward_terms"]``, ``info["overlong_penalty_applied"]`` and the error on a term applied twice are
 the same everywhere. The reward is always ``sum(info["reward_terms"].values())``.
 
@@ -164,8 +167,84 @@ def _require(info: Mapping[str, Any], key: str) -> Any:
     return info[key]
 
 
+def shape_reward(terms: Mapping[str, float], *, score: float, length: int | None, truncated: bool,
+                 shaping: Shaping) -> tuple[float, dict[str, float], bool]:
+    """Shape one sample, a single response or a whole episode: the one pure shaping function.
+
+    Args:
+        terms: the sample's reward so far, by name (a response: ``{"verifier": score}``; an episode: its turns'
+            terms summed by name, e.g. ``{"env": return}``). A shaping term already among them is an error.
+        score: what the reward map maps onto ``[low, high]``: the verifier's score in [0, 1], or the episode's
+            return.
+        length: the tokens the model sampled (the overlong penalty's length; ``None``: unknown, penalty 0).
+        truncated: whether the sample was cut (the overlong filter drops it from the loss).
+        shaping: the terms to add.
+
+    Returns:
+        ``(reward, terms, loss_mask)``: ``terms`` is ``terms`` then the new ones (``reward_map`` =
+        ``map_reward(score) - score``, ``overlong_penalty``), ``reward = sum(terms.values())`` and
+        ``loss_mask`` is False only when the overlong filter drops a truncated sample.
+
+    Raises:
+        ValueError: a shaping term is already in ``terms`` (the same shaping applied twice).
+
+    Example:
+        >>> shape_reward({"verifier": 1.0}, score=1.0, length=90, truncated=False,
+        ...              shaping=Shaping(reward_map=(-1.0, 1.0),
+        ...                              overlong_penalty={"max_response_tokens": 100, "cache_length": 20}))
+        (0.5, {'verifier': 1.0, 'reward_map': 0.0, 'overlong_penalty': -0.5}, True)
+    """
+    out = dict(terms)
+
+    def add(name: str, value: float) -> None:
+        if name in out:
+            raise ValueError(f"reward term {name!r} is already set: the same shaping is applied twice (a wrapper "
+                             "stacked twice, or a wrapper around an env that already shapes); apply it once")
+        out[name] = value
+
+    if shaping.reward_map is not None:
+        low, high = shaping.reward_map
+        add("reward_map", map_reward(float(score), low=low, high=high) - float(score))
+    if shaping.overlong_penalty is not None:
+        add("overlong_penalty", 0.0 if length is None else shaping.overlong_penalty(length))
+    keep = not (shaping.overlong_filter and truncated)
+    return float(sum(out.values())), out, keep
+
+
+def shape_episode(episode_return: float, length: int | None, truncated: bool, shaping: Shaping = Shaping(),
+                  turn_terms: Mapping[str, float] | None = None) -> tuple[float, dict[str, float], bool]:
+    """An episode's shaped reward, its terms and its loss mask: :func:`shape_reward` on the episode as one sample
+    (pure; :class:`~dapo_env.episodes.EpisodeGroupEnv` and the TRL adapter call it).
+
+    Terms: the turns' own terms summed by name (``turn_terms``; default ``{"env": episode_return}``), then
+    ``reward_map`` (``map_reward(return) - return``: the return, 0 for a failed and 1 for a solved episode in
+    the built-in tasks, mapped onto ``[low, high]``) and ``overlong_penalty`` (DAPO's soft penalty of the
+    tokens the model sampled in the episode). The loss mask is False for a truncated episode when
+    ``shaping.overlong_filter`` is on.
+
+    Example:
+        >>> shape_episode(1.0, 90, False, Shaping(reward_map=(-1.0, 1.0),
+        ...               overlong_penalty={"max_response_tokens": 100, "cache_length": 20}))
+        (0.5, {'env': 1.0, 'reward_map': 0.0, 'overlong_penalty': -0.5}, True)
+    """
+    terms = {"env": float(episode_return)} if turn_terms is None else turn_terms
+    return shape_reward(terms, score=float(episode_return), length=length, truncated=bool(truncated), shaping=shaping)
+
+
+def check_length_known(length: int | None, shaping: Shaping) -> bool:
+    """Whether ``shaping``'s overlong penalty can read ``length``; warns once per process when it cannot (the
+    penalty is then 0). True when no penalty is configured."""
+    if shaping.overlong_penalty is None or length is not None:
+        return True
+    _warn_once("overlong_penalty_no_length",
+               "overlong penalty configured but a response carries no token count (a str action, or a "
+               "Completion without num_tokens/token_ids): its penalty is 0 and info['overlong_penalty_applied'] "
+               "is False; pass Completions with num_tokens to apply it (warned once)")
+    return False
+
+
 def shape(info: Mapping[str, Any], shaping: Shaping) -> tuple[dict[str, Any], float]:
-    """Apply ``shaping`` to one verified response's step info.
+    """Apply ``shaping`` to one verified response's step info (:func:`shape_reward` on its fields).
 
     Args:
         info: the step info of :class:`~dapo_env.envs.ReasoningEnv` (``score``, ``reward_terms``,
@@ -181,34 +260,18 @@ def shape(info: Mapping[str, Any], shaping: Shaping) -> tuple[dict[str, Any], fl
         ValueError: a term is already in ``reward_terms`` (the same shaping applied twice).
         KeyError: ``info`` lacks a key a term needs.
     """
-    terms = dict(_require(info, "reward_terms"))
+    before = dict(_require(info, "reward_terms"))
+    score = _require(info, "score") if shaping.reward_map is not None else 0.0
+    length = _require(info, "response_length") if shaping.overlong_penalty is not None else None
+    truncated = bool(_require(info, "response_truncated")) if shaping.overlong_filter else False
+    _, terms, keep = shape_reward(before, score=score, length=length, truncated=truncated, shaping=shaping)
     out = {**info, "reward_terms": terms}
-    added: list[float] = []
-
-    def add(name: str, value: float) -> None:
-        if name in terms:
-            raise ValueError(f"reward term {name!r} is already set: the same shaping is applied twice (a wrapper "
-                             "stacked twice, or a wrapper around an env that already shapes); apply it once")
-        terms[name] = value
-        added.append(value)
-
-    if shaping.reward_map is not None:
-        score = float(_require(info, "score"))
-        low, high = shaping.reward_map
-        add("reward_map", map_reward(score, low=low, high=high) - score)
     if shaping.overlong_penalty is not None:
-        length = _require(info, "response_length")
-        if length is None:
-            _warn_once("overlong_penalty_no_length",
-                       "overlong penalty configured but a response carries no token count (a str action, or a "
-                       "Completion without num_tokens/token_ids): its penalty is 0 and info['overlong_penalty_applied'] "
-                       "is False; pass Completions with num_tokens to apply it (warned once)")
-        add("overlong_penalty", 0.0 if length is None else shaping.overlong_penalty(length))
-        out["overlong_penalty_applied"] = length is not None
-    if shaping.overlong_filter and _require(info, "response_truncated"):
+        out["overlong_penalty_applied"] = check_length_known(length, shaping)
+    if not keep:
         out["loss_mask"] = False
-    return out, float(sum(added))
+    return out, float(sum(v for k, v in terms.items() if k not in before))
 
 
-__all__ = ["DEFAULT_CACHE_LENGTH", "DEFAULT_MAX_RESPONSE_TOKENS", "OverlongPenalty", "Shaping", "check_reward_map_args",
-           "map_reward", "shape", "soft_overlong_penalty"]
+__all__ = ["DEFAULT_CACHE_LENGTH", "DEFAULT_MAX_RESPONSE_TOKENS", "OverlongPenalty", "Shaping", "check_length_known",
+           "check_reward_map_args", "map_reward", "shape", "shape_episode", "shape_reward", "soft_overlong_penalty"]

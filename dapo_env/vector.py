@@ -17,72 +17,18 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from dapo_env.difficulty import DifficultySampler, resolve_difficulty
-from dapo_env.envs import (
-    MAX_TEXT_LENGTH,
-    as_completion,
-    build_id_index,
-    draw_problem_indices,
-    load_problems,
-    render_prompt,
-    resolve_task,
-    step_info,
-)
+from dapo_env.difficulty import DifficultySampler
+from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, load_problems, render_prompt, resolve_task, step_info
+from dapo_env.schedule import PromptSchedule, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, shape
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
 from dapo_env.types import Completion, Group, Problem
+from dapo_env.vector_infos import group_stats, to_vector_infos
 from dapo_env.wrappers import ChatTokenizer
-
-# Per-sample info keys whose values are Python objects (str / None) rather than numbers.
-_OBJECT_KEYS = ("extracted", "reason", "problem_id", "task", "response_length")
-
-
-def group_stats(correct: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-group statistics, broadcast to every sample of the group.
-
-    Args:
-        correct: bool array of shape (B, G), the verifier's verdicts.
-
-    Returns:
-        ``group_accuracy`` (float), ``group_num_correct`` (int) and ``group_informative`` (bool,
-        ``0 < #correct < G``), each of shape (B*G,).
-    """
-    num_groups, group_size = correct.shape
-    num_correct = correct.sum(axis=1)  # (B,)
-    informative = (num_correct > 0) & (num_correct < group_size)  # (B,)
-    return {
-        "group_accuracy": np.repeat(num_correct / group_size, group_size),  # (B*G,)
-        "group_num_correct": np.repeat(num_correct, group_size),
-        "group_informative": np.repeat(informative, group_size),
-    }
-
-
-def to_vector_infos(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Stack per-sample info dicts into Gymnasium vector infos: ``key -> array`` plus ``_key`` masks.
-
-    Nested dicts (``reward_terms``) become nested vector infos. Every sample has every key here.
-    """
-    n = len(infos)
-    out: dict[str, Any] = {}
-    for key in infos[0]:
-        values = [info[key] for info in infos]
-        if isinstance(values[0], Mapping):
-            out[key] = to_vector_infos(values)
-        else:
-            if key in _OBJECT_KEYS:
-                array = np.empty(n, dtype=object)
-                array[:] = values
-            else:
-                array = np.asarray(values)
-            out[key] = array
-        out[f"_{key}"] = np.ones(n, dtype=bool)
-    return out
-
 
 class GroupVectorEnv(gym.vector.VectorEnv):
     """B prompts, each repeated G times (group-major), as one vector environment.
@@ -154,23 +100,17 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         **task_kwargs: Any,
     ) -> None:
         task_kwargs.pop("max_episode_steps", None)  # make_vec forwards a spec's limit; episodes are one step
-        if not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size must be a positive int (G responses per prompt), got {group_size!r}")
-        if not isinstance(num_envs, int) or num_envs < 1 or num_envs % group_size:
-            raise ValueError(
-                f"num_envs ({num_envs!r}) must be a positive multiple of group_size ({group_size}): "
-                f"pass num_envs = B * group_size for B prompts per step"
-            )
+        num_prompts = num_prompts_of(num_envs, group_size)
         if max_response_tokens is not None and (not isinstance(max_response_tokens, int) or max_response_tokens < 1):
             raise ValueError(f"max_response_tokens must be a positive int or None, got {max_response_tokens!r}")
         self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
         if chat_template is not None and not callable(getattr(chat_template, "apply_chat_template", None)):
             raise TypeError(f"chat_template must be a tokenizer with apply_chat_template, got {type(chat_template).__name__}")
         self.task = resolve_task(task, prompt_template)
-        self.problems: Sequence[Problem] = load_problems(self.task, split, data_files, task_kwargs)
-        self.num_envs = num_envs
-        self.group_size = group_size
-        self.num_prompts = num_envs // group_size
+        self.schedule = PromptSchedule(load_problems(self.task, split, data_files, task_kwargs), num_prompts, group_size,
+                                       difficulty=difficulty)
+        self.problems, self.difficulty = self.schedule.problems, self.schedule.difficulty  # the schedule's
+        self.num_envs, self.group_size, self.num_prompts = num_envs, group_size, num_prompts
         self.max_response_tokens = max_response_tokens
         self.chat_template = chat_template
         self.system_prompt = system_prompt
@@ -179,53 +119,48 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = UnicodeText(MAX_TEXT_LENGTH)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.difficulty = resolve_difficulty(difficulty, len(self.problems), group_size)
-        self._indices: np.ndarray | None = None  # (B,) problem indices of the current prompts
         self._prompts: tuple[str, ...] = ()
-        self._id_index: dict[str, int] | None = None
         from dapo_env.verifiers.pool import VerifierPool  # lazy: the pool module starts nothing on import
 
         self._pool = VerifierPool(workers, timeout_s=timeout_s)
 
-    # -- prompts -----------------------------------------------------------------------------------
+    # -- prompts (the schedule's) ------------------------------------------------------------------
+    @property
+    def np_random(self) -> np.random.Generator:  # type: ignore[override]
+        """The schedule's generator (Gymnasium's name for it)."""
+        return self.schedule.rng
+
+    @property
+    def np_random_seed(self) -> int | None:  # type: ignore[override]
+        return self.schedule.seed
+
     @property
     def needs_reset(self) -> bool:
         """True until the first ``reset``."""
-        return self._indices is None
+        return self.schedule.needs_reset
 
     @property
     def prompts(self) -> tuple[str, ...]:
         """The current B*G observations (group-major)."""
         return self._prompts
 
-    def _draw(self, options: Mapping[str, Any] | None) -> np.ndarray:
-        """B problem indices: from ``options`` (``indices`` / ``ids``), by difficulty, or drawn without replacement."""
-        return draw_problem_indices(self.problems, self.num_prompts, self.np_random, options, self._ids, self.difficulty)
-
-    def _ids(self) -> dict[str, int]:
-        if self._id_index is None:
-            self._id_index = build_id_index(self.problems)
-        return self._id_index
-
-    def _show(self, indices: np.ndarray) -> None:
-        self._indices = indices
+    def _render(self) -> None:
+        """Render the schedule's B problems, each repeated G times (group-major)."""
         prompts: list[str] = []
-        for index in indices:
-            prompt = render_prompt(self.task, self.problems[int(index)], self.chat_template, self.system_prompt)
-            prompts.extend([prompt] * self.group_size)  # G consecutive copies
+        for problem in self.schedule.current():
+            prompts.extend([render_prompt(self.task, problem, self.chat_template, self.system_prompt)] * self.group_size)
         self._prompts = tuple(prompts)
 
     def _problem_ids(self) -> np.ndarray:
         """(B*G,) object array: the current prompts' problem ids."""
         ids = np.empty(self.num_envs, dtype=object)
-        ids[:] = [self.problems[int(i)].id for i in np.repeat(self._indices, self.group_size)]
+        ids[:] = [i for i in self.schedule.problem_ids() for _ in range(self.group_size)]
         return ids
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """Draw B prompts (seeded) and return them, each repeated G times."""
-        if seed is not None:
-            self._np_random, self._np_random_seed = seeding.np_random(seed)
-        self._show(self._draw(options))
+        """Draw B prompts (seeded; ``options`` ``indices`` / ``ids`` pick them) and return them, each repeated G times."""
+        self.schedule.reset(seed=seed, options=options)
+        self._render()
         group_id = np.repeat(np.arange(self.num_prompts), self.group_size)
         ones = np.ones(self.num_envs, dtype=bool)
         return self._prompts, {"problem_id": self._problem_ids(), "_problem_id": ones, "group_id": group_id,
@@ -234,15 +169,15 @@ class GroupVectorEnv(gym.vector.VectorEnv):
     # -- stepping ----------------------------------------------------------------------------------
     def step_groups(self, responses: Sequence[str | Completion]) -> list[Group]:
         """Verify and shape B*G responses (in observation order), show the next B prompts, return B groups."""
-        if self._indices is None:
+        if self.needs_reset:
             raise RuntimeError("GroupVectorEnv.step() called before reset(): call reset(seed=...) first")
         if len(responses) != self.num_envs:
             raise ValueError(f"step expects {self.num_envs} responses (B*G, in observation order), got {len(responses)}")
         completions = [as_completion(r) for r in responses]
-        problems = [self.problems[int(i)] for i in np.repeat(self._indices, self.group_size)]  # (B*G,)
+        problems = [p for p in self.schedule.current() for _ in range(self.group_size)]  # (B*G,)
         results = self._pool.map(self.task.verifier, [c.text for c in completions], [p.answer for p in problems])
         groups = []
-        for start in range(0, self.num_envs, self.group_size):
+        for b, start in enumerate(range(0, self.num_envs, self.group_size)):
             span = range(start, start + self.group_size)
             infos, rewards, correct, loss_mask = [], [], [], []
             for i in span:
@@ -252,13 +187,12 @@ class GroupVectorEnv(gym.vector.VectorEnv):
                 rewards.append(float(sum(info["reward_terms"].values())))
                 correct.append(info.pop("correct"))
                 loss_mask.append(info.pop("loss_mask"))
-                infos.append(info)
+                infos.append({**info, "group_id": b})
             groups.append(Group(problem_id=problems[start].id, prompt=self._prompts[start],
                                 completions=tuple(completions[i] for i in span), rewards=tuple(rewards),
                                 correct=tuple(correct), loss_mask=tuple(loss_mask), infos=tuple(infos)))
-        if self.difficulty is not None:
-            self.difficulty.update(self._indices, [g.num_correct for g in groups])
-        self._show(self._draw(None))  # same-step autoreset: the next prompts are shown now
+        self.schedule.advance([g.num_correct for g in groups])
+        self._render()  # same-step autoreset: the next prompts are shown now
         return groups
 
     def rollout(self, generate: Callable[[list[str]], Sequence[str | Completion]]) -> list[Group]:
@@ -295,25 +229,17 @@ class GroupVectorEnv(gym.vector.VectorEnv):
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The RNG state, current prompts' problem indices and difficulty beliefs (JSON-serialisable) for
-        exact resume."""
-        return {
-            "rng": self.np_random.bit_generator.state,
-            "indices": None if self._indices is None else [int(i) for i in self._indices],
-            "difficulty": None if self.difficulty is None else self.difficulty.state_dict(),
-        }
+        """The schedule's state (:meth:`~dapo_env.schedule.PromptSchedule.state_dict`: RNG, current prompts'
+        problem indices, difficulty beliefs; JSON-serialisable) for exact resume."""
+        return self.schedule.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: the next draws and the current prompts match the saved run."""
-        rng = np.random.Generator(np.random.PCG64())
-        rng.bit_generator.state = dict(state["rng"])
-        self._np_random = rng
-        if self.difficulty is not None and state.get("difficulty") is not None:
-            self.difficulty.load_state_dict(state["difficulty"])
-        if state["indices"] is None:
-            self._indices, self._prompts = None, ()
+        self.schedule.load_state_dict(state)
+        if self.schedule.needs_reset:
+            self._prompts = ()
         else:
-            self._show(np.asarray(state["indices"], dtype=np.int64))
+            self._render()
 
     def close_extras(self, **kwargs: Any) -> None:
         """Stop the verifier pool."""

@@ -18,7 +18,7 @@ _LAZY = {
     "train": "trainer", "Trainer": "trainer", "TrainResult": "trainer", "TrainingInterrupted": "trainer",
     "TrainConfig": "config", "preset": "config", "build_config": "config",
     "policy_loss": "losses", "group_advantages": "losses", "register_aggregation": "losses",
-    "HFEngine": "engine", "SamplingParams": "engine", "make_engine": "engine", "register_engine": "engine",
+    "HFEngine": "hf_engine", "SamplingParams": "engine", "make_engine": "engine", "register_engine": "engine",
     "update_policy": "update", "evaluate": "evaluation",
     "Collective": "collective", "LocalCollective": "collective", "DDPCollective": "collective",
     "FSDPCollective": "collective", "train_distributed": "distributed",
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .collective import Collective, DDPCollective, FSDPCollective, LocalCollective
     from .config import TrainConfig, build_config, preset
     from .distributed import train_distributed
-    from .engine import HFEngine, SamplingParams, make_engine, register_engine
+    from .engine import SamplingParams, make_engine, register_engine
+    from .hf_engine import HFEngine
     from .evaluation import evaluate
     from .losses import group_advantages, policy_loss, register_aggregation
     from .trainer import Trainer, TrainingInterrupted, TrainResult, train

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dapo_env.schedule import PromptSchedule
 from dapo_env.types import RolloutBatch
 
 from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
@@ -105,8 +106,8 @@ class AsyncGroupSource:
     """A :class:`~dapo_env.sampler.RolloutSource` whose rounds a :class:`RolloutWorker` generates ahead.
 
     Args:
-        env: the learner's group env (a :class:`~dapo_env.vector.GroupVectorEnv`): only its prompt schedule
-            is used here (``reset``, ``state_dict``, ``problems``); the worker steps its own copy.
+        schedule: the learner's :class:`~dapo_env.schedule.PromptSchedule` (the synchronous loop's prompt
+            stream, B problems per round); the worker's own group env shows each round's problems.
         worker: the rollout worker (started here if it is not running); its job must run
             :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
         max_staleness: the most training steps between issuing a round and drawing it (0: synchronous).
@@ -122,12 +123,13 @@ class AsyncGroupSource:
     since the batch's first round.
     """
 
-    def __init__(self, env: Any, worker: RolloutWorker, *, max_staleness: int, seed: int, engine: Any = None) -> None:
+    def __init__(self, schedule: PromptSchedule, worker: RolloutWorker, *, max_staleness: int, seed: int,
+                 engine: Any = None) -> None:
         if not isinstance(max_staleness, int) or max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
-        self.env, self.worker, self.max_staleness, self.seed = env, worker, max_staleness, seed
+        self.schedule, self.worker, self.max_staleness, self.seed = schedule, worker, max_staleness, seed
         self.engine = engine
-        self.num_prompts, self.group_size = env.num_prompts, env.group_size
+        self.num_prompts, self.group_size = schedule.num_prompts, schedule.group_size
         self._policy_step: int | None = None
         self._weights_version: int | None = None
         self._weights: Mapping[str, torch.Tensor] | None = None
@@ -162,7 +164,7 @@ class AsyncGroupSource:
             raise RuntimeError("AsyncGroupSource.publish(step, weights) must run before the first rollout")
         if not self._started:  # seed the prompt stream
             self._next_issue, self._started = self._consumed, True
-            self.env.reset(seed=self.seed)
+            self.schedule.reset(seed=self.seed)
         if position[1] == 0:  # a new batch: its counters start at 0
             self._stats = self._fresh_stats()
         n = self._consumed
@@ -206,9 +208,8 @@ class AsyncGroupSource:
                 self._await(n)
 
     def close(self) -> None:
-        """Stop the worker and close the env."""
+        """Stop the worker."""
         self.worker.close()
-        self.env.close()
 
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -217,7 +218,7 @@ class AsyncGroupSource:
         self.drain()
         return {
             "started": self._started,
-            "env": self.env.state_dict(),  # shows round next_issue
+            "schedule": self.schedule.state_dict(),  # shows round next_issue
             "next_issue": self._next_issue,
             "consumed": self._consumed,
             "policy_step": self._policy_step,
@@ -231,7 +232,7 @@ class AsyncGroupSource:
         """Restore :meth:`state_dict`: the next draws return the saved rounds, then the same later rounds."""
         for n in list(self._requests):
             self._drop(n)
-        self.env.load_state_dict(state["env"])
+        self.schedule.load_state_dict(state.get("schedule", state.get("env")))  # "env": the older key (same format)
         self._started = bool(state["started"])
         self._next_issue, self._consumed = int(state["next_issue"]), int(state["consumed"])
         step = state.get("policy_step", state.get("version"))  # "version": the older key
@@ -263,14 +264,14 @@ class AsyncGroupSource:
     def _issue_through(self, last: int, position: tuple[int, int]) -> None:
         while self._next_issue <= last:
             n = self._next_issue
-            indices = [int(i) for i in self.env.state_dict()["indices"]]
+            indices = [int(i) for i in self.schedule.indices]
             request = RoundRequest(round=n, options={"indices": indices},
-                                   problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
+                                   problem_ids=tuple(str(i) for i in self.schedule.problem_ids()),
                                    seed=self.round_seed(n, position), policy_step=int(self._policy_step),
                                    weights_version=self._weights_version)
             self._requests[n] = request
             self._submit(request)
-            self.env.reset()  # the next draw of the stream: round n + 1
+            self.schedule.advance()  # the next draw of the stream: round n + 1
             self._next_issue += 1
 
     def _submit(self, request: RoundRequest) -> None:
@@ -423,13 +424,15 @@ class GroupRolloutJob:
 def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any
                       ) -> AsyncGroupSource:
     """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
-    the learner's group env keeps the prompt schedule; a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
+    the learner keeps the prompt schedule (a :class:`~dapo_env.schedule.PromptSchedule`); a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
     :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
-    Reached through :func:`~dapo_env.learners.rollout.make_rollout_source`."""
+    Reached through :func:`~dapo_env.learners.sources.make_rollout_source`."""
     import functools
 
     from .batch import autocast_dtype
+    from dapo_env.envs import load_problems
+
     from .rollout import make_group_env
 
     job = GroupRolloutJob(
@@ -438,8 +441,9 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
         make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling,
         num_threads=cfg.num_threads or 1)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
-    return AsyncGroupSource(make_group_env(cfg, task, tokenizer), worker, max_staleness=cfg.max_staleness,
-                            seed=cfg.seed, engine=engine)
+    schedule = PromptSchedule(load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
+                              cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
+    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine)
 
 
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",

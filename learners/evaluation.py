@@ -10,9 +10,9 @@ verification path); a truncated response counts as wrong. A multi-turn task (``t
 "multi-turn"``) is played as whole episodes by the env layer's :class:`~dapo_env.episodes.EpisodeGroupEnv`
 (one engine call per round over the live episodes): one record per episode, ``correct`` = solved.
 
-With a chat template and an engine that has ``generate_turns`` (``HFEngine``, ``VLLMEngine``) episodes are
-token-exact, as in training: each turn is sampled after exactly the recorded tokens (the HF engine keeps
-each episode's KV cache); otherwise each turn is generated from the conversation's text.
+With a chat template episodes are token-exact, as in training: each turn is sampled by the engine's
+``generate_turns`` after exactly the recorded tokens (the HF engine keeps each episode's KV cache, dropped by
+``release()`` when the episodes end); without one each turn is generated from the conversation's text.
 
 Example:
     >>> from dapo_env.learners.engine import HFEngine
@@ -119,23 +119,20 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
     if not problems:
         return ()
     rounds = itertools.count()
-    generate_turns = getattr(engine, "generate_turns", None) if chat_template is not None else None
 
     def generate(requests: list[Any]) -> list[Any]:
         params = SamplingParams(**sampling, seed=derive_seed(seed, next(rounds), 2))
-        if generate_turns is not None:  # token-exact: sampled after exactly each episode's recorded tokens
-            return generate_turns(requests, params)
+        if chat_template is not None:  # token-exact: sampled after exactly each episode's recorded tokens
+            return engine.generate_turns(requests, params)
         return [group[0] for group in engine.generate([r.text for r in requests], n=1, sampling=params)]
 
-    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_prompts=len(problems),
+    env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_envs=len(problems) * samples,
                           group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
                           max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:
         env.reset(options={"indices": list(range(len(problems)))})
         groups = env.rollout(generate)
-    release = getattr(engine, "release", None)  # the episodes have ended: drop their kept caches
-    if callable(release):
-        release()
+    engine.release()  # the episodes have ended: drop their kept caches
     return tuple(
         EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),

@@ -42,8 +42,9 @@ from .evaluation import evaluate, load_eval_problems
 from .lora import adapter_state_dict, has_lora
 from .losses import get_advantage
 from .metrics import MetricsLog, plot_metrics, read_metrics, rollout_record, update_record
-from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_rollout_source, make_sampler, resolve_task
+from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
+from .sources import make_rollout_source
 from .update import derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
 from dapo_env.types import Group
 

@@ -46,13 +46,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from .engine import SamplingParams, WeightsLike, collect_eos_ids, weights_fingerprint
 from dapo_env.types import Completion
+
+from .engine_io import WeightsLike, collect_eos_ids, completion_of, empty_turn, weights_fingerprint
+from .engine_io import encode_prompts, turn_inputs
+
+if TYPE_CHECKING:  # the protocols' module builds vLLM engines by name: imported for annotations only (no cycle)
+    from .engine import SamplingParams
 
 #: vLLM releases whose private CPU GEMM dispatch the weight-sync workaround was written and tested against.
 TESTED_VLLM_VERSIONS = ("0.32.0",)
@@ -479,19 +484,8 @@ class VLLMEngine:
 
     # ---- generation ----------------------------------------------------------------------------
     def _encode(self, prompts: Sequence[str], max_response_tokens: int) -> list[list[int]]:
-        encoded = []
-        for i, prompt in enumerate(prompts):
-            ids = list(self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"])
-            if not ids:
-                raise ValueError(f"prompt {i} encodes to no tokens; give it text or a BOS token")
-            if len(ids) + max_response_tokens > self.max_model_len:
-                raise ValueError(
-                    f"prompt {i} has {len(ids)} tokens; with max_response_tokens={max_response_tokens} it exceeds the engine's "
-                    f"context of {self.max_model_len} (prompts are never truncated): shorten the prompt or "
-                    "lower max_response_tokens"
-                )
-            encoded.append(ids)
-        return encoded
+        return encode_prompts(self.tokenizer, prompts, add_special_tokens=self.add_special_tokens,
+                              max_response_tokens=max_response_tokens, context_length=self.max_model_len)
 
     def _request_seeds(self, seed: int | None, count: int, n: int) -> list[int | None]:
         """One vLLM seed per prompt; vLLM gives sample ``j`` of a prompt ``seed + j``, so prompt ``i``
@@ -550,27 +544,15 @@ class VLLMEngine:
         starts with the previous one token for token, so every full block of it is a cache hit. vLLM evicts
         unused blocks itself (least recently used), so ended episodes need no :meth:`release`.
         """
-        contexts, budgets = [], []
-        for i, request in enumerate(requests):
-            ids = request.context_token_ids
-            ids = self._encode([request.text], 0)[0] if ids is None else [int(t) for t in ids]
-            left = request.max_tokens
-            budget = sampling.max_response_tokens if left is None else max(0, min(sampling.max_response_tokens, int(left)))
-            if not ids or len(ids) + budget > self.max_model_len:
-                raise ValueError(
-                    f"episode {request.key}: its context of {len(ids)} tokens plus {budget} new tokens does not fit the "
-                    f"engine's context of {self.max_model_len}: lower max_episode_tokens (so prompt + episode fits) "
-                    "or max_tokens")
-            contexts.append(ids)
-            budgets.append(budget)
+        contexts, budgets = turn_inputs(requests, sampling.max_response_tokens, tokenizer=self.tokenizer,
+                                        add_special_tokens=self.add_special_tokens, context_length=self.max_model_len)
         live = [i for i, b in enumerate(budgets) if b > 0]
         seeds = self._request_seeds(sampling.seed, len(requests), 1)
         params = [self._vllm.SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
             max_tokens=budgets[i], seed=seeds[i], logprobs=0, stop_token_ids=list(self.eos_token_ids),
             detokenize=False) for i in live]
-        results = [Completion("", num_tokens=0, finish_reason="length", token_ids=(), logprobs=(),
-                              prompt_token_ids=tuple(ids)) for ids in contexts]  # budget 0: an empty, cut turn
+        results = [empty_turn(ids) for ids in contexts]  # budget 0: an empty, cut turn
         if live:
             outputs = self._llm.generate([{"prompt_token_ids": contexts[i]} for i in live], params, use_tqdm=False,
                                          lora_request=self._lora_request)
@@ -596,22 +578,13 @@ class VLLMEngine:
         if sample.logprobs is None or len(sample.logprobs) != len(ids):
             raise RuntimeError("vLLM returned no per-token log-probs (logprobs=0 was requested)")
         logprobs = [float(step[token].logprob) for step, token in zip(sample.logprobs, ids, strict=True)]
-        eos = set(self.eos_token_ids)
-        stopped = bool(ids) and ids[-1] in eos
+        stopped = bool(ids) and ids[-1] in self.eos_token_ids
         if not stopped and len(ids) < max_response_tokens:
             raise RuntimeError(
                 f"vLLM stopped after {len(ids)} < {max_response_tokens} tokens without an EOS ({sample.finish_reason})"
             )
-        text_ids = ids[:-1] if stopped else ids
-        return Completion(
-            text=self.tokenizer.decode(text_ids, skip_special_tokens=True),
-            num_tokens=len(ids),
-            finish_reason="stop" if stopped else "length",
-            token_ids=tuple(ids),
-            logprobs=tuple(logprobs),
-            prompt_token_ids=tuple(prompt_ids),
-            weights_version=self._version,
-        )
+        return completion_of(ids, logprobs, prompt_ids, max_response_tokens=max_response_tokens,
+                             tokenizer=self.tokenizer, eos_token_ids=self.eos_token_ids, weights_version=self._version)
 
     def probe_logprobs(self, token_ids: Sequence[int]) -> tuple[float, ...]:
         """Teacher-forced ``log p(token_ids[t] | token_ids[:t])`` for ``t >= 1`` under the engine's

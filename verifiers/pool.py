@@ -15,6 +15,7 @@ own), and the rest of its chunk is re-queued. The batch always completes, in inp
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import pickle
 import signal
@@ -75,10 +76,16 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, reference: Any,
+def verify_one(verifier: Callable[[str, Any], VerifyResult], response: str, reference: Any,
                 ctrl_c: _CtrlC | None = None) -> VerifyResult:
-    """Call the verifier, turning anything it raises (``SystemExit`` and a ``KeyboardInterrupt`` of its own
-    included; a real Ctrl-C still stops the caller) or a wrong return type into a wrong result."""
+    """Call the verifier on one item, turning anything it raises (``SystemExit`` and a ``KeyboardInterrupt`` of
+    its own included; a real Ctrl-C still stops the caller) or a wrong return type into a wrong result: what
+    every backend runs per item (the process workers, the inline path, Ray's actors).
+
+    Example:
+        >>> verify_one(lambda response, reference: 1 / 0, "x", "y").reason
+        'error:ZeroDivisionError'
+    """
     try:
         result = verifier(response, reference)
     except VerifierConfigError:  # a misconfigured verifier or reference is the caller's error: say so
@@ -168,7 +175,7 @@ def _worker_main(conn: Any, progress: Any, sys_path: list[str]) -> None:
             progress[1] = time.monotonic()
             progress[0] = float(index)
             try:  # SIGINT is ignored here: every KeyboardInterrupt is the verifier's own
-                r = _verify_one(verifier, response, reference)
+                r = verify_one(verifier, response, reference)
             except VerifierConfigError as exc:  # the caller already had its chance to see it (prepare_references)
                 r = _error_result(exc)
             done.append((index, r.correct, r.score, r.extracted, r.reason))
@@ -363,7 +370,7 @@ class VerifierPool:
         references = prepare_references(verifier, references)
         if self.workers == 0:
             with _CtrlC() as ctrl_c:
-                return [_verify_one(verifier, r, ref, ctrl_c) for r, ref in zip(responses, references)]
+                return [verify_one(verifier, r, ref, ctrl_c) for r, ref in zip(responses, references)]
         try:
             blob = dill.dumps(verifier, protocol=pickle.HIGHEST_PROTOCOL, recurse=True)
         except Exception as exc:
@@ -522,6 +529,8 @@ def _process_backend(
 
 
 _BACKENDS: dict[str, BatchBackend] = {"process": _process_backend, "inline": _inline_backend}
+#: Backends in modules of their own that register themselves on import (this module never imports them).
+_OPTIONAL_BACKENDS = {"ray": "dapo_env.verifiers.ray_backend"}
 
 
 def register_backend(name: str, backend: BatchBackend, *, overwrite: bool = False) -> None:
@@ -567,8 +576,8 @@ def verify_batch(
         >>> [r.score for r in verify_batch(exact, ["a", "b"], ["a", "a"], backend="inline")]
         [1.0, 0.0]
     """
-    if backend == "ray" and backend not in _BACKENDS:
-        from . import ray_backend  # noqa: F401  (registers "ray"; Ray itself loads lazily)
+    if backend in _OPTIONAL_BACKENDS and backend not in _BACKENDS:
+        importlib.import_module(_OPTIONAL_BACKENDS[backend])  # registers itself (its extra loads lazily)
     if backend not in _BACKENDS:
         raise ValueError(f"unknown verify_batch backend {backend!r}; valid: {sorted(_BACKENDS)}")
     if len(responses) != len(references):
@@ -581,4 +590,4 @@ def verify_batch(
     return _BACKENDS[backend](verifier, responses, references, workers=workers, timeout=timeout, pool=pool)
 
 
-__all__ = ["VerifierPool", "prepare_references", "register_backend", "verify_batch"]
+__all__ = ["VerifierPool", "prepare_references", "register_backend", "verify_batch", "verify_one"]

@@ -36,7 +36,7 @@ from typing import Any
 import dill
 
 from dapo_env.types import VerifyResult
-from .pool import _verify_one, register_backend
+from .pool import register_backend, verify_one
 
 _INSTALL_HINT = ('verify_batch(backend="ray") needs Ray, an optional dependency: pip install "ray>=2.40" '
                  '(or pip install "dapo-env[ray]")')
@@ -74,7 +74,7 @@ class _VerifierWorker:
     def verify(self, response: str, reference: Any) -> tuple[bool, float, str | None, str]:
         if self.verifier is None:
             return (False, 0.0, None, "error:no_verifier")
-        r = _verify_one(self.verifier, response, reference)
+        r = verify_one(self.verifier, response, reference)
         return (r.correct, r.score, r.extracted, r.reason)
 
 

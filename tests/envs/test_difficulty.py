@@ -148,7 +148,7 @@ def test_group_env_difficulty_state_resumes_the_same_draws() -> None:
 def test_episode_env_updates_its_beliefs_with_solved_counts() -> None:
     from dapo_env import EpisodeGroupEnv
 
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=3, difficulty=True)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=3, difficulty=True)
     env.reset(seed=0)
     drawn = env.state_dict()["indices"]
     env.rollout(lambda requests: ["Answer: 1"] * len(requests))

@@ -26,7 +26,7 @@ def test_the_module_docstrings_run() -> None:
 
 
 def test_rollout_steps_only_live_episodes_and_returns_groups_of_trajectories() -> None:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=4, group_size=3)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=12, group_size=3)
     prompts, info = env.reset(seed=0)
     assert len(prompts) == 12 and len(set(prompts)) == 1 and len(info["problem_id"]) == 12
     calls: list[list[TurnRequest]] = []
@@ -62,7 +62,7 @@ def test_rollout_steps_only_live_episodes_and_returns_groups_of_trajectories() -
 
 
 def test_requests_carry_the_conversation_and_stable_unique_keys() -> None:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2)
     env.reset(seed=3)
     seen: dict[str, list[TurnRequest]] = {}
 
@@ -86,7 +86,7 @@ def test_requests_carry_the_conversation_and_stable_unique_keys() -> None:
 
 
 def test_bisection_always_solves_and_reply_ignoring_policies_stay_under_k_over_n() -> None:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=16, group_size=4)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=64, group_size=4)
     env.reset(seed=0)
     groups = [g for _ in range(3) for g in env.rollout(lambda requests: [bisect_text(r) for r in requests])]
     assert all(all(g.correct) for g in groups)
@@ -99,7 +99,7 @@ def test_bisection_always_solves_and_reply_ignoring_policies_stay_under_k_over_n
 
 
 def test_shaping_reward_map_overlong_penalty_and_filter() -> None:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2, max_turns=2, reward_map=(-1.0, 1.0),
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2, max_turns=2, reward_map=(-1.0, 1.0),
                           overlong_penalty={"max_response_tokens": 20, "cache_length": 10, "factor": 1.0},
                           overlong_filter=True)
     env.reset(seed=1)
@@ -109,12 +109,13 @@ def test_shaping_reward_map_overlong_penalty_and_filter() -> None:
                 for r in requests]
 
     for group in env.rollout(generate):
-        for traj, reward, mask, info in zip(group.completions, group.rewards, group.loss_mask, group.infos):
+        for traj, reward, mask, solved, info in zip(group.completions, group.rewards, group.loss_mask, group.correct,
+                                                    group.infos):
             terms = info["reward_terms"]
             assert reward == pytest.approx(sum(terms.values()))
-            assert terms["reward_map"] == (1.0 - 1.0 if info["correct"] else -1.0)
+            assert terms["reward_map"] == (1.0 - 1.0 if solved else -1.0)
             assert terms["overlong_penalty"] == pytest.approx(min(0.0, (10 - traj.num_tokens) / 10))
-            assert mask == (not traj.truncated) and info["loss_mask"] == mask
+            assert mask == (not traj.truncated) and "loss_mask" not in info and "correct" not in info
         silent = group.completions[1]
         assert silent.num_tokens == 16 and silent.truncated and group.infos[1]["reason"] == "truncated:max_turns"
         assert group.rewards[1] == pytest.approx(-1.0 - 0.6) and group.loss_mask[1] is False
@@ -131,7 +132,7 @@ def test_shape_episode_by_hand() -> None:
 
 
 def test_verification_runs_in_worker_processes() -> None:
-    with EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2, workers=1, timeout_s=30.0) as env:
+    with EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2, workers=1, timeout_s=30.0) as env:
         env.reset(seed=0)
         groups = env.rollout(lambda requests: [bisect_text(r) for r in requests])
     assert all(all(g.correct) for g in groups)
@@ -139,7 +140,7 @@ def test_verification_runs_in_worker_processes() -> None:
 
 def test_token_mode_groups_and_json_round_trip() -> None:
     tok = bpe_chat_tokenizer(CHATML)
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2, tokenizer=tok, system_prompt="Play.")
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2, tokenizer=tok, system_prompt="Play.")
     prompts, _ = env.reset(seed=0)
     assert prompts[0].startswith("<|im_start|>system\nPlay.<|im_end|>")
     groups = env.rollout(ScriptedEngine(tok, bisection_policy()))
@@ -157,12 +158,12 @@ def test_state_dict_resumes_the_same_problems() -> None:
     def generate(requests):
         return [bisect_text(r) for r in requests]
 
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=3, group_size=2)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=2)
     env.reset(seed=11)
     env.rollout(generate)
     state = json.loads(json.dumps(env.state_dict()))
     expected = [g.problem_id for _ in range(2) for g in env.rollout(generate)]
-    resumed = EpisodeGroupEnv("GuessNumber-v0", num_prompts=3, group_size=2)
+    resumed = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=2)
     assert resumed.needs_reset
     resumed.load_state_dict(state)
     assert not resumed.needs_reset
@@ -170,7 +171,7 @@ def test_state_dict_resumes_the_same_problems() -> None:
 
 
 def test_a_single_turn_task_gives_one_turn_episodes() -> None:
-    env = EpisodeGroupEnv("Arithmetic-v0", num_prompts=2, group_size=2, size=20)
+    env = EpisodeGroupEnv("Arithmetic-v0", num_envs=4, group_size=2, size=20)
     env.reset(seed=0)
     groups = env.rollout(lambda requests: ["Answer: 0"] * len(requests))
     assert all(t.num_turns == 1 for g in groups for t in g.completions)
@@ -178,7 +179,7 @@ def test_a_single_turn_task_gives_one_turn_episodes() -> None:
 
 
 def test_errors_name_the_fix() -> None:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=2)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2)
     with pytest.raises(RuntimeError, match="before reset"):
         env.rollout(lambda requests: ["Answer: 1"] * len(requests))
     env.reset(seed=0)
@@ -188,12 +189,18 @@ def test_errors_name_the_fix() -> None:
         env.rollout(lambda requests: ["Answer: 1", 5, "x", "y"])
     with pytest.raises(TypeError, match="generate must be a callable"):
         env.rollout("not callable")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="num_prompts"):
-        EpisodeGroupEnv("GuessNumber-v0", num_prompts=0)
+    with pytest.raises(ValueError, match="num_envs"):
+        EpisodeGroupEnv("GuessNumber-v0", num_envs=0)
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        EpisodeGroupEnv("GuessNumber-v0", num_envs=3, group_size=2)
+    with pytest.warns(DeprecationWarning, match="num_envs=B \\* group_size"):
+        old = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=3)  # the old keyword: B
+    assert (old.num_envs, old.num_prompts, old.group_size) == (6, 2, 3)
+    old.close()
     with pytest.raises(ValueError, match="low < high"):
-        EpisodeGroupEnv("GuessNumber-v0", num_prompts=1, reward_map=(1.0, -1.0))
+        EpisodeGroupEnv("GuessNumber-v0", num_envs=1, reward_map=(1.0, -1.0))
     with pytest.raises(ValueError, match="unknown keys"):
-        EpisodeGroupEnv("GuessNumber-v0", num_prompts=1, overlong_penalty={"max_len": 3})
+        EpisodeGroupEnv("GuessNumber-v0", num_envs=1, overlong_penalty={"max_len": 3})
     with pytest.raises(ValueError, match="options\\['indices'\\]"):
         env.reset(options={"indices": [0]})
     env.close()
@@ -201,7 +208,7 @@ def test_errors_name_the_fix() -> None:
 
 def test_it_is_a_group_source_for_dynamic_sampling() -> None:
     """The group env protocol; through an EnvSource, dynamic sampling filters on episode returns."""
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=4, group_size=4)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=16, group_size=4)
     for name in ("num_prompts", "group_size", "needs_reset", "reset", "rollout", "state_dict", "load_state_dict"):
         assert hasattr(env, name)
     assert set(inspect.signature(env.reset).parameters) == {"seed", "options"}
@@ -236,9 +243,9 @@ def test_threads_answer_turns_concurrently() -> None:
             return Turn(f"ran {action.text}", reward=1.0, done=True, solved=True)
 
     task = Task(name="ToolProbe", source=GuessNumberSource(), verifier=GuessVerifier(), interaction=ToolCall())
-    with EpisodeGroupEnv(task, num_prompts=2, group_size=2, threads=4, size=4) as env:
+    with EpisodeGroupEnv(task, num_envs=4, group_size=2, threads=4, size=4) as env:
         env.reset(seed=0)
         groups = env.rollout(lambda requests: [f"print({i})" for i, _ in enumerate(requests)])
     assert [t.turns[0].reply for g in groups for t in g.completions] == [f"ran print({i})" for i in range(4)]
     with pytest.raises(ValueError, match="threads"):
-        EpisodeGroupEnv("GuessNumber-v0", num_prompts=1, threads=0)
+        EpisodeGroupEnv("GuessNumber-v0", num_envs=1, threads=0)

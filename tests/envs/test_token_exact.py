@@ -19,7 +19,7 @@ TEMPLATES = {
 
 
 def _rollout(tokenizer, think: bool, **kwargs) -> tuple[list, ScriptedEngine]:
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=3, group_size=2, tokenizer=tokenizer, **kwargs)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=2, tokenizer=tokenizer, **kwargs)
     env.reset(seed=1)
     engine = ScriptedEngine(tokenizer, bisection_policy(think=think))
     groups = env.rollout(engine)
@@ -62,7 +62,7 @@ def test_trajectory_is_the_template_rendering_of_the_conversation(name: str, suf
     """For templates that do not rewrite history, the incremental tokens are exactly the tokens of the whole
     conversation rendered at once (the model writes what the template would: content, then its closer)."""
     tok = TEMPLATES[name][0]()
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=1, tokenizer=tok)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=2, group_size=1, tokenizer=tok)
     env.reset(seed=4)
     policy = bisection_policy()
     groups = env.rollout(ScriptedEngine(tok, lambda r: policy(r) + suffix))
@@ -101,7 +101,7 @@ def test_rewriting_template_would_drift_if_re_rendered() -> None:
 
 def test_a_cut_turn_is_closed_by_environment_tokens() -> None:
     tok = bpe_chat_tokenizer(CHATML)
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=4, group_size=1, tokenizer=tok)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=1, tokenizer=tok)
     env.reset(seed=0)
     engine = ScriptedEngine(tok, bisection_policy(), cut_turns=[0])
     groups = env.rollout(engine)
@@ -120,7 +120,7 @@ def test_a_cut_turn_is_closed_by_environment_tokens() -> None:
 def test_a_different_stop_token_keeps_the_template_closer() -> None:
     tok = bpe_chat_tokenizer(CHATML)
     endoftext, im_end = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
-    env = EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=1, tokenizer=tok)
+    env = EpisodeGroupEnv("GuessNumber-v0", num_envs=2, group_size=1, tokenizer=tok)
     env.reset(seed=2)
     engine = ScriptedEngine(tok, bisection_policy(), stop_id=endoftext)
     for b, group in enumerate(env.rollout(engine)):

@@ -36,7 +36,7 @@ def tool_policy(think: bool):
 def test_tool_episodes_are_token_exact_at_every_turn(name: str) -> None:
     tok = bpe_chat_tokenizer(TEMPLATES[name])
     think = name == "think-dropping"
-    env = EpisodeGroupEnv("GSM8KTool-v0", num_prompts=2, group_size=2, tokenizer=tok, **OFFLINE_DATA["GSM8KTool-v0"])
+    env = EpisodeGroupEnv("GSM8KTool-v0", num_envs=4, group_size=2, tokenizer=tok, **OFFLINE_DATA["GSM8KTool-v0"])
     env.reset(seed=0)
     engine = ScriptedEngine(tok, tool_policy(think))
     groups = env.rollout(engine)

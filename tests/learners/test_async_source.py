@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from dapo_env import GroupVectorEnv
+from dapo_env.schedule import PromptSchedule
+from dapo_env.tasks import get_task
 from dapo_env.learners.async_rollout import MAX_CONSECUTIVE_LOSSES, AsyncGroupSource, staleness_metrics
 from dapo_env.learners.rollout_worker import RolloutWorker
 from dapo_env.learners.update import derive_seed
@@ -23,9 +25,9 @@ WEIGHTS = {"w": torch.zeros(4)}
 
 
 def make_source(max_staleness: int, *, job: FakeRoundJob | None = None, timeout_s: float = 120.0):
-    env = GroupVectorEnv("Arithmetic-v0", num_envs=B * G, group_size=G, size=40)
+    schedule = PromptSchedule(get_task("Arithmetic-v0").load(split="train", size=40), B, G)
     worker = RolloutWorker(job or FakeRoundJob(group_size=G), timeout_s=timeout_s)
-    return AsyncGroupSource(env, worker, max_staleness=max_staleness, seed=11)
+    return AsyncGroupSource(schedule, worker, max_staleness=max_staleness, seed=11)
 
 
 def stream(rounds: int) -> list[tuple[str, ...]]:
@@ -154,7 +156,7 @@ def test_errors_name_the_fix() -> None:
     assert source.worker.pid is None  # the worker starts with the first round
     source.close()
     with pytest.raises(ValueError, match="max_staleness"):
-        AsyncGroupSource(source.env, source.worker, max_staleness=-1, seed=0)
+        AsyncGroupSource(source.schedule, source.worker, max_staleness=-1, seed=0)
 
 
 def test_staleness_metrics() -> None:

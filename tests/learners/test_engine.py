@@ -10,10 +10,10 @@ from dapo_env.learners.engine import (
     HFEngine,
     RolloutEngine,
     SamplingParams,
-    _filter_logits,
     collect_eos_ids,
     weights_fingerprint,
 )
+from dapo_env.learners.hf_engine import _filter_logits
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
 torch.set_num_threads(1)
@@ -170,7 +170,7 @@ def test_load_weights_version_and_fingerprint(tok, model) -> None:
 
 def test_inverse_cdf_sampler_matches_the_distribution() -> None:
     """The per-row CDF inversion draws each token with its probability (chi-square-sized tolerance)."""
-    from dapo_env.learners.engine import _sample_from
+    from dapo_env.learners.hf_engine import _sample_from
 
     probs = torch.tensor([[0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]]).repeat(20000, 1)  # (40000, 4)
     draws = _sample_from(probs, torch.Generator().manual_seed(0))
@@ -202,3 +202,26 @@ def test_shared_prefill_equals_one_prefill_per_row(tok, model) -> None:
         assert [c.token_ids for c in got] == [c.token_ids for c in ref]
         torch.testing.assert_close(torch.tensor([lp for c in got for lp in c.logprobs]),
                                    torch.tensor([lp for c in ref for lp in c.logprobs]), atol=1e-5, rtol=1e-5)
+
+
+def test_every_engine_class_implements_the_whole_protocol() -> None:
+    """Each registered engine class defines every member of ``RolloutEngine`` (what the trainer and evaluation
+    call, single- and multi-turn), with the protocol's parameters first and any extra ones optional."""
+    import inspect
+
+    from dapo_env.learners.vllm_engine import VLLMEngine  # importable without vLLM (it loads when built)
+
+    members = {name for name in vars(RolloutEngine) if not name.startswith("_")}
+    assert members >= {"generate", "generate_turns", "release", "turn_stats", "load_weights", "fingerprint",
+                       "weights_version"}
+    for engine_class in (HFEngine, VLLMEngine):
+        for name in sorted(members):
+            wanted, have = inspect.getattr_static(RolloutEngine, name), inspect.getattr_static(engine_class, name, None)
+            assert have is not None, f"{engine_class.__name__} lacks {name}"
+            assert isinstance(have, property) == isinstance(wanted, property), (engine_class.__name__, name)
+            if callable(wanted):
+                expected = list(inspect.signature(wanted).parameters.values())
+                actual = list(inspect.signature(have).parameters.values())
+                assert [p.name for p in actual[:len(expected)]] == [p.name for p in expected], (engine_class, name)
+                assert all(p.default is not inspect.Parameter.empty or p.kind is p.VAR_KEYWORD
+                           for p in actual[len(expected):]), (engine_class.__name__, name)

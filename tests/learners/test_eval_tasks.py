@@ -65,6 +65,9 @@ class ScriptedEngine:
     def fingerprint(self) -> str:
         return "scripted"
 
+    def release(self) -> None:  # keeps nothing between turns
+        pass
+
 
 def right_response(task_id: str, task: Any, problem: Any) -> str:
     """A response the task's verifier accepts for ``problem``."""
@@ -114,6 +117,9 @@ class Bisection:
                 low, high = (int(guess) + 1, high) if reply == "higher" else (low, int(guess) - 1)
             out.append([Completion(f"Answer: {(low + high) // 2}", num_tokens=3)] * n)
         return out
+
+    def release(self) -> None:  # keeps nothing between turns
+        pass
 
     def fingerprint(self) -> str:
         return "bisection"

@@ -43,7 +43,7 @@ def play(engine: HFEngine, tok, *, seed: int = 0, num_prompts: int = 3, group_si
             log.append(list(requests))
         return engine.generate_turns(requests, SamplingParams(**SAMPLING, seed=1000 * seed + next(calls)))
 
-    with EpisodeGroupEnv("GuessNumber-v0", num_prompts=num_prompts, group_size=group_size, tokenizer=tok,
+    with EpisodeGroupEnv("GuessNumber-v0", num_envs=num_prompts * group_size, group_size=group_size, tokenizer=tok,
                          max_turns=4, max_episode_tokens=200) as env:
         env.reset(seed=seed)
         return [t for g in env.rollout(generate) for t in g.completions]

@@ -47,7 +47,7 @@ def rollout_groups(tok: Any, *, seed: int = 0, prompts: int = 2, group: int = 4)
     model = build_tiny_model(tok, max_positions=512, seed=seed)
     engine = HFEngine(model, tok)
     calls = iter(range(100))
-    with EpisodeGroupEnv("GuessNumber-v0", num_prompts=prompts, group_size=group, tokenizer=tok,
+    with EpisodeGroupEnv("GuessNumber-v0", num_envs=prompts * group, group_size=group, tokenizer=tok,
                          max_episode_tokens=150, **KNOBS) as env:
         env.reset(seed=seed)
         groups = env.rollout(lambda reqs: engine.generate_turns(
@@ -143,6 +143,9 @@ class ScriptedEngine:
             ids = tuple(self.tok.encode(text, add_special_tokens=False)) + (self.tok.eos_token_id,)
             out.append(Completion(text, token_ids=ids, logprobs=(0.0,) * len(ids), finish_reason="stop"))
         return out
+
+    def release(self) -> None:  # keeps nothing between turns
+        pass
 
 
 def test_evaluate_plays_episodes(tok: Any) -> None:

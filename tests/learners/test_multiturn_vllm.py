@@ -46,7 +46,7 @@ def play(engine, tok, seed: int, log: list[list[tuple[TurnRequest, object]]]):
         log.append(list(zip(requests, out)))
         return out
 
-    with EpisodeGroupEnv("GuessNumber-v0", num_prompts=2, group_size=3, tokenizer=tok, max_turns=4,
+    with EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=3, tokenizer=tok, max_turns=4,
                          max_episode_tokens=200) as env:
         env.reset(seed=seed)
         return [t for g in env.rollout(generate) for t in g.completions]

@@ -380,7 +380,7 @@ def test_group_env_plays_feedback_episodes_with_pooled_verification_and_threads(
     threads: a stub first, the reference after the feedback; groups carry the shaped episode returns."""
     from dapo_env import EpisodeGroupEnv
 
-    env = EpisodeGroupEnv("MBPPFeedback-v0", num_prompts=2, group_size=2, workers=1, threads=2,
+    env = EpisodeGroupEnv("MBPPFeedback-v0", num_envs=4, group_size=2, workers=1, threads=2,
                           reward_map=(-1.0, 1.0), data_files=DATA["MBPPFeedback-v0"])
     env.reset(seed=0)
     problems = {p.id: p for p in env.problems}
