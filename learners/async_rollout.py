@@ -4,7 +4,7 @@ generates and verifies the rounds ahead while the learner updates.
 :class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.RolloutSource`, so the unchanged
 :class:`~dapo_env.sampler.DynamicSampler` fills batches from it. The prompts of generation round ``n`` are
 the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
-``n`` is sampled with the seed :meth:`AsyncGroupSource.round_seed` gives it and the weights of the policy
+``n`` is sampled with the seed :meth:`AsyncGroupSource._round_seed` gives it (the in-process loop's seed at ``max_staleness=0``) and the weights of the policy
 training step current when it was *issued*. The worker executes rounds strictly in order after the weights sent
 before them (:mod:`~dapo_env.learners.rollout_worker`), so which step's weights generate which round is a function of the
 learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
@@ -112,7 +112,7 @@ class AsyncGroupSource:
             :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
         max_staleness: the most training steps between issuing a round and drawing it (0: synchronous).
         seed: the run's seed: the prompt stream's first reset and every round's sampling seed
-            (:meth:`round_seed`).
+            (``_round_seed``).
         engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
             generated with those weights (``None``: the training step).
 
@@ -147,7 +147,7 @@ class AsyncGroupSource:
         self._restarts = 0
 
     # -- RolloutSource ------------------------------------------------------------------------------
-    def round_seed(self, n: int, position: tuple[int, int]) -> int:
+    def _round_seed(self, n: int, position: tuple[int, int]) -> int:
         """The sampling seed of round ``n``, drawn at sampler ``position``: the synchronous loop's (a function
         of the position) when rounds are issued as they are drawn (``max_staleness=0``), else of ``n`` alone."""
         from .update import derive_seed
@@ -201,7 +201,7 @@ class AsyncGroupSource:
             if n not in self._results and n not in self._tickets:
                 self._submit(self._reissued(n, step))
 
-    def drain(self) -> None:
+    def _drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
         for n in sorted(self._requests):
             if n not in self._results:
@@ -215,7 +215,7 @@ class AsyncGroupSource:
     def state_dict(self) -> dict[str, Any]:
         """Waits for the rounds in flight, then returns the prompt stream's state and every issued, undrawn
         round with its groups (JSON-serialisable)."""
-        self.drain()
+        self._drain()
         return {
             "started": self._started,
             "schedule": self.schedule.state_dict(),  # shows round next_issue
@@ -267,7 +267,7 @@ class AsyncGroupSource:
             indices = [int(i) for i in self.schedule.indices]
             request = RoundRequest(round=n, options={"indices": indices},
                                    problem_ids=tuple(str(i) for i in self.schedule.problem_ids()),
-                                   seed=self.round_seed(n, position), policy_step=int(self._policy_step),
+                                   seed=self._round_seed(n, position), policy_step=int(self._policy_step),
                                    weights_version=self._weights_version)
             self._requests[n] = request
             self._submit(request)

@@ -167,3 +167,24 @@ def test_difficulty_sampling_logs_its_beliefs_and_checkpoints_them(tmp_path: Pat
     assert beliefs.seen.sum() == generated_groups  # every generated group updated its problem's belief
     resumed = Trainer(cfg.with_overrides({"max_steps": 3}), resume=True)
     assert np.array_equal(resumed.source.env.difficulty.alpha, beliefs.alpha)
+
+
+def test_a_registered_advantage_estimator_trains_without_touching_the_trainer(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-token estimator (N, R) registered from outside reaches update_policy through the config alone."""
+    from dapo_env.learners.losses import ADVANTAGES
+
+    seen: list[tuple[int, ...]] = []
+
+    def per_token(rewards, mask, *, group_size, scale_by_std):
+        adv = group_advantages(rewards, group_size, scale_by_std=scale_by_std)[:, None] * mask  # (N, R)
+        seen.append(tuple(adv.shape))
+        return adv
+
+    monkeypatch.setitem(ADVANTAGES, "per-token-test", per_token)
+    trainer = Trainer(tiny_config(tmp_path, max_steps=1, advantage="per-token-test", checkpoint_every=0))
+    try:
+        record = trainer.train_step()
+    finally:
+        trainer.close()
+    assert seen and len(seen[0]) == 2 and (record["rollout/num_groups"] == 0 or math.isfinite(record["loss/policy"]))
