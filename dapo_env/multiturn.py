@@ -97,7 +97,7 @@ class TurnRequest:
             text. For text-only engines; it is not re-tokenized into ``context_token_ids``.
         context_token_ids: the exact tokens to condition on (prompt, sampled and reply tokens so far), when a
             tokenizer is bound; generate after exactly these.
-        max_tokens: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
+        tokens_left: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
     """
 
     key: str
@@ -106,7 +106,7 @@ class TurnRequest:
     messages: tuple[Mapping[str, str], ...]
     text: str
     context_token_ids: tuple[int, ...] | None = None
-    max_tokens: int | None = None
+    tokens_left: int | None = None
 
 
 class Episode:
@@ -177,7 +177,7 @@ class Episode:
         text = self.prompt_text + "".join(t.text + t.reply_text for t in self.turns)
         return TurnRequest(key=self.key, turn=len(self.turns), group=group,
                            messages=tuple(system + [dict(m) for m in self.messages]), text=text,
-                           context_token_ids=context, max_tokens=left)
+                           context_token_ids=context, tokens_left=left)
 
     @staticmethod
     def _sampled(chat: ChatTokens, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:

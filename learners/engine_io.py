@@ -103,12 +103,12 @@ def turn_inputs(requests: Sequence[Any], max_response_tokens: int, *, tokenizer:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError(f"turn request {i} (episode {request.key}) has an empty context")
-        budget = turn_budget(max_response_tokens, request.max_tokens)
+        budget = turn_budget(max_response_tokens, request.tokens_left)
         if not _fits(len(ids), budget, context_length):
             raise ValueError(
                 f"episode {request.key}: its context of {len(ids)} tokens plus {budget} new tokens exceeds the "
                 f"engine's context of {context_length}: lower max_episode_tokens (so prompt + episode fits) or "
-                "max_tokens")
+                "max_response_tokens")
         contexts.append(ids)
         budgets.append(budget)
     return contexts, budgets
