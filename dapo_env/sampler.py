@@ -283,6 +283,8 @@ class DynamicSampler:
             has (``stats["partial"] == 1.0``), warns once per cause (too hard / too easy) and counts the rest
             in ``stats["partial_batches"]``. Never raises for hard data.
         filter_groups: False returns the first ``num_groups`` groups unfiltered (plain GRPO).
+        keep_surplus: carry informative groups beyond ``num_groups`` into the next batch (default); False
+            discards them (the DAPO paper's recipe: every batch is sampled by the current policy).
 
     A *round* is one generation call of the sampler (``source.rollout(position)``: B prompts x G samples).
     ``stats`` of each batch: ``rounds``, ``samples_generated``, ``accuracy_before_filter``,
@@ -305,7 +307,7 @@ class DynamicSampler:
     """
 
     def __init__(self, source: RolloutSource, *, num_groups: int | None = None, max_rounds: int = 10,
-                 filter_groups: bool = True) -> None:
+                 filter_groups: bool = True, keep_surplus: bool = True) -> None:
         if not isinstance(source, RolloutSource):
             missing = [m for m in ("num_prompts", "group_size", "rollout", "publish", "state_dict", "load_state_dict",
                                    "close") if not hasattr(source, m)]
@@ -318,7 +320,7 @@ class DynamicSampler:
             raise ValueError(f"max_rounds must be a positive int (generation rounds per batch), got {max_rounds!r}")
         self.source = source
         self.num_groups, self.max_rounds = num_groups, max_rounds
-        self.filter_groups = bool(filter_groups)
+        self.filter_groups, self.keep_surplus = bool(filter_groups), bool(keep_surplus)
         self._surplus: deque[Group] = deque()
         self._warned: set[str] = set()
         self.total_rounds = 0  # generation rounds over the sampler's life
@@ -353,7 +355,7 @@ class DynamicSampler:
                     continue
                 if len(batch) < self.num_groups:
                     batch.append(group)
-                else:
+                elif self.keep_surplus:
                     self._surplus.append(group)
         stats: dict[str, Any] = batch_stats(generated, rounds=rounds)
         self.total_rounds += rounds

@@ -145,11 +145,11 @@ def stamp_step(group: Group, step: int) -> Group:
 
 def make_sampler(cfg: TrainConfig, source: Any) -> Any:
     """The run's :class:`~dapo_env.sampler.DynamicSampler` over ``source`` (filtering only if
-    ``cfg.dynamic_sampling``)."""
+    ``cfg.dynamic_sampling``; surplus groups discarded when ``cfg.keep_surplus`` is false)."""
     from dapo_env.sampler import DynamicSampler
 
     return DynamicSampler(source, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
-                          filter_groups=cfg.dynamic_sampling)
+                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus is not False)
 
 
 

@@ -45,7 +45,7 @@ from .metrics import MetricsLog, plot_metrics, read_metrics, rollout_record, upd
 from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .sources import make_rollout_source
-from .update import derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
+from .update import behaviour_logprobs, derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
 from dapo_env.types import Group
 
 
@@ -247,9 +247,7 @@ class Trainer:
             rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float32, device=self.device)
             advantages = self.advantage(rewards, batch.loss_mask, group_size=cfg.group_size,
                                         scale_by_std=cfg.scale_adv_by_std)  # (N,) or (N, R)
-            old_logp = None if self._on_policy(len(groups)) else batch_logprobs(
-                self.model, batch, micro_batch_size=cfg.micro_batch_size, temperature=cfg.temperature,
-                precision=cfg.precision)
+            old_logp = self._old_logprobs(batch, groups)
             result = update_policy(self.model, self.optimizer, batch, advantages, cfg, key=(cfg.seed, self.step),
                                    old_logp=old_logp, scheduler=self.scheduler, collective=self.collective,
                                    on_optimizer_step=self._push_weights)
@@ -266,11 +264,20 @@ class Trainer:
         record.update(self._clock(t0))
         return self.collective.reduce_record(record)
 
-    def _on_policy(self, num_groups: int) -> bool:
-        """One optimizer step on the whole batch: the policy that sampled is exactly the one the update's own
-        forward sees, so that forward gives the old log-probs (otherwise they are computed first)."""
+    def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
+        """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
+        update's own forward gives them. With ``keep_surplus=True`` a stale sample's (one from older weights)
+        are the engine's at sampling time, the behaviour policy's."""
         cfg = self.cfg
-        return cfg.epochs_per_batch == 1 and num_groups <= cfg.mini_batch_size and cfg.is_correction is None
+        stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
+                             device=self.device)  # (N,)
+        behaviour = cfg.keep_surplus is True and bool(stale.any())
+        if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
+                and not behaviour):
+            return None
+        old = batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size, temperature=cfg.temperature,
+                             precision=cfg.precision)
+        return behaviour_logprobs(old, batch.rollout_logprobs, batch.has_rollout_logprobs, stale) if behaviour else old
 
     def _clock(self, t0: float) -> dict[str, float]:
         now = time.perf_counter()

@@ -274,3 +274,20 @@ def test_surplus_round_trips_through_json_with_weights_versions(dapo_file: Path)
                           for c in old["completions"]]
     assert group_from_dict(old) == sampler.surplus[0]
     env.close(), other.source.close()
+
+
+def test_keep_surplus_false_discards_the_groups_beyond_the_batch(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=4, g=4)
+    book = answer_book(env.task, env.problems)
+
+    def half_right(prompts: list[str]) -> list[str]:
+        return [f"Answer: {book[p]}" if i % 2 else "Answer: x" for i, p in enumerate(prompts)]
+
+    sampler = DynamicSampler(EnvSource(env, half_right, seed=0), num_groups=3, max_rounds=5, keep_surplus=False)
+    first = sampler.sample()
+    assert len(first.groups) == 3 and first.stats["surplus_groups"] == 0.0 and sampler.surplus == ()
+    second = sampler.sample()
+    assert second.stats["rounds"] == 1.0 and not {id(g) for g in second.groups} & {id(g) for g in first.groups}
+    sampler.defer(second.groups[2:])  # balancing across ranks still puts groups back
+    assert len(sampler.surplus) == 1
+    env.close()

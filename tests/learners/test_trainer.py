@@ -4,6 +4,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -188,3 +189,32 @@ def test_a_registered_advantage_estimator_trains_without_touching_the_trainer(tm
     finally:
         trainer.close()
     assert seen and len(seen[0]) == 2 and (record["rollout/num_groups"] == 0 or math.isfinite(record["loss/policy"]))
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_keep_surplus_discards_or_uses_the_behaviour_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            keep: bool) -> None:
+    """False: every trained sample comes from the current weights (staleness 0). True: a carried-over sample's old
+    log-probs are the engine's at sampling time (its rows of old_logp equal the batch's rollout log-probs)."""
+    import dapo_env.learners.trainer as trainer_module
+
+    seen: list[tuple[Any, Any]] = []
+    real = trainer_module.update_policy
+
+    def spy(model, optimizer, batch, advantages, cfg, **kwargs):
+        seen.append((batch, kwargs["old_logp"]))
+        return real(model, optimizer, batch, advantages, cfg, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "update_policy", spy)
+    cfg = tiny_config(tmp_path, max_steps=4, keep_surplus=keep, eval_every=0, checkpoint_every=0, plot_every=0,
+                      batch_size=2, mini_batch_size=1, group_size=4, max_gen_rounds=4)
+    records = [r for r in train(cfg).metrics if r["step"] > 0]
+    if not keep:
+        assert all(r["staleness/max"] in (0.0, None) for r in records)
+        return
+    stale_steps = [i for i, r in enumerate(records) if (r["staleness/max"] or 0) > 0]
+    assert stale_steps, "the fixture must carry surplus groups over"
+    for batch, old in seen:
+        rows = batch.weights_versions < batch.weights_versions.max()  # sampled by older weights
+        if rows.any():
+            torch.testing.assert_close(old[rows], batch.rollout_logprobs[rows])

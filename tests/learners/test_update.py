@@ -146,3 +146,26 @@ def test_mismatch_leaves_out_samples_of_other_weights_versions() -> None:
     out = logprob_mismatch(batch, learner, weights_version=5)
     assert out["policy/logprob_mismatch_max"] == pytest.approx(0.5)
     assert logprob_mismatch(batch, learner, weights_version=9)["policy/logprob_mismatch_mean"] is None
+
+
+def test_behaviour_logprobs_make_the_clipped_ratio_the_true_importance_ratio() -> None:
+    """keep_surplus=True, hand-built: a stale sample drawn by the engine with p = 0.25 per token, now p = 0.5
+    under the learner. Recomputed old log-probs (the learner's) give ratio 1, nothing clipped: the sample is
+    trained as if on-policy. The engine's (behaviour) log-probs give the true ratio 2, clipped at 1 + 0.28."""
+    from dapo_env.learners.losses import policy_loss
+    from dapo_env.learners.update import behaviour_logprobs
+
+    logp = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))  # (N=2, R=2) the learner now
+    engine = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))  # row 0 sampled by older weights
+    mask, adv = torch.ones(2, 2), torch.tensor([1.0, 1.0])
+    stale, has = torch.tensor([True, False]), torch.tensor([True, True])
+    old = behaviour_logprobs(logp.clone(), engine, has, stale)
+    torch.testing.assert_close(old, torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]])))
+    _, as_if_on_policy = policy_loss(logp, logp, adv, mask, clip_low=0.2, clip_high=0.28)
+    _, corrected = policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28)
+    assert float(as_if_on_policy["clip_frac_high"]) == 0.0
+    assert float(corrected["clip_frac_high"]) == 0.5  # row 0's two tokens: ratio 2 > 1.28; row 1's: 1
+    # a stale sample without engine log-probs keeps the learner's; a fresh one always does
+    kept = behaviour_logprobs(logp, engine, torch.tensor([False, True]), torch.tensor([True, True]))
+    torch.testing.assert_close(kept[0], logp[0])
+    torch.testing.assert_close(kept[1], engine[1])
