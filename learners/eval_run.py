@@ -495,11 +495,9 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 
 
 def _resolve_task(settings: EvalSettings) -> Any:
-    from .config import preset
-    from .rollout import resolve_task
+    from .rollout import task_with
 
-    return resolve_task(preset("dapo", task=settings.task, verifier=settings.verifier,
-                               prompt_template=settings.prompt_template))
+    return task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
 
 
 def _load_problems(task: Any, settings: EvalSettings) -> list[Problem]:

@@ -27,17 +27,28 @@ POLICY_STEP = "policy_step"
 
 
 def resolve_task(cfg: TrainConfig) -> Any:
-    """The registered task named by ``cfg.task``, with ``cfg.verifier`` swapped in when given (a plain
-    function or a ``"module:function"`` string, through :func:`dapo_env.verifiers.callable.load_verifier`)
-    and ``cfg.prompt_template`` when given."""
+    """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
+    when given (:func:`task_with`)."""
+    return task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+
+
+def task_with(name: str, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
+    """The registered task ``name`` with ``verifier`` swapped in when given (a plain function or a
+    ``"module:function"`` string, through :func:`dapo_env.verifiers.callable.load_verifier`) and
+    ``prompt_template`` when given.
+
+    Example:
+        >>> task_with("Arithmetic-v0", prompt_template="Q: {question}").prompt_template
+        'Q: {question}'
+    """
     from dapo_env.tasks import get_task
     from dapo_env.verifiers.callable import load_verifier
 
-    task = get_task(cfg.task)
-    if cfg.verifier is not None:
-        task = dataclasses.replace(task, verifier=load_verifier(cfg.verifier))
-    if cfg.prompt_template is not None:
-        task = dataclasses.replace(task, prompt_template=cfg.prompt_template)
+    task = get_task(name)
+    if verifier is not None:
+        task = dataclasses.replace(task, verifier=load_verifier(verifier))
+    if prompt_template is not None:
+        task = dataclasses.replace(task, prompt_template=prompt_template)
     return task
 
 
@@ -154,4 +165,4 @@ def make_sampler(cfg: TrainConfig, source: Any) -> Any:
 
 
 __all__ = ["POLICY_STEP", "chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env", "make_group_env",
-           "make_sampler", "resolve_task", "shaping_options", "stamp_step"]
+           "make_sampler", "resolve_task", "shaping_options", "stamp_step", "task_with"]
