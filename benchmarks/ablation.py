@@ -323,7 +323,7 @@ def run_one(settings: AblationSettings, row: int, seed: int, model: torch.nn.Mod
                     checkpoints.pop(0)
                 evals.append((counter.tokens, evaluate()))
     finally:
-        trainer.env.close()
+        trainer.close()
     tail = [s["entropy"] for s in steps[-3:] if s["entropy"] is not None]
     return {
         "row": row, "config": ROWS[row][0], "seed": seed, "steps": len(steps),

@@ -264,9 +264,7 @@ def run_ours(cfg: BenchConfig) -> dict[str, Any]:
                 "generated_tokens": round(float(rec["perf/rollout_tokens_per_s"]) * rollout_s),
                 "sequences": int(rec["rollout/samples_generated"]),
             })
-        close = getattr(trainer.env, "close", None)
-        if close is not None:
-            close()
+        trainer.close()
     return {"side": "ours", "torch_threads": torch.get_num_threads(), "steps": steps,
             **_memory(cfg.device, base_rss)}
 

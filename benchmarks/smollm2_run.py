@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not evals or evals[-1]["step"] != len(steps):
                 run_eval(len(steps), train_s / 60)
         finally:
-            trainer.env.close()
+            trainer.close()
     total_s = time.perf_counter() - t0
     before, after = evals[0], evals[-1]
     print(f"held-out greedy accuracy: {before['greedy']:.3f} -> {after['greedy']:.3f} "

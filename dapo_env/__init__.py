@@ -18,7 +18,7 @@ from dapo_env.types import CodeTests, Completion, Group, Problem, RolloutBatch, 
 from dapo_env import tasks  # noqa: E402,F401  (registers the built-in tasks' Gymnasium ids)
 from dapo_env.completions import completion_from_token_ids, completions_from_token_ids  # noqa: E402
 from dapo_env.envs import ReasoningEnv  # noqa: E402
-from dapo_env.sampler import DynamicSampler, GroupSource  # noqa: E402
+from dapo_env.sampler import DynamicSampler, EnvSource, GroupEnv, RolloutSource  # noqa: E402
 from dapo_env.shaping import OverlongPenalty, Shaping, map_reward, shape, soft_overlong_penalty  # noqa: E402
 from dapo_env.spaces import UnicodeText  # noqa: E402
 from dapo_env.vector import GroupVectorEnv  # noqa: E402
@@ -35,8 +35,9 @@ __all__ = [
     "CodeTests",
     "Completion",
     "DynamicSampler",
+    "EnvSource",
     "Group",
-    "GroupSource",
+    "GroupEnv",
     "GroupVectorEnv",
     "OverlongFilter",
     "OverlongPenalty",
@@ -44,6 +45,7 @@ __all__ = [
     "ReasoningEnv",
     "RewardMap",
     "RolloutBatch",
+    "RolloutSource",
     "Shaping",
     "SoftOverlongPenalty",
     "UnicodeText",

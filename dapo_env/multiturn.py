@@ -130,7 +130,7 @@ class TurnRequest:
             text. For text-only engines; it is not re-tokenized into ``context_token_ids``.
         context_token_ids: the exact tokens to condition on (prompt, sampled and reply tokens so far), when a
             tokenizer is bound; generate after exactly these.
-        max_tokens: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
+        tokens_left: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
         tools: the tools rendered into the conversation, in OpenAI form (``{"type": "function", ...}``), for
             engines that send ``messages`` with ``tools=`` (``None``: no tools shown).
     """
@@ -141,7 +141,7 @@ class TurnRequest:
     messages: tuple[Mapping[str, str], ...]
     text: str
     context_token_ids: tuple[int, ...] | None = None
-    max_tokens: int | None = None
+    tokens_left: int | None = None
     tools: tuple[Mapping[str, Any], ...] | None = None
 
 
@@ -221,7 +221,7 @@ class Episode:
             tools = tuple(spec.to_openai() for spec in self.interaction.specs)  # type: ignore[attr-defined]
         return TurnRequest(key=self.key, turn=len(self.turns), group=group,
                            messages=tuple(system + [dict(m) for m in self.messages]), text=text,
-                           context_token_ids=context, max_tokens=left, tools=tools)
+                           context_token_ids=context, tokens_left=left, tools=tools)
 
     @staticmethod
     def _sampled(chat: ChatTokens, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
@@ -267,7 +267,7 @@ class Episode:
         self.turns.append(TrajectoryTurn(
             text=completion.text, num_tokens=num_tokens, finish_reason=completion.finish_reason, reply=turn.reply,
             reward=turn.reward, reply_text=reply_text, num_reply_tokens=len(reply_ids),
-            policy_version=getattr(completion, "policy_version", None)))
+            weights_version=getattr(completion, "weights_version", None)))
         return turn.reply, turn.reward, self.terminated, self.truncated, self._info(index, turn, verdict, completion,
                                                                                     num_tokens, reply_ids)
 

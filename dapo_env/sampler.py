@@ -7,9 +7,11 @@ surplus informative groups for the next batch (first in, first out), counts gene
 separately from batches, and gives up gracefully after ``max_rounds`` with a partial batch (counted,
 and warned about once per cause). It knows nothing about learners.
 
-Its source is any :class:`GroupSource`: :class:`~dapo_env.vector.GroupVectorEnv` (one prompt, one
-response) or an episode group env whose groups hold multi-turn trajectories; both return
-:class:`~dapo_env.types.Group` s from ``rollout(generate)``.
+Its source is any :class:`RolloutSource`: an object that owns its generation and answers
+``rollout(position) -> RolloutBatch`` one generation round at a time. :class:`EnvSource` is the env
+layer's own: a group env (:class:`~dapo_env.vector.GroupVectorEnv`, or an episode group env whose groups
+hold multi-turn trajectories) and a ``generate`` callable; the learner's sources hold an engine or a
+worker process instead.
 """
 
 from __future__ import annotations
@@ -26,12 +28,19 @@ from dapo_env.types import Completion, Group, RolloutBatch
 Generate = Callable[[list[str]], Sequence["Completion | str"]]
 
 
+#: Where a generation round sits: ``(batch, round)``, the batch index (batches completed so far) and the
+#: round within it. A source derives its sampling seeds from it, so a resumed run regenerates exactly.
+Position = tuple[int, int]
+
+
 @runtime_checkable
-class GroupSource(Protocol):
-    """What :class:`DynamicSampler` samples from: B groups of G verified samples per generation round."""
+class GroupEnv(Protocol):
+    """A group env (:class:`~dapo_env.vector.GroupVectorEnv`, :class:`~dapo_env.episodes.EpisodeGroupEnv`):
+    B prompts x G samples per ``rollout(generate)``, verified and shaped."""
 
     num_prompts: int  # B groups per generation round
     group_size: int  # G
+    difficulty: Any  # a DifficultySampler, or None (uniform draws)
 
     @property
     def needs_reset(self) -> bool: ...
@@ -43,6 +52,101 @@ class GroupSource(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RolloutSource(Protocol):
+    """What :class:`DynamicSampler` samples from: a source that owns its generation (a group env and a
+    ``generate`` callable, an engine, a worker process or a server) and answers one generation round at a time.
+
+    ``rollout(position)`` returns the round's B groups and the round's own facts in ``stats`` (namespaced keys
+    such as ``difficulty/...``, ``episode/...``, ``async/...``; counters since the batch's first round).
+    ``publish(step, weights)`` hands the source the learner's weights after training step ``step`` (a no-op
+    for a source that generates in the learner's process).
+    """
+
+    num_prompts: int  # B groups per generation round
+    group_size: int  # G
+
+    def rollout(self, position: Position) -> RolloutBatch: ...
+
+    def publish(self, step: int, weights: Mapping[str, Any]) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def play_round(env: GroupEnv, generate: Callable[..., Any], *, seed: int | None = None) -> RolloutBatch:
+    """One generation round of a group env: its first ``reset(seed=seed)`` when it needs one, then
+    ``env.rollout(generate)``; ``stats`` hold the env's difficulty beliefs after the round (if it draws by
+    difficulty). What every in-process source runs.
+
+    Example:
+        >>> from dapo_env import GroupVectorEnv
+        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10)
+        >>> batch = play_round(env, lambda prompts: ["Answer: 0"] * len(prompts), seed=0)
+        >>> len(batch.groups), batch.stats
+        (2, {})
+        >>> env.close()
+    """
+    if env.needs_reset:
+        env.reset(seed=seed)
+    groups = env.rollout(generate)
+    stats = env.difficulty.stats() if env.difficulty is not None else {}
+    return RolloutBatch(groups=tuple(groups), stats=stats)
+
+
+class EnvSource:
+    """A :class:`RolloutSource` over a group env and a plain ``generate`` callable (the env layer's own source:
+    any learner's generation function fits).
+
+    Args:
+        env: a :class:`GroupEnv` (:class:`~dapo_env.vector.GroupVectorEnv` or an episode group env).
+        generate: what ``env.rollout`` calls: for a ``GroupVectorEnv``, ``generate(prompts) -> responses``
+            (B*G observations group-major in, B*G ``str`` or :class:`~dapo_env.types.Completion` out);
+            for an episode env, ``generate(requests) -> responses``.
+        seed: the env's first reset.
+
+    Example:
+        >>> from dapo_env import GroupVectorEnv
+        >>> source = EnvSource(GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10),
+        ...                    lambda prompts: ["Answer: 0"] * len(prompts), seed=0)
+        >>> len(source.rollout((0, 0)).groups)
+        2
+        >>> source.close()
+    """
+
+    def __init__(self, env: GroupEnv, generate: Callable[..., Any], *, seed: int | None = None) -> None:
+        if not isinstance(env, GroupEnv):
+            missing = [m for m in ("num_prompts", "group_size", "difficulty", "needs_reset", "reset", "rollout",
+                                   "state_dict", "load_state_dict", "close") if not hasattr(env, m)]
+            raise TypeError(f"EnvSource needs a group env such as a dapo_env GroupVectorEnv; {type(env).__name__} "
+                            f"lacks {missing}")
+        if not callable(generate):
+            raise TypeError("generate must be a callable: generate(prompts: list[str]) -> list[Completion | str]")
+        self.env, self.generate, self.seed = env, generate, seed
+        self.num_prompts, self.group_size = env.num_prompts, env.group_size
+
+    def rollout(self, position: Position) -> RolloutBatch:
+        """One round: the env's prompts through ``generate``, verified and shaped (``position`` unused)."""
+        return play_round(self.env, self.generate, seed=self.seed)
+
+    def publish(self, step: int, weights: Mapping[str, Any]) -> None:
+        """No-op: ``generate`` is the caller's."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.env.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.env.load_state_dict(state)
+
+    def close(self) -> None:
+        self.env.close()
 
 
 def group_prompts(prompts: Sequence[str], group_size: int) -> list[str]:
@@ -170,25 +274,25 @@ def batch_stats(generated: Sequence[Group], *, rounds: int) -> dict[str, float]:
 
 
 class DynamicSampler:
-    """Fills batches with informative groups from a :class:`GroupSource` and a ``generate`` callable.
+    """Fills batches with informative groups from a :class:`RolloutSource`.
 
     Args:
-        source: the group source, e.g. a :class:`~dapo_env.vector.GroupVectorEnv` (B prompts x G responses).
-        generate: passed to ``source.rollout``; for a ``GroupVectorEnv``, ``generate(prompts) -> responses``
-            receives the B*G observations group-major and returns B*G responses (``str`` or
-            :class:`~dapo_env.types.Completion`) in the same order.
+        source: the rollout source (e.g. ``EnvSource(GroupVectorEnv(...), generate)``); it owns generation.
         num_groups: groups per batch (default: the source's B).
         max_rounds: generation rounds allowed per batch; when they run out, ``sample`` returns the groups it
             has (``stats["partial"] == 1.0``), warns once per cause (too hard / too easy) and counts the rest
             in ``stats["partial_batches"]``. Never raises for hard data.
         filter_groups: False returns the first ``num_groups`` groups unfiltered (plain GRPO).
-        seed: seed for the source's first reset (when it has not been reset yet).
+        keep_surplus: carry informative groups beyond ``num_groups`` into the next batch (default); False
+            discards them (the DAPO paper's recipe: every batch is sampled by the current policy).
 
+    A *round* is one generation call of the sampler (``source.rollout(position)``: B prompts x G samples).
     ``stats`` of each batch: ``rounds``, ``samples_generated``, ``accuracy_before_filter``,
     ``all_correct_share``, ``all_wrong_share``, ``zero_advantage_share``, ``informative_groups`` and the
     fresh samples' ``response_length_mean``/``_max``, ``truncation_rate``, ``generated_tokens`` (over every
     sample generated for this batch, kept or not; surplus groups from earlier batches excluded), plus
-    ``surplus_groups``, ``partial`` and ``partial_batches`` (so far).
+    ``surplus_groups``, ``partial`` and ``partial_batches`` (so far), plus the source's stats of the batch's
+    last round (none when the batch came from surplus alone).
 
     Example:
         >>> from dapo_env import GroupVectorEnv
@@ -196,43 +300,33 @@ class DynamicSampler:
         >>> answers = {env.task.format_prompt(p): p.answer for p in env.problems}
         >>> def generate(prompts):  # right at even positions, wrong at odd ones
         ...     return [f"Answer: {answers[p]}" if i % 2 == 0 else "Answer: none" for i, p in enumerate(prompts)]
-        >>> batch = DynamicSampler(env, generate, seed=0).sample()
+        >>> batch = DynamicSampler(EnvSource(env, generate, seed=0)).sample()
         >>> len(batch.groups), batch.stats["rounds"], batch.groups[0].num_correct
         (2, 1.0, 2)
         >>> env.close()
     """
 
-    def __init__(self, source: GroupSource, generate: Callable[..., Any], *, num_groups: int | None = None,
-                 max_rounds: int = 10, filter_groups: bool = True, seed: int | None = None) -> None:
-        if not isinstance(source, GroupSource):
-            missing = [m for m in ("num_prompts", "group_size", "needs_reset", "reset", "rollout", "state_dict",
-                                   "load_state_dict") if not hasattr(source, m)]
-            raise TypeError(f"DynamicSampler needs a group source such as a dapo_env GroupVectorEnv; "
+    def __init__(self, source: RolloutSource, *, num_groups: int | None = None, max_rounds: int = 10,
+                 filter_groups: bool = True, keep_surplus: bool = True) -> None:
+        if not isinstance(source, RolloutSource):
+            missing = [m for m in ("num_prompts", "group_size", "rollout", "publish", "state_dict", "load_state_dict",
+                                   "close") if not hasattr(source, m)]
+            raise TypeError(f"DynamicSampler needs a rollout source such as EnvSource(env, generate); "
                             f"{type(source).__name__} lacks {missing}")
-        if not callable(generate):
-            raise TypeError("generate must be a callable: generate(prompts: list[str]) -> list[Completion | str]")
         num_groups = source.num_prompts if num_groups is None else num_groups
         if not isinstance(num_groups, int) or num_groups < 1:
             raise ValueError(f"num_groups must be a positive int, got {num_groups!r}")
         if not isinstance(max_rounds, int) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive int (generation rounds per batch), got {max_rounds!r}")
-        self.source, self.generate = source, generate
+        self.source = source
         self.num_groups, self.max_rounds = num_groups, max_rounds
-        self.filter_groups, self.seed = bool(filter_groups), seed
+        self.filter_groups, self.keep_surplus = bool(filter_groups), bool(keep_surplus)
         self._surplus: deque[Group] = deque()
-        self._round_in_batch = 0
         self._warned: set[str] = set()
         self.total_rounds = 0  # generation rounds over the sampler's life
         self.total_batches = 0
         self.total_samples = 0
         self.partial_batches = 0
-
-    @property
-    def position(self) -> tuple[int, int]:
-        """``(batch, round)`` of the generation round running or about to run: the batch index (batches
-        completed so far) and the round within it. A pure function of the sampler's state (restored by
-        :meth:`load_state_dict`), so a ``generate`` callable can derive reproducible sampling seeds from it."""
-        return self.total_batches, self._round_in_batch
 
     @property
     def surplus(self) -> tuple[Group, ...]:
@@ -249,32 +343,31 @@ class DynamicSampler:
         while self._surplus and len(batch) < self.num_groups:
             batch.append(self._surplus.popleft())
         generated: list[Group] = []
+        source_stats: dict[str, Any] = {}
         rounds = 0
         while len(batch) < self.num_groups and rounds < self.max_rounds:
-            if self.source.needs_reset:
-                self.source.reset(seed=self.seed)
-            self._round_in_batch = rounds
-            groups = self.source.rollout(self.generate)
+            result = self.source.rollout((self.total_batches, rounds))  # the round's position
             rounds += 1
-            generated.extend(groups)
-            for group in groups:
+            generated.extend(result.groups)
+            source_stats.update(result.stats)
+            for group in result.groups:
                 if self.filter_groups and not group.informative:
                     continue
                 if len(batch) < self.num_groups:
                     batch.append(group)
-                else:
+                elif self.keep_surplus:
                     self._surplus.append(group)
-        stats = batch_stats(generated, rounds=rounds)
+        stats: dict[str, Any] = batch_stats(generated, rounds=rounds)
         self.total_rounds += rounds
         self.total_samples += int(stats["samples_generated"])
         self.total_batches += 1
-        self._round_in_batch = 0
         partial = len(batch) < self.num_groups
         if partial:
             self.partial_batches += 1
             self._warn_partial(len(batch), rounds, stats)
         stats.update(surplus_groups=float(len(self._surplus)), partial=1.0 if partial else 0.0,
                      partial_batches=float(self.partial_batches))
+        stats.update(source_stats)
         return RolloutBatch(groups=tuple(batch), stats=stats)
 
     def _warn_partial(self, got: int, rounds: int, stats: Mapping[str, float]) -> None:
@@ -308,9 +401,8 @@ class DynamicSampler:
         self.total_batches = int(state["total_batches"])
         self.total_samples = int(state["total_samples"])
         self.partial_batches = int(state.get("partial_batches", 0))
-        self._round_in_batch = 0
         self.source.load_state_dict(state["source"])
 
 
-__all__ = ["DynamicSampler", "GroupSource", "batch_stats", "group_from_dict", "group_prompts", "group_to_dict",
-           "grouped"]
+__all__ = ["DynamicSampler", "EnvSource", "GroupEnv", "Position", "RolloutSource", "batch_stats", "group_from_dict", "group_prompts", "group_to_dict",
+           "grouped", "play_round"]

@@ -52,7 +52,7 @@ class Completion:
         token_ids: the response's token ids, if the engine has them.
         logprobs: per-token log-probabilities of ``token_ids`` under the sampling policy.
         prompt_token_ids: the prompt's token ids, if the engine has them.
-        policy_version: the engine's ``weights_version`` when it sampled this response (``None`` when
+        weights_version: the engine's ``weights_version`` when it sampled this response (``None`` when
             unknown): the learner compares engine and learner log-probs only on samples of the current
             version, and an asynchronous learner bounds staleness with it.
 
@@ -67,7 +67,7 @@ class Completion:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     prompt_token_ids: tuple[int, ...] | None = None
-    policy_version: int | None = None
+    weights_version: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -103,7 +103,7 @@ class Completion:
         """A JSON-serialisable form (checkpoints hold the sampler's surplus groups this way).
 
         Example:
-            >>> c = Completion("Answer: 4", num_tokens=2, token_ids=(7, 2), policy_version=3)
+            >>> c = Completion("Answer: 4", num_tokens=2, token_ids=(7, 2), weights_version=3)
             >>> Completion.from_dict(c.to_dict()) == c
             True
         """
@@ -112,7 +112,7 @@ class Completion:
 
         return {"text": self.text, "num_tokens": self.num_tokens, "finish_reason": self.finish_reason,
                 "token_ids": listed(self.token_ids), "logprobs": listed(self.logprobs),
-                "prompt_token_ids": listed(self.prompt_token_ids), "policy_version": self.policy_version}
+                "prompt_token_ids": listed(self.prompt_token_ids), "weights_version": self.weights_version}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Completion:
@@ -122,7 +122,8 @@ class Completion:
 
         return cls(data["text"], num_tokens=data.get("num_tokens"), finish_reason=data.get("finish_reason", "stop"),
                    token_ids=tupled(data.get("token_ids")), logprobs=tupled(data.get("logprobs")),
-                   prompt_token_ids=tupled(data.get("prompt_token_ids")), policy_version=data.get("policy_version"))
+                   prompt_token_ids=tupled(data.get("prompt_token_ids")),
+                   weights_version=data.get("weights_version", data.get("policy_version")))  # the older key
 
 
 def _frozen_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -416,7 +417,7 @@ class TrajectoryTurn:
             chat template's rendering of ``reply``; ``"\\n" + reply + "\\n"`` without a tokenizer); ``""``
             after the last turn.
         num_reply_tokens: how many environment tokens were appended after this turn (0 without a tokenizer).
-        policy_version: the engine's weights version that sampled the turn, if it said.
+        weights_version: the engine's weights version that sampled the turn, if it said.
     """
 
     text: str
@@ -426,7 +427,7 @@ class TrajectoryTurn:
     reward: float = 0.0
     reply_text: str = ""
     num_reply_tokens: int = 0
-    policy_version: int | None = None
+    weights_version: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not isinstance(self.reply, str) or not isinstance(self.reply_text, str):
@@ -440,7 +441,15 @@ class TrajectoryTurn:
         """A JSON-serialisable form (``TrajectoryTurn(**d)`` reads it back)."""
         return {"text": self.text, "num_tokens": self.num_tokens, "finish_reason": self.finish_reason,
                 "reply": self.reply, "reward": self.reward, "reply_text": self.reply_text,
-                "num_reply_tokens": self.num_reply_tokens, "policy_version": self.policy_version}
+                "num_reply_tokens": self.num_reply_tokens, "weights_version": self.weights_version}
+
+
+def _renamed(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved turn's fields under today's names (``policy_version`` was the older name of ``weights_version``)."""
+    out = dict(turn)
+    if "policy_version" in out:
+        out["weights_version"] = out.pop("policy_version")
+    return out
 
 
 def _ints(values: Any) -> tuple[int, ...] | None:
@@ -555,9 +564,9 @@ class Trajectory:
         return float(sum(t.reward for t in self.turns))
 
     @property
-    def policy_version(self) -> int | None:
+    def weights_version(self) -> int | None:
         """The oldest weights version that sampled a turn; ``None`` when any turn's is unknown."""
-        versions = [t.policy_version for t in self.turns]
+        versions = [t.weights_version for t in self.turns]
         return None if any(v is None for v in versions) else min(versions)  # type: ignore[type-var]
 
     def context(self, turn: int) -> tuple[int, ...]:
@@ -585,7 +594,7 @@ class Trajectory:
         if data.get("kind", "trajectory") != "trajectory":
             raise ValueError(f"not a Trajectory dict (kind={data.get('kind')!r})")
         return cls(
-            prompt=data["prompt"], turns=tuple(TrajectoryTurn(**t) for t in data["turns"]),
+            prompt=data["prompt"], turns=tuple(TrajectoryTurn(**_renamed(t)) for t in data["turns"]),
             finish_reason=data["finish_reason"], prompt_token_ids=data["prompt_token_ids"],
             token_ids=data["token_ids"], logprobs=data["logprobs"], sampled_mask=data["sampled_mask"])
 

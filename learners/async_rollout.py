@@ -1,19 +1,19 @@
 """Asynchronous rollouts with bounded staleness: the learner keeps the prompt schedule, a rollout worker
 generates and verifies the rounds ahead while the learner updates.
 
-:class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.GroupSource`, so the unchanged
+:class:`AsyncGroupSource` is a :class:`~dapo_env.sampler.RolloutSource`, so the unchanged
 :class:`~dapo_env.sampler.DynamicSampler` fills batches from it. The prompts of generation round ``n`` are
 the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
-``n`` is sampled with the seed ``seed_fn(n)`` and the weights of the policy version current when it was
-*issued*. The worker executes rounds strictly in order after the weights sent before them
-(:mod:`~dapo_env.learners.rollout_worker`), so which version generates which round is a function of the
+``n`` is sampled with the seed :meth:`AsyncGroupSource._round_seed` gives it (the in-process loop's seed at ``max_staleness=0``) and the weights of the policy
+training step current when it was *issued*. The worker executes rounds strictly in order after the weights sent
+before them (:mod:`~dapo_env.learners.rollout_worker`), so which step's weights generate which round is a function of the
 learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
-its version (``Completion.policy_version``).
+the engine's weights version (``Completion.weights_version``) and every group with its ``policy_step``.
 
-Staleness (in policy versions, one per training step): a round issued at version ``v`` and drawn by the
-sampler at version ``k`` is ``k - v`` versions old. The source issues ``max_staleness x`` (the rounds the
+Staleness (in training steps, ``policy_step``): a round issued after step ``v`` and drawn by the
+sampler after step ``k`` is ``k - v`` steps old. The source issues ``max_staleness x`` (the rounds the
 last step consumed, at least 1) rounds ahead of the one being drawn, so in steady state every round is
-drawn at most ``max_staleness`` versions after it was issued; a round that would be older (the sampler
+drawn at most ``max_staleness`` steps after it was issued; a round that would be older (the sampler
 needed fewer rounds than expected) is regenerated with the current weights and the learner waits for it:
 the bound is never exceeded. ``max_staleness=0`` issues each round when it is drawn, with the current
 weights: the synchronous loop, through a worker. Groups that dynamic sampling carries over to a later
@@ -23,13 +23,13 @@ every consumed sample's true age.
 Lossless resume: :meth:`AsyncGroupSource.state_dict` first waits for the rounds in flight, then saves the
 env at the issue frontier and every issued, unconsumed round with its generated groups; a resumed run
 consumes exactly the groups the uninterrupted run would have, and issues the same later rounds with the
-same versions. A dead or hung worker is replaced (one warning per cause) and its unfinished rounds are
+same steps' weights. A dead or hung worker is replaced (one warning per cause) and its unfinished rounds are
 regenerated with the current weights; no round is skipped or drawn twice.
 
 Example:
-    >>> source = AsyncGroupSource(env, RolloutWorker(job), max_staleness=1, seed_fn=round_seed)  # doctest: +SKIP
+    >>> source = AsyncGroupSource(env, RolloutWorker(job), max_staleness=1, seed=0)  # doctest: +SKIP
     >>> source.publish(0, model.state_dict())  # doctest: +SKIP
-    >>> batch = DynamicSampler(source, generate=None, num_groups=32).sample()  # doctest: +SKIP
+    >>> batch = DynamicSampler(source, num_groups=32).sample()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -37,13 +37,17 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from dapo_env.schedule import PromptSchedule
+from dapo_env.types import RolloutBatch
+
+from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
+from .rollout import POLICY_STEP, stamp_step
 from .rollout_worker import RolloutWorker, WorkerLost
 
 #: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
@@ -52,32 +56,32 @@ MAX_CONSECUTIVE_LOSSES = 3
 
 @dataclass(frozen=True)
 class RoundRequest:
-    """One generation round for the worker: show these prompts, sample with this seed and version.
+    """One generation round for the worker: show these prompts, sample with this seed and these weights.
 
     Attributes:
         round: the round's index in the prompt stream (0, 1, 2, ...).
         options: ``reset(options=...)`` that shows the round's prompts (``{"indices": [...]}``).
         problem_ids: the round's problem ids (the worker checks it shows the same problems).
         seed: the sampling seed.
-        version: the policy version (training step) whose weights generate it.
-        policy_version: stamped on every sample as ``Completion.policy_version`` (the learner's engine
-            ``weights_version`` of those weights; ``None``: ``version``).
+        policy_step: the training step whose weights generate it.
+        weights_version: stamped on every sample as ``Completion.weights_version`` (the learner's engine
+            ``weights_version`` of those weights; ``None``: ``policy_step``).
     """
 
     round: int
     options: Mapping[str, Any]
     problem_ids: tuple[str, ...]
     seed: int
-    version: int
-    policy_version: int | None = None
+    policy_step: int
+    weights_version: int | None = None
 
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The verified groups of one round, the version that generated them, and the worker's timings."""
+    """The verified groups of one round, the training step whose weights generated them, and the worker's timings."""
 
     round: int
-    version: int
+    policy_step: int
     groups: tuple[Any, ...]
     generate_s: float = 0.0
     verify_s: float = 0.0
@@ -85,118 +89,48 @@ class RoundResult:
     def to_dict(self) -> dict[str, Any]:
         from dapo_env.sampler import group_to_dict
 
-        return {"round": self.round, "version": self.version, "groups": [group_to_dict(g) for g in self.groups],
+        return {"round": self.round, "policy_step": self.policy_step, "groups": [group_to_dict(g) for g in self.groups],
                 "generate_s": self.generate_s, "verify_s": self.verify_s}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
         from dapo_env.sampler import group_from_dict
 
-        return cls(int(data["round"]), int(data["version"]), tuple(group_from_dict(g) for g in data["groups"]),
+        step = data.get("policy_step", data.get("version"))  # "version": the older key
+        return cls(int(data["round"]), int(step), tuple(group_from_dict(g) for g in data["groups"]),
                    float(data["generate_s"]), float(data["verify_s"]))
 
 
-def staleness_metrics(versions: Sequence[int | None], current: int, *, max_staleness: int) -> dict[str, float | None]:
-    """The age of consumed samples in policy versions: ``current - version`` per sample.
-
-    Returns ``staleness/mean``, ``staleness/max`` and the histogram as shares of the samples:
-    ``staleness/share_0`` ... ``staleness/share_<max_staleness>`` and ``staleness/share_older`` (samples
-    older than the bound: groups dynamic sampling carried over from an earlier batch). Samples without a
-    version (``None`` or negative) are left out; all ``None`` when none has one.
-
-    Example:
-        >>> staleness_metrics([3, 3, 2, 0], 3, max_staleness=1)
-        {'staleness/mean': 1.0, 'staleness/max': 3.0, 'staleness/share_0': 0.5, 'staleness/share_1': 0.25, 'staleness/share_older': 0.25}
-    """
-    if max_staleness < 0:
-        raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
-    keys = [f"staleness/share_{s}" for s in range(max_staleness + 1)] + ["staleness/share_older"]
-    ages = np.array([current - v for v in versions if v is not None and v >= 0], dtype=np.int64)
-    if ages.size == 0:
-        return dict.fromkeys(["staleness/mean", "staleness/max", *keys])
-    counts = np.bincount(np.clip(ages, 0, max_staleness + 1), minlength=max_staleness + 2)
-    out: dict[str, float | None] = {"staleness/mean": float(ages.mean()), "staleness/max": float(ages.max())}
-    out.update({key: float(c) / ages.size for key, c in zip(keys, counts)})
-    return out
-
-
-#: ``info`` key of every training sample: the training step whose weights generated it (its policy version).
-POLICY_STEP = "policy_step"
-
-
-def stamp_step(group: Any, step: int) -> Any:
-    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
-    of carried-over groups survives a resume)."""
-    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
-
-
-class StepStampedSource:
-    """A :class:`~dapo_env.sampler.GroupSource` that stamps every group it returns with ``step_fn()``, the
-    training step generating it (:func:`stamp_step`); the synchronous loop's staleness bookkeeping.
-    Everything else is the wrapped ``source``'s (its state dict unchanged).
-
-    Example:
-        >>> from dapo_env import GroupVectorEnv
-        >>> env = GroupVectorEnv("Arithmetic-v0", num_envs=4, group_size=2, size=10)
-        >>> source = StepStampedSource(env, lambda: 7)
-        >>> _ = source.reset(seed=0)
-        >>> source.rollout(lambda prompts: ["Answer: 0"] * len(prompts))[0].infos[0]["policy_step"]
-        7
-        >>> source.close()
-    """
-
-    def __init__(self, source: Any, step_fn: Callable[[], int]) -> None:
-        self.source, self.step_fn = source, step_fn
-        self.num_prompts, self.group_size = source.num_prompts, source.group_size
-
-    @property
-    def needs_reset(self) -> bool:
-        return self.source.needs_reset
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        return self.source.reset(seed=seed, options=options)
-
-    def rollout(self, generate: Any) -> list[Any]:
-        step = self.step_fn()
-        return [stamp_step(g, step) for g in self.source.rollout(generate)]
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.source.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.source.load_state_dict(state)
-
-    def close(self) -> None:
-        self.source.close()
-
-    def __getattr__(self, name: str) -> Any:  # the wrapped env's other attributes (problems, task, ...)
-        if name == "source":
-            raise AttributeError(name)
-        return getattr(self.source, name)
-
-
 class AsyncGroupSource:
-    """A :class:`~dapo_env.sampler.GroupSource` whose rounds a :class:`RolloutWorker` generates ahead.
+    """A :class:`~dapo_env.sampler.RolloutSource` whose rounds a :class:`RolloutWorker` generates ahead.
 
     Args:
-        env: the learner's group env (a :class:`~dapo_env.vector.GroupVectorEnv`): only its prompt schedule
-            is used here (``reset``, ``state_dict``, ``problems``); the worker steps its own copy.
+        schedule: the learner's :class:`~dapo_env.schedule.PromptSchedule` (the synchronous loop's prompt
+            stream, B problems per round); the worker's own group env shows each round's problems.
         worker: the rollout worker (started here if it is not running); its job must run
             :class:`RoundRequest` s and return :class:`RoundResult` s (:class:`GroupRolloutJob`).
-        max_staleness: the most policy versions between issuing a round and drawing it (0: synchronous).
-        seed_fn: the sampling seed of round ``n``.
+        max_staleness: the most training steps between issuing a round and drawing it (0: synchronous).
+        seed: the run's seed: the prompt stream's first reset and every round's sampling seed
+            (``_round_seed``).
+        engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
+            generated with those weights (``None``: the training step).
 
-    Call :meth:`publish` with the learner's weights before the first draw and after every step. Per-step
-    counters for the metrics: :meth:`step_stats`.
+    Call :meth:`publish` with the learner's weights before the first draw and after every step. Each
+    round's stats: ``async/rounds_expired`` (regenerated to respect the bound), ``async/rounds_ahead``
+    (issued, not drawn, now), ``async/worker_restarts`` (over the run), ``time/rollout_wait_s`` (the
+    learner blocked on rounds) and ``time/worker_generate_s`` (worker time of the rounds drawn), counted
+    since the batch's first round.
     """
 
-    def __init__(self, env: Any, worker: RolloutWorker, *, max_staleness: int, seed_fn: Callable[[int], int]) -> None:
+    def __init__(self, schedule: PromptSchedule, worker: RolloutWorker, *, max_staleness: int, seed: int,
+                 engine: Any = None) -> None:
         if not isinstance(max_staleness, int) or max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
-        self.env, self.worker, self.max_staleness, self.seed_fn = env, worker, max_staleness, seed_fn
-        self.num_prompts, self.group_size = env.num_prompts, env.group_size
-        self._version: int | None = None
-        self._stamp: int | None = None
+        self.schedule, self.worker, self.max_staleness, self.seed = schedule, worker, max_staleness, seed
+        self.engine = engine
+        self.num_prompts, self.group_size = schedule.num_prompts, schedule.group_size
+        self._policy_step: int | None = None
+        self._weights_version: int | None = None
         self._weights: Mapping[str, torch.Tensor] | None = None
         self._started = False
         self._next_issue = 0  # the env shows this round's prompts
@@ -205,101 +139,90 @@ class AsyncGroupSource:
         self._tickets: dict[int, int] = {}  # round -> its ticket with the current worker
         self._results: dict[int, RoundResult] = {}  # generated, not drawn
         self._ticket = 0
-        self._rounds_last_version, self._rounds_this_version = 1, 0
+        self._rounds_last_step, self._rounds_this_step = 1, 0
         self._losses_in_a_row = 0
         self._warned: set[str] = set()
         self._stats = self._fresh_stats()
         self._restarts = 0
 
-    # -- GroupSource --------------------------------------------------------------------------------
-    @property
-    def needs_reset(self) -> bool:
-        return not self._started
+    # -- RolloutSource ------------------------------------------------------------------------------
+    def _round_seed(self, n: int, position: tuple[int, int]) -> int:
+        """The sampling seed of round ``n``, drawn at sampler ``position``: the synchronous loop's (a function
+        of the position) when rounds are issued as they are drawn (``max_staleness=0``), else of ``n`` alone."""
+        from .update import derive_seed
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        """Seed the prompt stream (rounds issued before are dropped)."""
-        for n in list(self._requests):
-            self._drop(n)
-        self._next_issue = self._consumed
-        self._started = True
-        return self.env.reset(seed=seed, options=options)
+        return derive_seed(self.seed, *position) if self.max_staleness == 0 else derive_seed(self.seed, 2**31 + 1, n)
 
-    def rollout(self, generate: Any = None) -> list[Any]:
-        """The next round's verified groups (``generate`` is unused: the worker generates).
+    def rollout(self, position: tuple[int, int]) -> RolloutBatch:
+        """The next round's verified groups and the source's counters (see the class).
 
         Issues rounds ahead up to the staleness window, waits for this round, and regenerates it if it
         would exceed ``max_staleness``.
         """
-        if not self._started:
-            raise RuntimeError("AsyncGroupSource.rollout() called before reset(): call reset(seed=...) first")
-        if self._version is None:
-            raise RuntimeError("AsyncGroupSource.publish(version, weights) must run before the first rollout")
+        if self._policy_step is None:
+            raise RuntimeError("AsyncGroupSource.publish(step, weights) must run before the first rollout")
+        if not self._started:  # seed the prompt stream
+            self._next_issue, self._started = self._consumed, True
+            self.schedule.reset(seed=self.seed)
+        if position[1] == 0:  # a new batch: its counters start at 0
+            self._stats = self._fresh_stats()
         n = self._consumed
-        self._issue_through(n + self._window())
+        self._issue_through(n + self._window(), position)
         result = self._await(n)
-        if self._version - result.version > self.max_staleness:
+        if self._policy_step - result.policy_step > self.max_staleness:
             self._renew_expired()
             result = self._await(n)
         self._drop(n)
         self._consumed += 1
-        self._rounds_this_version += 1
+        self._rounds_this_step += 1
         self._stats["generate_s"] += result.generate_s
-        return [stamp_step(g, result.version) for g in result.groups]
+        stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
+                 "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
+                 "time/worker_generate_s": self._stats["generate_s"]}
+        return RolloutBatch(tuple(stamp_step(g, result.policy_step) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
-    def publish(self, version: int, weights: Mapping[str, torch.Tensor], *, policy_version: int | None = None) -> None:
-        """The learner's weights as policy ``version`` (its training step); rounds issued from now on use
-        them and stamp their samples with ``policy_version`` (default ``version``). Publishing the current
-        version again (after a resume) re-sends it without a new version."""
-        version = int(version)
-        self._stamp = version if policy_version is None else int(policy_version)
-        if self._version is not None and version < self._version:
-            raise ValueError(f"policy versions must not decrease: published {self._version}, got {version}")
-        if self._version is not None and version > self._version:
-            self._rounds_last_version, self._rounds_this_version = self._rounds_this_version, 0
-        self._version = version
+    def publish(self, step: int, weights: Mapping[str, torch.Tensor]) -> None:
+        """The learner's weights after training step ``step``; rounds issued from now on use them and stamp
+        their samples with the engine's ``weights_version`` (without an engine: ``step``). Publishing the
+        current step again (after a resume) re-sends its weights without a new step."""
+        step = int(step)
+        self._weights_version = step if self.engine is None else int(self.engine.weights_version)
+        if self._policy_step is not None and step < self._policy_step:
+            raise ValueError(f"training steps must not decrease: published {self._policy_step}, got {step}")
+        if self._policy_step is not None and step > self._policy_step:
+            self._rounds_last_step, self._rounds_this_step = self._rounds_this_step, 0
+        self._policy_step = step
         self._weights = {name: t.detach().to("cpu", copy=True) for name, t in weights.items()}
         if self.worker.pid is not None:
-            self.worker.send_weights(version, self._weights, copy=False)
+            self.worker.send_weights(step, self._weights, copy=False)
         for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
             if n not in self._results and n not in self._tickets:
-                self._submit(dataclasses.replace(self._requests[n], version=version, policy_version=self._stamp))
+                self._submit(self._reissued(n, step))
 
-    def drain(self) -> None:
+    def _drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
         for n in sorted(self._requests):
             if n not in self._results:
                 self._await(n)
 
-    def step_stats(self) -> dict[str, float]:
-        """Counters since the last call: ``async/wait_s`` (the learner blocked on rounds),
-        ``async/generate_s`` (worker time of the rounds drawn), ``async/rounds_expired`` (regenerated to
-        respect the bound), ``async/rounds_ahead`` (issued, not drawn, now) and ``async/worker_restarts``
-        (over the run)."""
-        stats = {f"async/{k}": float(v) for k, v in self._stats.items()}
-        stats["async/rounds_ahead"] = float(len(self._requests))
-        stats["async/worker_restarts"] = float(self._restarts)
-        self._stats = self._fresh_stats()
-        return stats
-
     def close(self) -> None:
-        """Stop the worker and close the env."""
+        """Stop the worker."""
         self.worker.close()
-        self.env.close()
 
     # -- state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Waits for the rounds in flight, then returns the prompt stream's state and every issued, undrawn
         round with its groups (JSON-serialisable)."""
-        self.drain()
+        self._drain()
         return {
             "started": self._started,
-            "env": self.env.state_dict(),  # shows round next_issue
+            "schedule": self.schedule.state_dict(),  # shows round next_issue
             "next_issue": self._next_issue,
             "consumed": self._consumed,
-            "version": self._version,
-            "rounds_last_version": self._rounds_last_version,
-            "rounds_this_version": self._rounds_this_version,
+            "policy_step": self._policy_step,
+            "rounds_last_step": self._rounds_last_step,
+            "rounds_this_step": self._rounds_this_step,
             "rounds": [{"request": {**dataclasses.asdict(self._requests[n]), "options": dict(self._requests[n].options)},
                         "result": self._results[n].to_dict()} for n in sorted(self._requests)],
         }
@@ -308,17 +231,18 @@ class AsyncGroupSource:
         """Restore :meth:`state_dict`: the next draws return the saved rounds, then the same later rounds."""
         for n in list(self._requests):
             self._drop(n)
-        self.env.load_state_dict(state["env"])
+        self.schedule.load_state_dict(state.get("schedule", state.get("env")))  # "env": the older key (same format)
         self._started = bool(state["started"])
         self._next_issue, self._consumed = int(state["next_issue"]), int(state["consumed"])
-        self._version = None if state["version"] is None else int(state["version"])
-        self._rounds_last_version = int(state["rounds_last_version"])
-        self._rounds_this_version = int(state["rounds_this_version"])
+        step = state.get("policy_step", state.get("version"))  # "version": the older key
+        self._policy_step = None if step is None else int(step)
+        self._rounds_last_step = int(state.get("rounds_last_step", state.get("rounds_last_version")))
+        self._rounds_this_step = int(state.get("rounds_this_step", state.get("rounds_this_version")))
         for item in state["rounds"]:
             req = item["request"]
-            stamp = req.get("policy_version")
+            stamp = req.get("weights_version", req.get("policy_version"))
             request = RoundRequest(int(req["round"]), dict(req["options"]), tuple(req["problem_ids"]), int(req["seed"]),
-                                   int(req["version"]), None if stamp is None else int(stamp))
+                                   int(req.get("policy_step", req.get("version"))), None if stamp is None else int(stamp))
             self._requests[request.round] = request
             if item.get("result") is not None:
                 self._results[request.round] = RoundResult.from_dict(item["result"])
@@ -328,26 +252,31 @@ class AsyncGroupSource:
     def _fresh_stats() -> dict[str, float]:
         return {"wait_s": 0.0, "generate_s": 0.0, "rounds_expired": 0.0}
 
+    def _reissued(self, n: int, step: int) -> RoundRequest:
+        """Round ``n``'s request for the weights of ``step`` (the current ones)."""
+        return dataclasses.replace(self._requests[n], policy_step=step, weights_version=self._weights_version)
+
     def _window(self) -> int:
         """Rounds to keep issued beyond the one being drawn: ``max_staleness`` steps' worth."""
-        return self.max_staleness * max(1, self._rounds_last_version)
+        return self.max_staleness * max(1, self._rounds_last_step)
 
-    def _issue_through(self, last: int) -> None:
+    def _issue_through(self, last: int, position: tuple[int, int]) -> None:
         while self._next_issue <= last:
             n = self._next_issue
-            indices = [int(i) for i in self.env.state_dict()["indices"]]
+            indices = [int(i) for i in self.schedule.indices]
             request = RoundRequest(round=n, options={"indices": indices},
-                                   problem_ids=tuple(str(self.env.problems[i].id) for i in indices),
-                                   seed=int(self.seed_fn(n)), version=int(self._version), policy_version=self._stamp)
+                                   problem_ids=tuple(str(i) for i in self.schedule.problem_ids()),
+                                   seed=self._round_seed(n, position), policy_step=int(self._policy_step),
+                                   weights_version=self._weights_version)
             self._requests[n] = request
             self._submit(request)
-            self.env.reset()  # the next draw of the stream: round n + 1
+            self.schedule.advance()  # the next draw of the stream: round n + 1
             self._next_issue += 1
 
     def _submit(self, request: RoundRequest) -> None:
         if self.worker.pid is None:  # the first round: start the worker with the current weights
             self.worker.start()
-            self.worker.send_weights(self._version, self._weights, copy=False)
+            self.worker.send_weights(self._policy_step, self._weights, copy=False)
         self._ticket += 1
         self._tickets[request.round] = self._ticket
         self._requests[request.round] = request
@@ -380,13 +309,13 @@ class AsyncGroupSource:
         """Regenerate, with the current weights, every issued round that would now exceed the bound."""
         for n in sorted(self._requests):
             request = self._requests[n]
-            if self._version - request.version > self.max_staleness:
+            if self._policy_step - request.policy_step > self.max_staleness:
                 ticket = self._tickets.pop(n, None)
                 if ticket is not None:
                     self.worker.forget(ticket)
                 self._results.pop(n, None)
                 self._stats["rounds_expired"] += 1
-                self._submit(dataclasses.replace(request, version=self._version, policy_version=self._stamp))
+                self._submit(self._reissued(n, self._policy_step))
 
     def _replace(self, lost: WorkerLost) -> None:
         """Start a new worker, send it the current weights and every round still to generate."""
@@ -408,9 +337,9 @@ class AsyncGroupSource:
                           "async/worker_restarts)", RuntimeWarning, stacklevel=4)
         self.worker.restart()
         self._tickets.clear()
-        self.worker.send_weights(self._version, self._weights, copy=False)
+        self.worker.send_weights(self._policy_step, self._weights, copy=False)
         for n in pending:
-            self._submit(dataclasses.replace(self._requests[n], version=self._version, policy_version=self._stamp))
+            self._submit(self._reissued(n, self._policy_step))
 
 
 # --- the worker's side: generate and verify one round ------------------------------------------------
@@ -432,18 +361,18 @@ class _GroupExecutor:
 
     def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
         self.engine, self.env, self.sampling = engine, env, sampling
-        self.version: int | None = None
+        self.policy_step: int | None = None
 
-    def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None:
+    def load_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor]) -> None:
         self.engine.load_weights(tensors)
-        self.version = version
+        self.policy_step = policy_step
 
     def run(self, request: RoundRequest) -> RoundResult:
         from dapo_env.sampler import grouped
 
-        if request.version != self.version:
-            raise RuntimeError(f"round {request.round} was issued for policy version {request.version} but the "
-                               f"worker holds version {self.version}: weights and rounds must share one ordered channel")
+        if request.policy_step != self.policy_step:
+            raise RuntimeError(f"round {request.round} was issued for the weights of step {request.policy_step} but the "
+                               f"worker holds step {self.policy_step}'s: weights and rounds must share one ordered channel")
         _, info = self.env.reset(options=dict(request.options))
         shown = tuple(str(i) for i in info["problem_id"][:: self.env.group_size])
         if shown != request.problem_ids:
@@ -458,20 +387,20 @@ class _GroupExecutor:
             start = time.perf_counter()
             rows = self.engine.generate(prompts, n=n, sampling=sampling)
             generate_s += time.perf_counter() - start
-            stamp = request.version if request.policy_version is None else request.policy_version
-            return [[dataclasses.replace(c, policy_version=stamp) for c in row] for row in rows]
+            stamp = request.policy_step if request.weights_version is None else request.weights_version
+            return [[dataclasses.replace(c, weights_version=stamp) for c in row] for row in rows]
 
         start = time.perf_counter()
         groups = self.env.rollout(grouped(generate_n, self.env.group_size))
         total = time.perf_counter() - start
-        return RoundResult(request.round, request.version, tuple(groups), generate_s, total - generate_s)
+        return RoundResult(request.round, request.policy_step, tuple(groups), generate_s, total - generate_s)
 
 
 @dataclass(frozen=True)
 class GroupRolloutJob:
     """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
     its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
-    verified, shaped groups (every sample stamped with the request's ``policy_version``).
+    verified, shaped groups (every sample stamped with the request's ``weights_version``).
 
     Args:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
@@ -491,29 +420,30 @@ class GroupRolloutJob:
         return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
 
 
-def make_rollout_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, seed_fn: Callable[[int], int]
-                        ) -> AsyncGroupSource:
+def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any
+                      ) -> AsyncGroupSource:
     """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
-    the learner's group env keeps the prompt schedule; a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
+    the learner keeps the prompt schedule (a :class:`~dapo_env.schedule.PromptSchedule`); a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
-    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's."""
+    :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
+    Reached through :func:`~dapo_env.learners.sources.make_rollout_source`."""
     import functools
 
     from .batch import autocast_dtype
-    from .engine import SamplingParams
+    from dapo_env.envs import load_problems
+
     from .rollout import make_group_env
 
     job = GroupRolloutJob(
         make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
-                                      autocast_dtype=autocast_dtype(cfg.precision)),
-        make_env=functools.partial(make_group_env, cfg, task, tokenizer),
-        sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
-                                max_response_tokens=cfg.max_response_tokens, seed=0),
+                                      autocast_dtype=autocast_dtype(cfg.precision), **cfg.engine_options),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling,
         num_threads=cfg.num_threads or 1)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
-    return AsyncGroupSource(make_group_env(cfg, task, tokenizer), worker, max_staleness=cfg.max_staleness,
-                            seed_fn=seed_fn)
+    schedule = PromptSchedule(load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
+                              cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
+    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine)
 
 
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
-           "StepStampedSource", "engine_copy", "make_rollout_source", "stamp_step", "staleness_metrics"]
+           "engine_copy", "make_async_source", "staleness_metrics"]

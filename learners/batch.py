@@ -29,7 +29,7 @@ from dapo_env.types import Group
 class TrainSample(Protocol):
     """What the learner reads from a sample. Optional attributes: ``logprobs`` (the engine's, per token of
     ``token_ids``), ``sampled_mask`` (per token of ``token_ids``: 1 sampled by the model, 0 inserted by the
-    environment; absent means all sampled) and ``policy_version`` (the engine's weights version)."""
+    environment; absent means all sampled) and ``weights_version`` (the engine's weights version)."""
 
     prompt_token_ids: Sequence[int] | None
     token_ids: Sequence[int] | None
@@ -61,7 +61,7 @@ class SequenceBatch:
         loss_mask: (N, R) float, ``sampled_mask`` and the sample's loss mask from shaping (overlong filter).
         rollout_logprobs: (N, R) the engine's log-probs (0 where it gave none).
         has_rollout_logprobs: (N,) bool, the engine gave log-probs for the sample.
-        policy_versions: (N,) int64, the engine weights version that sampled it (-1 when unknown).
+        weights_versions: (N,) int64, the engine weights version that sampled it (-1 when unknown).
         prompt_len: P.
     """
 
@@ -74,7 +74,7 @@ class SequenceBatch:
     loss_mask: torch.Tensor
     rollout_logprobs: torch.Tensor
     has_rollout_logprobs: torch.Tensor
-    policy_versions: torch.Tensor
+    weights_versions: torch.Tensor
     prompt_len: int
 
     @property
@@ -116,7 +116,7 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
         if logprobs is not None:
             rollout[i, :L] = torch.tensor(logprobs, dtype=torch.float32)
             has_rollout[i] = True
-        version = getattr(c, "policy_version", None)
+        version = getattr(c, "weights_version", None)
         versions[i] = -1 if version is None else int(version)
     keep = torch.tensor([1.0 if k else 0.0 for _, k in samples])  # (N,)
     position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P+R)
@@ -161,14 +161,14 @@ def batch_logprobs(model: torch.nn.Module, batch: SequenceBatch, *, micro_batch_
     return out
 
 
-def logprob_mismatch(batch: SequenceBatch, learner_logp: torch.Tensor, policy_version: int) -> dict[str, Any]:
-    """``|logp_engine - logp_learner|`` over the sampled tokens of the samples of ``policy_version``.
+def logprob_mismatch(batch: SequenceBatch, learner_logp: torch.Tensor, weights_version: int) -> dict[str, Any]:
+    """``|logp_engine - logp_learner|`` over the sampled tokens of the samples of ``weights_version``.
 
     Compares like with like: the learner's log-probs must be of the weights the engine held at that
     version (the old policy, before the update); samples of other versions (surplus groups from an
     earlier step) are left out. ``None`` values when no sample qualifies.
     """
-    rows = batch.has_rollout_logprobs & (batch.policy_versions == policy_version)  # (N,)
+    rows = batch.has_rollout_logprobs & (batch.weights_versions == weights_version)  # (N,)
     tokens = batch.sampled_mask & rows[:, None]  # (N, R)
     if not bool(tokens.any()):
         return {"policy/logprob_mismatch_mean": None, "policy/logprob_mismatch_max": None}

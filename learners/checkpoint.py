@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -247,6 +248,65 @@ def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
     model.load_state_dict(loaded.state_dict())
 
 
-__all__ = ["BASE_MODEL_DIR", "RUN_BASE_REF", "capture_rng_state", "check_run_dir", "is_adapter_folder",
-           "latest_checkpoint", "list_checkpoints", "load_model", "load_model_weights", "load_pretrained",
+def build_model(cfg: Any) -> tuple[Any, Any]:
+    """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
+    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
+    if cfg.model is not None:
+        if not Path(cfg.model).is_dir():
+            raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
+                                    "pass a folder written by save_pretrained")
+        return load_pretrained(cfg.model)
+    from .tiny import build_tiny_model, build_tokenizer
+
+    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
+    model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
+                             heads=cfg.tiny_heads, max_positions=cfg.tiny_max_positions, seed=cfg.seed)
+    return model, tok
+
+
+def attach_lora(model: Any, tokenizer: Any, cfg: Any, run_dir: Path, latest: Path | None, *, is_main: bool,
+                base_unchanged: bool) -> str | None:
+    """A LoRA run (``cfg.lora_rank >= 1``): inject the adapter into the (warm-started) base, which freezes it,
+    and on a fresh run write the base once to ``<run_dir>/base_model/`` (main rank) unless it is the
+    ``--model`` folder unchanged (``base_unchanged``). Returns the base reference the checkpoints' adapters
+    record (``None``: the run's ``base_model/``); a resumed run (``latest``) keeps its checkpoint's."""
+    from .lora import has_lora
+
+    settings = cfg.lora
+    if settings is None:
+        if has_lora(model):
+            raise ValueError("the model carries a LoRA adapter but lora_rank=0 (full fine-tuning): set lora_rank "
+                             "to the adapter's rank, or pass the plain base model")
+        return None
+    from .lora import CONFIG_FILE, add_lora, lora_settings
+
+    if not has_lora(model):
+        add_lora(model, settings)
+    have = lora_settings(model)
+    if (have.rank, have.alpha) != (settings.rank, float(settings.alpha)):
+        raise ValueError(f"the model's LoRA adapter has rank {have.rank}, alpha {have.alpha} but the config asks for "
+                         f"lora_rank={settings.rank}, lora_alpha={settings.alpha}: resume with the run's own settings")
+    if latest is not None:
+        base = json.loads((latest / "model" / CONFIG_FILE).read_text()).get("base_model_name_or_path")
+        return None if base == RUN_BASE_REF else base
+    if base_unchanged and cfg.model is not None and not is_adapter_folder(cfg.model):
+        return str(Path(cfg.model).resolve())
+    if is_main:
+        save_base_model(run_dir, model, tokenizer)
+    return None
+
+
+def init_reference(run_dir: Path, model: Any, *, fresh: bool) -> dict[str, torch.Tensor]:
+    """The trained parameters (a LoRA run's adapter) at the start of RL, after any warm start: saved once to
+    ``<run_dir>/init_weights.pt`` so a resumed run keeps measuring its drift from the same point."""
+    path = Path(run_dir) / "init_weights.pt"
+    if fresh or not path.exists():
+        ref = {n: p.detach().float().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+        torch.save(ref, path)
+        return ref
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+__all__ = ["BASE_MODEL_DIR", "RUN_BASE_REF", "attach_lora", "build_model", "capture_rng_state", "check_run_dir",
+           "init_reference", "is_adapter_folder", "latest_checkpoint", "list_checkpoints", "load_model", "load_model_weights", "load_pretrained",
            "load_trainer_state", "quiet_progress", "restore_rng_state", "save_base_model", "save_checkpoint"]

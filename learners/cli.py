@@ -107,7 +107,7 @@ def _train_parser(sub: Any) -> None:
                    help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
                         "can run) (default: hf)")
     p.add_argument("--server-url", metavar="URL",
-                   help="with --engine vllm-server: the server `dapo-env serve` started (sets $DAPO_SERVER_URL; "
+                   help="with --engine vllm-server: the server `dapo-env serve` started (sets engine_options.server_url; "
                         "default: $DAPO_SERVER_URL, else the engine starts its own)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
@@ -123,7 +123,21 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
     _async_arguments(p)
+    _lora_arguments(p)
     _common(p)
+
+
+def _lora_arguments(p: argparse.ArgumentParser) -> None:
+    """LoRA (TrainConfig fields lora_rank, lora_alpha, lora_target_modules; optional extra peft)."""
+    p.add_argument("--lora-rank", type=int, metavar="R",
+                   help="train a rank-R LoRA adapter on a frozen base (needs pip install 'dapo-env[lora]'); 0 = full "
+                        f"fine-tuning (default: {_preset_default('lora_rank')})")
+    p.add_argument("--lora-alpha", type=float, metavar="A",
+                   help="scale of the adapter's update: lora_alpha / lora_rank "
+                        f"(default: {_preset_default('lora_alpha')})")
+    p.add_argument("--lora-target-modules", metavar="NAMES",
+                   help="comma-separated module names the adapter wraps, e.g. q_proj,v_proj, or all-linear "
+                        "(default: the architecture's attention + MLP projections)")
 
 
 def _async_arguments(p: argparse.ArgumentParser) -> None:
@@ -357,10 +371,14 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     for flag, field in (("task", "task"), ("model", "model"), ("verifier", "verifier"), ("engine", "engine"),
                         ("run_name", "name"), ("out_dir", "out_dir"), ("seed", "seed"),
                         ("max_steps", "max_steps"), ("device", "device"), ("loss", "loss"),
-                        ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap")):
+                        ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap"),
+                        ("lora_rank", "lora_rank"), ("lora_alpha", "lora_alpha"),
+                        ("lora_target_modules", "lora_target_modules")):
         value = getattr(args, flag)
         if value is not None:
             flags[field] = value
+    if args.server_url:  # the vllm-server engine's constructor keyword (also in a rollout worker's engine copy)
+        flags["engine_options"] = {"server_url": args.server_url}
     flags.update(parse_overrides(args.set))
     if args.no_progress:
         flags["progress"] = False
@@ -397,10 +415,6 @@ def _tiny_preset_for(task: str | None) -> str:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .trainer import TrainingInterrupted, train
 
-    if args.server_url:  # read by the vllm-server engine (server.ServerEngine), also in worker processes
-        from .server import SERVER_URL_ENV
-
-        os.environ[SERVER_URL_ENV] = args.server_url
     cfg, resume = config_from_args(args)
     from .distributed import launched_with_torchrun
 

@@ -83,6 +83,9 @@ def shard_config(cfg: Any, world: World) -> Any:
     """This rank's config: ``batch_size`` and ``mini_batch_size`` divided by the world size, seed from
     :func:`rank_seed`, ``cuda`` -> ``cuda:<local_rank>``. Raises ``ValueError`` saying which sizes to pick."""
     w = world.world_size
+    if w > 1 and cfg.uses_rollout_worker:
+        raise ValueError("max_staleness > 0 / rollout_worker run on one process for now; under torchrun set "
+                         "max_staleness=0 and rollout_worker=false (docs/scaling.md)")
     for name in ("batch_size", "mini_batch_size"):
         if getattr(cfg, name) % w:
             raise ValueError(f"{name}={getattr(cfg, name)} must be divisible by the world size {w} (every "

@@ -57,6 +57,8 @@ class TrainConfig:
     max_steps: int = 100  # training steps (one rollout batch each)
     device: str = "cpu"
     engine: str = "hf"  # a registered engine (engine.ENGINES: "hf" transformers CPU/GPU, "vllm") or "auto"
+    # keywords for the engine's constructor, e.g. {"server_url": "http://127.0.0.1:8000/v1"} for "vllm-server"
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
     num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
     # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
     # (weights, optimizer state, log-softmax and loss stay fp32); on a CPU with AMX a SmolLM2-135M update
@@ -99,8 +101,12 @@ class TrainConfig:
     clip_c: float | None = None  # dual-clip constant for negative advantages (None: off)
     loss_agg: str = "token-mean"  # token-level policy-gradient loss (DAPO Eq. 12); any registered aggregation
     ratio_level: str = "token"  # importance ratio per token, or "sequence" (GSPO's length-normalised ratio)
-    tis_cap: float | None = None  # truncated IS weights min(pi_learner / pi_engine, tis_cap) per token; None: off
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
+    # informative groups beyond batch_size: False discards them (the paper's recipe); True carries them into the
+    # next batch and takes a stale sample's old log-probs from the engine that sampled it (the behaviour policy),
+    # so the clipped ratio is the true importance ratio; None (today's default, until a side-by-side run picks
+    # one) carries them and recomputes their old log-probs with the current learner, as if on-policy
+    keep_surplus: bool | None = None
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
     difficulty_sampling: bool = False  # draw prompts by their chance of an informative group (dapo_env.difficulty)
     overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
@@ -109,6 +115,7 @@ class TrainConfig:
     overlong_filter: bool = False  # mask truncated responses out of the loss
     reward_low: float = -1.0  # reward of a wrong response
     reward_high: float = 1.0  # reward of a correct response
+    advantage: str = "group"  # a registered advantage estimator (losses.ADVANTAGES): "group" is GRPO/DAPO's
     scale_adv_by_std: bool = True  # GRPO's (r - mean) / std
     epochs_per_batch: int = 1  # passes over each rollout batch
     # --- policy loss, rollout correction, asynchronous rollouts (docs/losses.md, docs/DESIGN.md) ------
@@ -176,13 +183,16 @@ class TrainConfig:
         need(self.clip_high >= 0.0, "clip_high", "must be >= 0 (use clip_high=clip_low for symmetric)")
         need(self.clip_c is None or self.clip_c > 1.0, "clip_c", "dual clip needs a constant > 1, or None")
         from .engine import engine_names  # the registries (imported here: config itself needs no torch)
-        from .losses import AGGREGATIONS, RATIO_LEVELS
+        from .losses import ADVANTAGES, AGGREGATIONS, RATIO_LEVELS
 
+        need(self.keep_surplus in (None, True, False), "keep_surplus",
+             "must be true (carry surplus groups, behaviour-policy log-probs), false (discard them, the paper's "
+             "recipe) or null (carry them as if on-policy)")
+        need(self.advantage in ADVANTAGES, "advantage",
+             f"choose a registered advantage estimator {sorted(ADVANTAGES)} (losses.register_advantage adds one)")
         need(self.loss_agg in AGGREGATIONS, "loss_agg",
              f"choose a registered aggregation {sorted(AGGREGATIONS)} (losses.register_aggregation adds one)")
         need(self.ratio_level in RATIO_LEVELS, "ratio_level", f"choose one of {RATIO_LEVELS} ('sequence' is GSPO)")
-        need(self.tis_cap is None or (isinstance(self.tis_cap, (int, float)) and self.tis_cap > 0), "tis_cap",
-             "must be a number > 0 (e.g. 2.0), or None to switch truncated importance sampling off")
         self._check_async()
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
         need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
@@ -212,6 +222,9 @@ class TrainConfig:
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
              "must be a pair (beta1, beta2)")
         object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
+        need(isinstance(self.engine_options, Mapping) and all(isinstance(k, str) for k in self.engine_options),
+             "engine_options", "must map keyword names to values, e.g. {'server_url': 'http://127.0.0.1:8000/v1'}")
+        object.__setattr__(self, "engine_options", dict(self.engine_options))
         self._check_lora()
 
     def _check_lora(self) -> None:
@@ -269,8 +282,6 @@ class TrainConfig:
              "has no such term: set clip_c=None with loss='cispo'")
         need(self.is_correction is None or self.is_correction in IS_CORRECTIONS, "is_correction",
              f"choose one of {sorted(IS_CORRECTIONS)}, or None to switch the rollout correction off")
-        need(self.is_correction is None or self.tis_cap is None, "tis_cap", "tis_cap is the older spelling of "
-             "is_correction='token-truncate' with is_cap: set one of them, not both")
         need(isinstance(self.is_cap, (int, float)) and not isinstance(self.is_cap, bool) and self.is_cap > 1,
              "is_cap", "must be a number > 1 (weights are bounded by min(w, C) or kept in [1/C, C])")
         need(isinstance(self.max_staleness, int) and not isinstance(self.max_staleness, bool)
@@ -283,6 +294,23 @@ class TrainConfig:
              "rollout_worker=false, or difficulty_sampling=false")
         need(not (worker and self.lora_rank), "lora_rank", "LoRA is not supported with a rollout worker yet (its "
              "engine copy is the base model): set max_staleness=0 and rollout_worker=false, or lora_rank=0")
+        self._check_episodes(worker)
+
+    def _check_episodes(self, worker: bool) -> None:
+        """A multi-turn task's settings (the task is looked up in the registry; an unknown name is left to
+        the trainer, which raises listing the known tasks)."""
+        from dapo_env.tasks import get_task
+
+        try:
+            episodes = get_task(self.task).turns == "multi-turn"
+        except (KeyError, ValueError):
+            return
+        if episodes and worker:
+            raise ValueError(f"TrainConfig.rollout_worker: {self.task} is multi-turn and a rollout worker plays "
+                             "single-turn rounds only for now: set max_staleness=0 and rollout_worker=false")
+        if episodes and self.overlong_penalty and self.max_episode_tokens is None:
+            raise ValueError(f"TrainConfig.max_episode_tokens: {self.task} is multi-turn, so the soft overlong penalty "
+                             "needs the episode's token budget: set max_episode_tokens=N (or overlong_penalty=false)")
 
     @property
     def uses_rollout_worker(self) -> bool:
@@ -311,13 +339,19 @@ class TrainConfig:
             out["verifier"] = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         out["adam_betas"] = list(self.adam_betas)
         out["task_kwargs"] = dict(self.task_kwargs)
+        out["engine_options"] = dict(self.engine_options)
         if self.lora_target_modules is not None:
             out["lora_target_modules"] = list(self.lora_target_modules)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``)."""
+        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``). Older runs' ``tis_cap: C`` is read
+        as what it was: ``is_correction="token-truncate"`` with ``is_cap=C``."""
+        data = dict(data)
+        tis_cap = data.pop("tis_cap", None)
+        if tis_cap is not None:
+            data.update(is_correction="token-truncate", is_cap=tis_cap)
         base = preset(str(data.get("preset_name", "dapo")))
         return base.with_overrides(data)
 

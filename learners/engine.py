@@ -19,7 +19,7 @@ Conventions every engine follows:
   at temperature 1.
 - Prompts are tokenised as given (``add_special_tokens`` as the engine was built) and never truncated:
   a prompt that does not fit the context with ``max_response_tokens`` new tokens raises ``ValueError``.
-- Every :class:`Completion` carries ``policy_version``: the engine's ``weights_version`` when it sampled.
+- Every :class:`Completion` carries ``weights_version``: the engine's ``weights_version`` when it sampled.
 
 Engines are built by name with :func:`make_engine` from the one registry :data:`ENGINES` (``hf``,
 ``vllm``; ``register_engine`` adds one); ``"auto"`` picks vLLM where it can run, else HF.

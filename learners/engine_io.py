@@ -20,7 +20,7 @@ Example:
     >>> ids = encode_prompts(tok, ["1+1="], add_special_tokens=True, max_response_tokens=4, context_length=64)[0]
     >>> c = completion_of([5, 6, tok.eos_token_id], [-0.5, -0.25, -1.0], ids, max_response_tokens=4, tokenizer=tok,
     ...                   eos_token_ids=collect_eos_ids(tok), weights_version=3)
-    >>> c.num_tokens, c.finish_reason, c.policy_version, turn_budget(8, 3), turn_budget(8, None)
+    >>> c.num_tokens, c.finish_reason, c.weights_version, turn_budget(8, 3), turn_budget(8, None)
     (3, 'stop', 3, 3, 8)
 """
 
@@ -103,12 +103,12 @@ def turn_inputs(requests: Sequence[Any], max_response_tokens: int, *, tokenizer:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError(f"turn request {i} (episode {request.key}) has an empty context")
-        budget = turn_budget(max_response_tokens, request.max_tokens)
+        budget = turn_budget(max_response_tokens, request.tokens_left)
         if not _fits(len(ids), budget, context_length):
             raise ValueError(
                 f"episode {request.key}: its context of {len(ids)} tokens plus {budget} new tokens exceeds the "
                 f"engine's context of {context_length}: lower max_episode_tokens (so prompt + episode fits) or "
-                "max_tokens")
+                "max_response_tokens")
         contexts.append(ids)
         budgets.append(budget)
     return contexts, budgets
@@ -124,7 +124,7 @@ def completion_of(token_ids: Sequence[int] | Any, logprobs: Sequence[float] | An
     completion = completion_from_token_ids(token_ids, max_response_tokens=max_response_tokens, tokenizer=tokenizer,
                                            eos_token_ids=eos_token_ids, logprobs=logprobs,
                                            prompt_token_ids=prompt_ids)
-    return dataclasses.replace(completion, policy_version=weights_version)
+    return dataclasses.replace(completion, weights_version=weights_version)
 
 
 def empty_turn(prompt_ids: Sequence[int]) -> Completion:

@@ -585,11 +585,9 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 
 def eval_task(settings: EvalSettings) -> Any:
     """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
-    from .config import preset
-    from .rollout import resolve_task
+    from .rollout import task_with
 
-    return resolve_task(preset("dapo", task=settings.task, verifier=settings.verifier,
-                               prompt_template=settings.prompt_template))
+    return task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
 
 
 def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:

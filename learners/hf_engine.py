@@ -186,9 +186,9 @@ class HFEngine:
         """The next turn of each live multi-turn episode: one :class:`Completion` per request, in order.
 
         Each request is a :class:`~dapo_env.multiturn.TurnRequest` (``key``, ``context_token_ids`` or
-        ``text``, ``max_tokens``): the response is sampled after exactly ``context_token_ids`` (else the
+        ``text``, ``tokens_left``): the response is sampled after exactly ``context_token_ids`` (else the
         tokenized ``text``; not token-exact across turns), for at most ``min(sampling.max_response_tokens,
-        request.max_tokens)`` tokens. With ``reuse_kv`` the episode's cache from its previous turn is used
+        request.tokens_left)`` tokens. With ``reuse_kv`` the episode's cache from its previous turn is used
         when it covers a prefix of the context, so only the environment's new tokens are prefilled; caches
         of keys missing from this call (ended episodes) and caches of older weights are dropped first.
         Results depend on ``sampling.seed`` and ``batch_size`` only, not on ``reuse_kv`` (up to

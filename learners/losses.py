@@ -3,8 +3,8 @@
 Tensors in, a loss tensor and detached metric tensors out; no config objects, no ``.item()``, no I/O.
 Formulas, references and the global-denominator rule are in ``docs/losses.md``.
 
-Shapes: ``B`` sequences (group-major: the ``G`` responses to one prompt are consecutive), ``T`` response
-positions (right-padded), ``V`` vocabulary.
+Shapes (the glossary of ``docs/DESIGN.md``): ``N = B·G`` sequences (group-major: the ``G`` responses to one
+prompt are consecutive), ``R`` response positions (right-padded), ``V`` vocabulary.
 """
 
 from __future__ import annotations
@@ -56,23 +56,12 @@ def group_advantages(
             f"rewards must be 1-D with a length divisible by group_size={group_size}, got shape "
             f"{tuple(rewards.shape)}"
         )
-    r = rewards.reshape(-1, group_size)  # (N/G, G)
+    r = rewards.reshape(-1, group_size)  # (B, G)
     centred = r - r.mean(dim=1, keepdim=True)
-    constant = (r == r[:, :1]).all(dim=1, keepdim=True)  # (N/G, 1)
+    constant = (r == r[:, :1]).all(dim=1, keepdim=True)  # (B, 1)
     if scale_by_std and group_size > 1:
         centred = centred / (r.std(dim=1, keepdim=True) + eps)
     return torch.where(constant, torch.zeros_like(centred), centred).reshape(-1)
-
-
-def truncated_is_weights(old_logp: Tensor, rollout_logp: Tensor, cap: float = 2.0) -> Tensor:
-    """Truncated importance-sampling weights ``min(pi_old / pi_rollout, cap)`` per token (detached).
-
-    Corrects the mismatch between the engine that sampled (``rollout_logp``, e.g. vLLM in bf16) and the
-    learner's recomputation (``old_logp``); pass the result as ``policy_loss(is_weights=...)``.
-    """
-    if cap <= 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
-    return torch.exp(old_logp.detach() - rollout_logp.detach()).clamp(max=cap)
 
 
 def loss_denominators(mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -86,7 +75,7 @@ def loss_denominators(mask: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class Aggregation(Protocol):
-    """Reduces a (B, T) per-token loss to a scalar; every entry has this one signature."""
+    """Reduces a (N, R) per-token loss to a scalar; every entry has this one signature."""
 
     def __call__(
         self, loss_mat: Tensor, mask: Tensor, *, num_tokens: Tensor | float | None,
@@ -109,6 +98,54 @@ def _lookup(table: dict, what: str, name: str):  # noqa: ANN202 - the registry's
         raise ValueError(f"unknown {what} {name!r}; known: {sorted(table)}") from None
 
 
+class AdvantageEstimator(Protocol):
+    """Per-sample (or per-token) advantages from rewards; every registered entry has this one signature.
+
+    Args:
+        rewards: (N,) each sample's reward (an episode's return), group-major (G consecutive per prompt).
+        mask: (N, R) the tokens the loss counts (1 = a sampled token that is trained on).
+        group_size: G.
+        scale_by_std: divide by the group's reward standard deviation (GRPO) or not (Dr.GRPO).
+
+    Returns:
+        (N,) one advantage per sample, or (N, R) one per token (e.g. a per-turn estimator); detached.
+    """
+
+    def __call__(self, rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor: ...
+
+
+def _group(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor:
+    return group_advantages(rewards, group_size, scale_by_std=scale_by_std)
+
+
+#: Registered advantage estimators: ``group`` is GRPO/DAPO's :func:`group_advantages` (one value per sample).
+ADVANTAGES: dict[str, AdvantageEstimator] = {"group": _group}
+
+
+def register_advantage(name: str, fn: AdvantageEstimator, *, overwrite: bool = False) -> None:
+    """Add an advantage estimator (signature of :class:`AdvantageEstimator`); ``TrainConfig(advantage=name)``
+    selects it. A duplicate raises unless ``overwrite``.
+
+    Example:
+        >>> register_advantage("sign", lambda r, m, *, group_size, scale_by_std: torch.sign(r))
+        >>> get_advantage("sign")(torch.tensor([2.0, -3.0]), torch.ones(2, 1), group_size=2, scale_by_std=True)
+        tensor([ 1., -1.])
+        >>> del ADVANTAGES["sign"]
+    """
+    _register(ADVANTAGES, "advantage estimator", name, fn, overwrite)
+
+
+def get_advantage(name: str) -> AdvantageEstimator:
+    """The registered advantage estimator ``name``; unknown names raise listing the known ones.
+
+    Example:
+        >>> get_advantage("group")(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.ones(4, 3), group_size=2,
+        ...                        scale_by_std=True)
+        tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    """
+    return _lookup(ADVANTAGES, "advantage estimator", name)
+
+
 def _seqs(mask: Tensor, num_seqs: Tensor | float | None) -> Tensor | float:
     return num_seqs if num_seqs is not None else mask.bool().any(dim=-1).sum().clamp(min=1)
 
@@ -119,7 +156,7 @@ def _token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
 
 
 def _seq_mean_token_mean(loss_mat, mask, *, num_tokens, num_seqs, max_response_tokens):
-    per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (B,)
+    per_seq = (loss_mat * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (N,)
     return per_seq.sum() / _seqs(mask, num_seqs)
 
 
@@ -155,14 +192,14 @@ RATIO_LEVELS = ("token", "sequence")
 
 
 def _log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor, ratio_level: str) -> Tensor:
-    """Per-token log importance ratio, (B, T); zero at padding."""
+    """Per-token log importance ratio, (N, R); zero at padding."""
     log_ratio = torch.where(mask.bool(), logp - old_logp, torch.zeros_like(logp))
     if ratio_level == "token":
         return log_ratio
     if ratio_level == "sequence":
         # GSPO: s_i = exp(mean_t log ratio). Token form: value log s_i, gradient that of logp_t (scaled by
         # s_i through exp), so seq-mean-token-mean aggregation reproduces the sequence objective's gradient.
-        seq = (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)).detach()  # (B,)
+        seq = (log_ratio.sum(-1) / mask.sum(-1).clamp(min=1)).detach()  # (N,)
         return torch.where(mask.bool(), logp - logp.detach() + seq[:, None], torch.zeros_like(logp))
     raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
 
@@ -194,13 +231,13 @@ def policy_loss(
     micro-batches and ranks; see :func:`loss_denominators`) are given, the result is this micro-batch's
     share, so summing the micro-batch losses (and gradients) gives exactly the full-batch loss. Without
     them the micro-batch is its own batch. ``max_response_tokens`` is Dr.GRPO's constant for
-    ``"seq-mean-token-sum-norm"`` (default ``T``; pass the generation limit for split invariance).
+    ``"seq-mean-token-sum-norm"`` (default ``R``; pass the generation limit for split invariance).
 
     Args:
-        logp: (B, T) log-probs of the taken tokens under the current policy (requires grad).
-        old_logp: (B, T) under the policy that the ratio is taken against (detached here).
-        advantages: (B,) or (B, T) (detached here).
-        mask: (B, T) 1/True for response tokens in the loss.
+        logp: (N, R) log-probs of the taken tokens under the current policy (requires grad).
+        old_logp: (N, R) under the policy that the ratio is taken against (detached here).
+        advantages: (N,) or (N, R) (detached here).
+        mask: (N, R) 1/True for response tokens in the loss.
 
     Returns:
         ``(loss, metrics)``: scalar loss; detached metrics over masked tokens of this micro-batch:
@@ -216,7 +253,7 @@ def policy_loss(
     """
     if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
         raise ValueError(
-            f"logp, old_logp and mask must share a (B, T) shape, got {tuple(logp.shape)}, "
+            f"logp, old_logp and mask must share a (N, R) shape, got {tuple(logp.shape)}, "
             f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
         )
     if not (0 <= clip_low < 1 and clip_high >= 0):
@@ -226,12 +263,12 @@ def policy_loss(
     aggregate = get_aggregation(agg)
     adv = advantages.detach().to(logp.dtype)
     if adv.dim() == 1:
-        adv = adv[:, None]  # (B, 1) broadcasts over T
+        adv = adv[:, None]  # (N, 1) broadcasts over R
     elif adv.shape != logp.shape:
-        raise ValueError(f"advantages must be (B,) or (B, T), got {tuple(advantages.shape)}")
+        raise ValueError(f"advantages must be (N,) or (N, R), got {tuple(advantages.shape)}")
     m = mask.to(logp.dtype)
     log_ratio = _log_ratio(logp, old_logp.detach(), mask, ratio_level)
-    ratio = torch.exp(log_ratio)  # (B, T)
+    ratio = torch.exp(log_ratio)  # (N, R)
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
     loss_mat = torch.maximum(unclipped, clipped)
@@ -339,7 +376,7 @@ def cispo_loss(
     """
     if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
         raise ValueError(
-            f"logp, old_logp and mask must share a (B, T) shape, got {tuple(logp.shape)}, "
+            f"logp, old_logp and mask must share a (N, R) shape, got {tuple(logp.shape)}, "
             f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
         )
     if not (0 <= clip_low <= 1 and clip_high >= 0):
@@ -349,12 +386,12 @@ def cispo_loss(
     aggregate = get_aggregation(agg)
     adv = advantages.detach().to(logp.dtype)
     if adv.dim() == 1:
-        adv = adv[:, None]  # (B, 1)
+        adv = adv[:, None]  # (N, 1)
     elif adv.shape != logp.shape:
-        raise ValueError(f"advantages must be (B,) or (B, T), got {tuple(advantages.shape)}")
+        raise ValueError(f"advantages must be (N,) or (N, R), got {tuple(advantages.shape)}")
     m = mask.to(logp.dtype)
     log_ratio = _log_ratio(logp, old_logp.detach(), mask, ratio_level)
-    ratio = torch.exp(log_ratio.detach())  # (B, T), the IS weight before clipping
+    ratio = torch.exp(log_ratio.detach())  # (N, R), the IS weight before clipping
     weight = ratio.clamp(1 - clip_low, 1 + clip_high)
     # value -w A, gradient -w A grad logp: exp(logp - sg(logp)) is 1 with gradient grad logp
     loss_mat = -adv * weight * torch.exp(logp - logp.detach())
@@ -402,8 +439,8 @@ class ISCorrection(Protocol):
     """Bounds the importance weights ``w = pi_learner / pi_engine``; every entry of :data:`IS_CORRECTIONS`
     has this signature.
 
-    Takes ``log_w`` (B, T), the per-token log weight (0 off the mask), the bool ``mask`` and the bound
-    ``cap > 1``; returns ``(raw, weights, keep)``, each (B, T): the unbounded weight at the entry's level
+    Takes ``log_w`` (N, R), the per-token log weight (0 off the mask), the bool ``mask`` and the bound
+    ``cap > 1``; returns ``(raw, weights, keep)``, each (N, R): the unbounded weight at the entry's level
     (token or sequence, broadcast over the sequence's tokens), the weight to multiply the loss with, and
     the tokens that stay in the loss.
     """
@@ -415,7 +452,7 @@ _MAX_LOG_W = 30.0  # weights are computed in log space and kept below e^30 so su
 
 
 def _sequence_log_w(log_w: Tensor, mask: Tensor) -> Tensor:
-    """``log prod_t w_t`` of each sequence, broadcast back to (B, T)."""
+    """``log prod_t w_t`` of each sequence, broadcast back to (N, R)."""
     return (log_w * mask).sum(-1, keepdim=True).expand_as(log_w)
 
 
@@ -486,14 +523,14 @@ def rollout_correction(
     with denominators counted over ``mask & keep``.
 
     Args:
-        old_logp: (B, T) the learner's log-probs of the sampled tokens (detached here).
-        rollout_logp: (B, T) the engine's log-probs of the same tokens (detached here).
-        mask: (B, T) 1/True on loss tokens.
+        old_logp: (N, R) the learner's log-probs of the sampled tokens (detached here).
+        rollout_logp: (N, R) the engine's log-probs of the same tokens (detached here).
+        mask: (N, R) 1/True on loss tokens.
         mode: a registered correction.
         cap: the bound ``C > 1``.
 
     Returns:
-        ``(weights, keep, metrics)``: (B, T) weights (0 off the mask), (B, T) bool tokens kept, and
+        ``(weights, keep, metrics)``: (N, R) weights (0 off the mask), (N, R) bool tokens kept, and
         detached metrics over the mask: ``is_weight_mean`` (applied weight, kept tokens), ``is_weight_max``
         (unbounded weight at the mode's level, below ``e^30``), ``is_truncated_share`` / ``is_masked_share``
         (loss tokens whose weight was capped / that were dropped), ``mismatch_k3`` (k3 estimate of
@@ -509,13 +546,13 @@ def rollout_correction(
     """
     if old_logp.shape != rollout_logp.shape or old_logp.shape != mask.shape or old_logp.dim() != 2:
         raise ValueError(
-            f"old_logp, rollout_logp and mask must share a (B, T) shape, got {tuple(old_logp.shape)}, "
+            f"old_logp, rollout_logp and mask must share a (N, R) shape, got {tuple(old_logp.shape)}, "
             f"{tuple(rollout_logp.shape)}, {tuple(mask.shape)}"
         )
     if not cap > 1:
         raise ValueError(f"the IS cap must be > 1 (weights are bounded to [1/cap, cap] or min(w, cap)), got {cap}")
     m = mask.bool()
-    log_w = torch.where(m, old_logp.detach() - rollout_logp.detach(), torch.zeros_like(old_logp))  # (B, T)
+    log_w = torch.where(m, old_logp.detach() - rollout_logp.detach(), torch.zeros_like(old_logp))  # (N, R)
     raw, weights, keep = get_is_correction(mode)(log_w, m, cap=cap)
     keep = keep & m
     weights = torch.where(keep, weights, torch.zeros_like(weights))  # a dropped token weighs nothing
@@ -534,13 +571,16 @@ def rollout_correction(
 
 
 __all__ = [
+    "ADVANTAGES",
     "AGGREGATIONS",
+    "AdvantageEstimator",
     "IS_CORRECTIONS",
     "POLICY_LOSSES",
     "RATIO_LEVELS",
     "Aggregation",
     "cispo_loss",
     "entropy_from_logits",
+    "get_advantage",
     "get_aggregation",
     "get_is_correction",
     "get_policy_loss",
@@ -550,9 +590,9 @@ __all__ = [
     "masked_mean",
     "policy_loss",
     "PolicyLoss",
+    "register_advantage",
     "register_aggregation",
     "register_is_correction",
     "register_policy_loss",
     "rollout_correction",
-    "truncated_is_weights",
 ]

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 #: Wall-clock metrics: excluded when comparing a resumed run's stream with an uninterrupted one.
 TIMING_KEYS = ("time/step_s", "time/rollout_s", "time/update_s", "time/eval_s", "perf/rollout_tokens_per_s",
@@ -106,6 +108,122 @@ def empty_batch_spans(records: Iterable[Mapping[str, Any]]) -> list[tuple[int, i
         else:
             spans.append((step, step))
     return spans
+
+
+def staleness_metrics(policy_steps: Sequence[int | None], current: int, *, max_staleness: int
+                      ) -> dict[str, float | None]:
+    """The age of consumed samples in training steps: ``current - policy_step`` per sample (the step whose
+    weights generated it).
+
+    Returns ``staleness/mean``, ``staleness/max`` and the histogram as shares of the samples:
+    ``staleness/share_0`` ... ``staleness/share_<max_staleness>`` and ``staleness/share_older`` (samples
+    older than the bound: groups dynamic sampling carried over from an earlier batch). Samples without a
+    step (``None`` or negative) are left out; all ``None`` when none has one.
+
+    Example:
+        >>> staleness_metrics([3, 3, 2, 0], 3, max_staleness=1)
+        {'staleness/mean': 1.0, 'staleness/max': 3.0, 'staleness/share_0': 0.5, 'staleness/share_1': 0.25, 'staleness/share_older': 0.25}
+    """
+    if max_staleness < 0:
+        raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+    keys = [f"staleness/share_{s}" for s in range(max_staleness + 1)] + ["staleness/share_older"]
+    ages = np.array([current - v for v in policy_steps if v is not None and v >= 0], dtype=np.int64)
+    if ages.size == 0:
+        return dict.fromkeys(["staleness/mean", "staleness/max", *keys])
+    counts = np.bincount(np.clip(ages, 0, max_staleness + 1), minlength=max_staleness + 2)
+    out: dict[str, float | None] = {"staleness/mean": float(ages.mean()), "staleness/max": float(ages.max())}
+    out.update({key: float(c) / ages.size for key, c in zip(keys, counts)})
+    return out
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+#: The source's counters every record carries (0.0 without a rollout worker).
+ASYNC_KEYS = ("async/rounds_expired", "async/rounds_ahead", "async/worker_restarts")
+
+
+def rollout_record(stats: Mapping[str, Any], groups: Sequence[Any], *, step: int, batch_size: int,
+                   rollout_s: float, deferred: int | None, policy_steps: Sequence[int | None],
+                   max_staleness: int) -> dict[str, Any]:
+    """The rollout half of a step's record: the kept ``groups`` (rewards, accuracy), the sampler's ``stats``
+    of the batch (accuracy before filtering, rounds, lengths) and the source's own (``episode/``,
+    ``difficulty/``, ``async/``, ``time/`` keys), the samples' staleness in training steps (their
+    ``policy_steps`` against ``step - 1``, the weights that sample now) and ``dist/groups_deferred`` when
+    ``deferred`` is given.
+
+    Example:
+        >>> from dapo_env.types import Completion, Group
+        >>> g = Group("1", "p", (Completion("a"), Completion("b")), (1.0, -1.0), (True, False), (True, True))
+        >>> stats = {"accuracy_before_filter": 0.5, "zero_advantage_share": 0.0, "rounds": 1.0,
+        ...          "samples_generated": 2.0, "partial_batches": 0.0, "response_length_mean": float("nan"),
+        ...          "response_length_max": float("nan"), "truncation_rate": 0.0, "generated_tokens": 0.0}
+        >>> r = rollout_record(stats, [g], step=1, batch_size=1, rollout_s=1.0, deferred=None,
+        ...                    policy_steps=[0, 0], max_staleness=0)
+        >>> r["reward/mean"], r["rollout/accuracy"], r["response/length_max"], r["staleness/max"]
+        (0.0, 0.5, None, 0.0)
+    """
+    rewards = [r for g in groups for r in g.rewards]
+    correct = [c for g in groups for c in g.correct]
+    record: dict[str, Any] = {
+        "step": step,
+        "reward/mean": float(np.mean(rewards)) if rewards else None,
+        "rollout/accuracy": float(np.mean(correct)) if correct else None,
+        "rollout/accuracy_before_filter": float(stats["accuracy_before_filter"]),
+        "rollout/zero_adv_share": float(stats["zero_advantage_share"]),
+        "rollout/rounds": int(stats["rounds"]),
+        "rollout/samples_generated": int(stats["samples_generated"]),
+        "rollout/num_groups": len(groups),
+        "rollout/partial": 1.0 if len(groups) < batch_size else 0.0,
+        "rollout/partial_batches": int(stats["partial_batches"]),
+        "response/length_mean": _finite(stats["response_length_mean"]),
+        "response/length_max": None if math.isnan(stats["response_length_max"]) else int(stats["response_length_max"]),
+        "response/truncation_rate": _finite(stats["truncation_rate"]),
+        "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(rollout_s, 1e-9),
+        "time/rollout_s": rollout_s,
+    }
+    record.update({k: float(v) for k, v in stats.items() if "/" in k})  # the source's, namespaced
+    if deferred is not None:
+        record["dist/groups_deferred"] = deferred
+    record.update(staleness_metrics(policy_steps, step - 1, max_staleness=max_staleness))
+    for key in ASYNC_KEYS:
+        record.setdefault(key, 0.0)
+    return record
+
+
+#: Rollout-correction metrics of :func:`~dapo_env.learners.update.update_policy`, logged as ``is/<name without is_>``.
+IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_masked_share", "mismatch_k3", "mismatch_abs")
+
+
+def update_record(update: Mapping[str, float], *, lr: float, optimizer_steps: int, drift: float | None,
+                  is_correction: bool) -> dict[str, Any]:
+    """The update half of a step's record from :func:`~dapo_env.learners.update.update_policy`'s metrics
+    (each the mean over the step's optimizer steps; ``None`` where the step had no update), plus the
+    update's ``update_s`` (seconds) and ``trained_tokens`` (loss tokens x epochs) when it ran.
+
+    Example:
+        >>> update_record({"loss": 0.5, "entropy": 1.0}, lr=1e-3, optimizer_steps=4, drift=None,
+        ...               is_correction=False)["loss/policy"]
+        0.5
+    """
+    record = {
+        "policy/entropy": update.get("entropy"),
+        "policy/clip_frac_high": update.get("clip_frac_high"),
+        "policy/clip_frac_low": update.get("clip_frac_low"),
+        "policy/approx_kl": update.get("approx_kl"),
+        "loss/policy": update.get("loss"),
+        "optim/grad_norm": update.get("grad_norm"),
+        "optim/lr": float(lr),
+        "optim/steps": optimizer_steps,
+        "policy/drift_from_init": drift,
+    }
+    if "update_s" in update:
+        record["perf/update_tokens_per_s"] = update["trained_tokens"] / max(update["update_s"], 1e-9)
+        record["time/update_s"] = update["update_s"]
+    if is_correction:
+        record.update({f"is/{k.removeprefix('is_')}": update.get(k) for k in IS_METRICS})
+    return record
 
 
 class MetricsLog:
@@ -212,5 +330,6 @@ def plot_metrics(records: list[Mapping[str, Any]], path: str | Path, *, title: s
     return path
 
 
-__all__ = ["BATCH_KEYS", "PANELS", "TIMING_KEYS", "MetricsLog", "empty_batch", "empty_batch_spans", "is_batch_metric",
-           "metric_series", "plot_metrics", "read_metrics", "strip_timing"]
+__all__ = ["ASYNC_KEYS", "BATCH_KEYS", "IS_METRICS", "PANELS", "TIMING_KEYS", "MetricsLog", "empty_batch",
+           "empty_batch_spans", "is_batch_metric", "metric_series", "plot_metrics", "read_metrics", "rollout_record",
+           "staleness_metrics", "strip_timing", "update_record"]

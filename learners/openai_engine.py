@@ -359,10 +359,10 @@ class OpenAIEngine:
     def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
         """The next turn of each live episode (:class:`~dapo_env.multiturn.TurnRequest`): after exactly its
         ``context_token_ids`` (completions API) when there are token ids and the server takes them, else from
-        its ``messages`` (chat API); at most ``min(max_response_tokens, request.max_tokens)`` new tokens."""
+        its ``messages`` (chat API); at most ``min(max_response_tokens, request.tokens_left)`` new tokens."""
         calls, results = [], [None] * len(requests)
         for i, request in enumerate(requests):
-            left = request.max_tokens
+            left = request.tokens_left
             budget = sampling.max_response_tokens if left is None else max(0, min(sampling.max_response_tokens,
                                                                                    int(left)))
             if budget == 0:  # nothing left in the episode's budget: an empty, cut turn
@@ -503,7 +503,7 @@ class OpenAIEngine:
                           token_ids=None if ids is None else tuple(int(t) for t in ids),
                           logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
                           prompt_token_ids=None if prompt_ids is None else tuple(int(t) for t in prompt_ids),
-                          policy_version=self.weights_version)
+                          weights_version=self.weights_version)
 
 
 def _choices(answer: Any, n: int) -> list[Mapping[str, Any]]:

@@ -1,10 +1,10 @@
-"""The trainer's glue to the env layer: the task (with a custom verifier) and the group env + dynamic sampler.
+"""The trainer's glue to the env layer: the task, the group env, the sampler, and the run's prompt rendering.
 
-Verification and reward shaping are never re-implemented here: training rewards come from
-``GroupVectorEnv`` (verifier, reward map, overlong penalty/filter) through ``DynamicSampler``; for a
-multi-turn task (one with an interaction, e.g. ``GuessNumber-v0``) from ``EpisodeGroupEnv``, whose groups
-hold whole episodes (:class:`~dapo_env.types.Trajectory`) recorded token by token through the tokenizer's
-chat template, filtered on episode returns by the same ``DynamicSampler``.
+The rollout sources that use them live in :mod:`~dapo_env.learners.sources` (in-process) and
+:mod:`~dapo_env.learners.async_rollout` (a worker process). Verification and reward shaping are never re-implemented here: training rewards come from
+``GroupVectorEnv`` (verifier, reward map, overlong penalty/filter); for a multi-turn task (one with an
+interaction, e.g. ``GuessNumber-v0``) from ``EpisodeGroupEnv``, whose groups hold whole episodes
+(:class:`~dapo_env.types.Trajectory`) recorded token by token through the tokenizer's chat template.
 
 Example:
     >>> from dapo_env.learners.config import preset
@@ -15,24 +15,40 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
+
+from dapo_env.types import Group
 
 from .config import TrainConfig
 
+#: ``info`` key of every training sample: the training step whose weights generated it (its ``policy_step``).
+POLICY_STEP = "policy_step"
+
 
 def resolve_task(cfg: TrainConfig) -> Any:
-    """The registered task named by ``cfg.task``, with ``cfg.verifier`` swapped in when given (a plain
-    function or a ``"module:function"`` string, through :func:`dapo_env.verifiers.callable.load_verifier`)
-    and ``cfg.prompt_template`` when given."""
+    """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
+    when given (:func:`task_with`)."""
+    return task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+
+
+def task_with(name: str, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
+    """The registered task ``name`` with ``verifier`` swapped in when given (a plain function or a
+    ``"module:function"`` string, through :func:`dapo_env.verifiers.callable.load_verifier`) and
+    ``prompt_template`` when given.
+
+    Example:
+        >>> task_with("Arithmetic-v0", prompt_template="Q: {question}").prompt_template
+        'Q: {question}'
+    """
     from dapo_env.tasks import get_task
     from dapo_env.verifiers.callable import load_verifier
 
-    task = get_task(cfg.task)
-    if cfg.verifier is not None:
-        task = dataclasses.replace(task, verifier=load_verifier(cfg.verifier))
-    if cfg.prompt_template is not None:
-        task = dataclasses.replace(task, prompt_template=cfg.prompt_template)
+    task = get_task(name)
+    if verifier is not None:
+        task = dataclasses.replace(task, verifier=load_verifier(verifier))
+    if prompt_template is not None:
+        task = dataclasses.replace(task, prompt_template=prompt_template)
     return task
 
 
@@ -51,13 +67,8 @@ def shaping_options(cfg: TrainConfig, *, episodes: bool = False) -> dict[str, An
     """The group env's shaping keywords (the fields of :class:`dapo_env.shaping.Shaping`) that ``cfg`` selects.
 
     For ``episodes`` the soft overlong penalty counts the tokens the model sampled in the whole episode
-    against ``max_episode_tokens`` (a multi-turn run with the penalty on must set it)."""
-    length = cfg.max_response_tokens
-    if episodes and cfg.overlong_penalty:
-        if cfg.max_episode_tokens is None:
-            raise ValueError(f"{cfg.task} is multi-turn: the soft overlong penalty needs the episode's token budget; "
-                             "pass --set max_episode_tokens=N (or --set overlong_penalty=false)")
-        length = cfg.max_episode_tokens
+    against ``max_episode_tokens`` (:class:`TrainConfig` refuses a multi-turn run with the penalty on without it)."""
+    length = cfg.max_episode_tokens if episodes and cfg.overlong_penalty else cfg.max_response_tokens
     penalty = {"max_response_tokens": length, "cache_length": cfg.overlong_cache_length,
                "factor": cfg.overlong_penalty_factor}
     return {"reward_map": (cfg.reward_low, cfg.reward_high), "overlong_filter": cfg.overlong_filter,
@@ -81,17 +92,6 @@ def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
                         difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
 
 
-def make_sampler(cfg: TrainConfig, task: Any, generate: Callable[[list[str]], list[Any]],
-                 tokenizer: Any = None, *, source: Any = None) -> Any:
-    """A :class:`~dapo_env.sampler.DynamicSampler` (filtering only if ``cfg.dynamic_sampling``) over
-    ``source`` (default: :func:`make_group_env`); the source is ``sampler.source``."""
-    from dapo_env.sampler import DynamicSampler
-
-    source = make_group_env(cfg, task, tokenizer) if source is None else source
-    return DynamicSampler(source, generate, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
-                          filter_groups=cfg.dynamic_sampling, seed=cfg.seed)
-
-
 def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
     """The :class:`~dapo_env.episodes.EpisodeGroupEnv` of a multi-turn run: B prompts x G episodes, recorded
     through ``tokenizer``'s chat template (exact token ids; required), with ``cfg``'s budgets and shaping."""
@@ -105,4 +105,64 @@ def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
                            **shaping_options(cfg, episodes=True), **dict(cfg.task_kwargs))
 
 
-__all__ = ["is_multi_turn", "make_episode_env", "make_group_env", "make_sampler", "resolve_task", "shaping_options"]
+
+
+
+def chat_tokenizer(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
+    """The tokenizer whose chat template renders the run's prompts (``chat_template``; always for a multi-turn
+    task, whose episodes are recorded token by token), else ``None`` (plain prompts)."""
+    return tokenizer if cfg.chat_template or is_multi_turn(task) else None
+
+
+def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, task: Any, problems: Sequence[Any]) -> None:
+    """Raise a one-line ``ValueError`` naming the fix when the task's prompts (those of ``problems``, rendered
+    as the run renders them) plus ``max_response_tokens`` (for a multi-turn task: plus ``max_episode_tokens``)
+    cannot fit the model's context (before any data is generated)."""
+    from dapo_env.envs import render_prompt
+
+    prompts = [render_prompt(task, p, chat_tokenizer(cfg, task, tokenizer)) for p in problems]
+    episodes = is_multi_turn(task)
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not positions or not prompts:
+        return
+    longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+    if episodes:
+        budget = cfg.max_episode_tokens
+        if budget is None or longest + budget > positions:
+            raise ValueError(f"{cfg.task} is multi-turn: its prompts (up to {longest} tokens) plus a whole episode must "
+                             f"fit the model's context ({positions} positions): pass --set max_episode_tokens=N with "
+                             f"N <= {positions - longest}" + ("" if cfg.model else " (or raise tiny_max_positions)"))
+        return
+    if longest + cfg.max_response_tokens > positions:
+        which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
+        raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
+                         f"{cfg.max_response_tokens} exceed the context of {which} ({positions} positions): pass "
+                         f"--set max_response_tokens=N with N <= {positions - longest}"
+                         + ("" if cfg.model else ", or --model PATH (a local HF model folder) for this task"))
+
+
+def stamp_step(group: Group, step: int) -> Group:
+    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
+    of carried-over groups survives a resume).
+
+    Example:
+        >>> from dapo_env.types import Completion
+        >>> g = Group("1", "p", (Completion("a"),), (1.0,), (True,), (True,), ({"score": 1.0},))
+        >>> stamp_step(g, 7).infos[0]
+        {'score': 1.0, 'policy_step': 7}
+    """
+    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
+
+
+def make_sampler(cfg: TrainConfig, source: Any) -> Any:
+    """The run's :class:`~dapo_env.sampler.DynamicSampler` over ``source`` (filtering only if
+    ``cfg.dynamic_sampling``; surplus groups discarded when ``cfg.keep_surplus`` is false)."""
+    from dapo_env.sampler import DynamicSampler
+
+    return DynamicSampler(source, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
+                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus is not False)
+
+
+
+__all__ = ["POLICY_STEP", "chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env", "make_group_env",
+           "make_sampler", "resolve_task", "shaping_options", "stamp_step", "task_with"]

@@ -3,12 +3,12 @@
 The learner sends commands, the worker executes them strictly in order and reports events back:
 
 ```
-learner -> worker   Weights(version, tensors) | Task(ticket, payload) | Stop()
+learner -> worker   Weights(policy_step, tensors) | Task(ticket, payload) | Stop()
 worker  -> learner  Ready(pid) | Started(ticket) | Done(ticket, result, seconds) | Failed(ticket, error)
 ```
 
 Because the channel is ordered, a task runs with exactly the weights of the last ``Weights`` before it:
-which policy version generates which work is decided by the learner when it sends, not by timing, so an
+which training step's weights generate which work is decided by the learner when it sends, not by timing, so an
 asynchronous run is as reproducible as a synchronous one. What the worker does with a task is a
 :class:`RolloutJob` (built in the learner, pickled to the worker, where :meth:`RolloutJob.build` makes the
 engine and environment once); :mod:`~dapo_env.learners.async_rollout` defines the job that generates and
@@ -48,9 +48,9 @@ import torch
 # --- the protocol -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Weights:
-    """Load these tensors (names as in the model's ``state_dict``) as policy ``version``."""
+    """Load these tensors (names as in the model's ``state_dict``): the weights after training step ``policy_step``."""
 
-    version: int
+    policy_step: int
     tensors: Mapping[str, torch.Tensor]
 
 
@@ -102,7 +102,7 @@ class Failed:
 class RolloutExecutor(Protocol):
     """What a job builds inside the worker: it loads weights and runs tasks, in the order they arrive."""
 
-    def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None: ...
+    def load_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor]) -> None: ...
 
     def run(self, payload: Any) -> Any: ...
 
@@ -158,7 +158,7 @@ def worker_main(job: RolloutJob, commands: Any, events: Any, parent_pid: int) ->
             return
         try:
             if isinstance(command, Weights):
-                executor.load_weights(command.version, command.tensors)
+                executor.load_weights(command.policy_step, command.tensors)
                 del command
             elif isinstance(command, Task):
                 events.put(Started(command.ticket))
@@ -252,13 +252,13 @@ class RolloutWorker:
                 q.close()
 
     # -- commands ---------------------------------------------------------------------------------
-    def send_weights(self, version: int, tensors: Mapping[str, torch.Tensor], *, copy: bool = True) -> None:
-        """Queue policy ``version``; the tensors go to the worker through shared memory. ``copy=True`` sends a
+    def send_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor], *, copy: bool = True) -> None:
+        """Queue the weights of training step ``policy_step``; the tensors go to the worker through shared memory. ``copy=True`` sends a
         CPU copy (the caller may keep training its own tensors); ``copy=False`` sends ``tensors`` themselves
         (CPU tensors the caller never changes; they are moved to shared memory in place)."""
         if copy:
             tensors = {name: t.detach().to("cpu", copy=True) for name, t in tensors.items()}
-        self._commands.put(Weights(int(version), tensors))
+        self._commands.put(Weights(int(policy_step), tensors))
 
     def submit(self, ticket: int, payload: Any) -> None:
         """Queue a task; it runs after every command sent before it."""

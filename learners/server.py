@@ -315,7 +315,7 @@ class ServerEngine:
 
     # ---- generation ------------------------------------------------------------------------------
     def _stamped(self, completions: list[Completion]) -> list[Completion]:
-        return [dataclasses.replace(c, policy_version=self._version) for c in completions]
+        return [dataclasses.replace(c, weights_version=self._version) for c in completions]
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         """As :meth:`OpenAIEngine.generate` (token ids and log-probs always), stamped with :attr:`weights_version`."""

@@ -17,38 +17,35 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import signal
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt
 from .batch import autocast_dtype, batch_logprobs, build_sequence_batch, logprob_mismatch
+from .checkpoint import build_model
 from .collective import Collective, LocalCollective
 from .config import TrainConfig
-from .engine import RolloutEngine, SamplingParams, make_engine, weights_fingerprint
+from .engine import RolloutEngine, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
-from .async_rollout import POLICY_STEP, StepStampedSource, staleness_metrics
 from .lora import adapter_state_dict, has_lora
-from .losses import group_advantages
-from .metrics import MetricsLog, plot_metrics, read_metrics
-from .rollout import is_multi_turn, make_group_env, make_sampler, resolve_task
+from .losses import get_advantage
+from .metrics import MetricsLog, plot_metrics, read_metrics, rollout_record, update_record
+from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
-from .update import derive_seed, update_policy
-from dapo_env.envs import render_prompt
-from dapo_env.sampler import grouped
+from .sources import make_rollout_source
+from .update import behaviour_logprobs, derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
 from dapo_env.types import Group
 
 
@@ -79,73 +76,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.run_dir, self.step, self.checkpoint = run_dir, step, checkpoint
         super().__init__(f"interrupted after step {step}; checkpoint {checkpoint}; resume with: "
                          f"dapo-env train --resume {run_dir}")
-
-
-def build_model(cfg: TrainConfig) -> tuple[Any, Any]:
-    """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
-    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
-    if cfg.model is not None:
-        if not Path(cfg.model).is_dir():
-            raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
-                                    "pass a folder written by save_pretrained")
-        return ckpt.load_pretrained(cfg.model)
-    from .tiny import build_tiny_model, build_tokenizer
-
-    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
-    model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
-                             heads=cfg.tiny_heads, max_positions=cfg.tiny_max_positions, seed=cfg.seed)
-    return model, tok
-
-
-def lr_lambda(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
-    """Linear warm-up over ``warmup_steps`` optimizer steps, then ``lr_schedule`` until ``total_steps``."""
-    def fn(step: int) -> float:
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        if cfg.lr_schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
-        return 0.5 * (1 + math.cos(math.pi * progress)) if cfg.lr_schedule == "cosine" else 1.0 - progress
-
-    return fn
-
-
-def param_drift(model: torch.nn.Module, init: Mapping[str, torch.Tensor]) -> float:
-    """Relative L2 distance ``||theta - theta_0|| / ||theta_0||`` over the named parameters in ``init``."""
-    num, den = 0.0, 0.0
-    for name, p in model.named_parameters():
-        if name in init:
-            ref = init[name]
-            num += float((p.detach().float().cpu() - ref).pow(2).sum())
-            den += float(ref.pow(2).sum())
-    return math.sqrt(num / max(den, 1e-30))
-
-
-def _finite(value: float) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, prompts: list[str], *, episodes: bool = False) -> None:
-    """Raise a one-line ``ValueError`` naming the fix when the task's prompts plus ``max_response_tokens``
-    (for multi-turn ``episodes``: plus ``max_episode_tokens``) cannot fit the model's context (before any data
-    is generated)."""
-    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if not positions or not prompts:
-        return
-    longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
-    if episodes:
-        budget = cfg.max_episode_tokens
-        if budget is None or longest + budget > positions:
-            raise ValueError(f"{cfg.task} is multi-turn: its prompts (up to {longest} tokens) plus a whole episode must "
-                             f"fit the model's context ({positions} positions): pass --set max_episode_tokens=N with "
-                             f"N <= {positions - longest}" + ("" if cfg.model else " (or raise tiny_max_positions)"))
-        return
-    if longest + cfg.max_response_tokens > positions:
-        which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
-        raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
-                         f"{cfg.max_response_tokens} exceed the context of {which} ({positions} positions): pass "
-                         f"--set max_response_tokens=N with N <= {positions - longest}"
-                         + ("" if cfg.model else ", or --model PATH (a local HF model folder) for this task"))
 
 
 class Trainer:
@@ -203,10 +133,8 @@ class Trainer:
             ckpt.load_model_weights(model, latest)  # a model passed in continues from the checkpoint's weights
         if tokenizer is None:
             raise ValueError("pass the tokenizer together with the model")
-        self.multi_turn = is_multi_turn(self.task)  # episodes: the chat template is always bound (exact tokens)
-        chat = tokenizer if cfg.chat_template or self.multi_turn else None
-        check_context(model, tokenizer, cfg, [render_prompt(self.task, p, chat) for p in self.eval_problems[:8]],
-                      episodes=self.multi_turn)
+        self.chat = chat_tokenizer(cfg, self.task, tokenizer)  # renders prompts (always for episodes)
+        check_context(model, tokenizer, cfg, self.task, self.eval_problems[:8])
         model = model.to(self.device)
         if main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -216,26 +144,18 @@ class Trainer:
         if warmed and main:
             stats = warm_start(model, tokenizer, self.task)
             (self.run_dir / "warmstart.json").write_text(json.dumps(stats, indent=2))
-        self._lora_base = self._attach_lora(model, tokenizer, latest, base_unchanged=not warmed and built_here)
+        self._lora_base = ckpt.attach_lora(model, tokenizer, cfg, self.run_dir, latest, is_main=main,
+                                           base_unchanged=not warmed and built_here)
         collective.broadcast_model(model)  # identical starting weights everywhere (rank 0's warm start included)
         self.model, self.rollout_model = collective.prepare(model)  # rollout_model holds the full weights
         self.tokenizer = tokenizer
         self.engine = engine if engine is not None else make_engine(
             cfg.engine, self.rollout_model, tokenizer, device=cfg.device, seed=cfg.seed,
-            autocast_dtype=autocast_dtype(cfg.precision))
-        decay, no_decay = [], []
-        for name, p in self.model.named_parameters():
-            if not p.requires_grad:  # a LoRA run's frozen base
-                continue
-            (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
-        updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
-        self.sampler = self._make_sampler(tokenizer)
-        self.env = self.sampler.source
+            autocast_dtype=autocast_dtype(cfg.precision), **cfg.engine_options)
+        self.optimizer, self.scheduler = make_optimizer(self.model, cfg)
+        self.advantage = get_advantage(cfg.advantage)
+        self.source = make_rollout_source(cfg, self.task, self.engine, tokenizer=tokenizer, model=self.rollout_model)
+        self.sampler = make_sampler(cfg, self.source)
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
         self.step, self.optimizer_steps, self._records = 0, 0, []
         self.eval_history: list[tuple[int, float]] = []
@@ -243,55 +163,17 @@ class Trainer:
         self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
         if main:
             (self.run_dir / "config.json").write_text(json.dumps(self.run_config.to_dict(), indent=2, default=str))
-        self.init_params = self._init_reference(fresh=latest is None)
+        self.init_params = ckpt.init_reference(self.run_dir, self.rollout_model, fresh=latest is None) if main else {}
         if latest is not None:
             self._load(latest)
         self._push_weights()
         self._publish()
 
+    def close(self) -> None:
+        """Stop the rollout source (its verifier pool, worker process)."""
+        self.source.close()
+
     # --- weights and checkpoints --------------------------------------------------------------------
-    def _attach_lora(self, model: Any, tokenizer: Any, latest: Path | None, *, base_unchanged: bool) -> str | None:
-        """A LoRA run (``lora_rank >= 1``): inject the adapter into the (warm-started) base, which freezes it,
-        and on a fresh run write the base once to ``<run_dir>/base_model/`` unless it is the ``--model``
-        folder unchanged. Returns the base reference the checkpoints' adapters record (``None``: the run's
-        ``base_model/``); a resumed run keeps its checkpoint's."""
-        settings = self.cfg.lora
-        if settings is None:
-            if has_lora(model):
-                raise ValueError("the model carries a LoRA adapter but lora_rank=0 (full fine-tuning): set lora_rank "
-                                 "to the adapter's rank, or pass the plain base model")
-            return None
-        from .lora import add_lora, lora_settings
-
-        if not has_lora(model):
-            add_lora(model, settings)
-        have = lora_settings(model)
-        if (have.rank, have.alpha) != (settings.rank, float(settings.alpha)):
-            raise ValueError(f"the model's LoRA adapter has rank {have.rank}, alpha {have.alpha} but the config asks for "
-                             f"lora_rank={settings.rank}, lora_alpha={settings.alpha}: resume with the run's own settings")
-        if latest is not None:
-            from .lora import CONFIG_FILE
-
-            base = json.loads((latest / "model" / CONFIG_FILE).read_text()).get("base_model_name_or_path")
-            return None if base == ckpt.RUN_BASE_REF else base
-        if base_unchanged and self.cfg.model is not None and not ckpt.is_adapter_folder(self.cfg.model):
-            return str(Path(self.cfg.model).resolve())
-        if self.collective.is_main:
-            ckpt.save_base_model(self.run_dir, model, tokenizer)
-        return None
-
-    def _init_reference(self, fresh: bool) -> dict[str, torch.Tensor]:
-        """Parameters at the start of RL (after any warm start), saved once so a resume keeps the drift."""
-        if not self.collective.is_main:
-            return {}  # drift is reported from the main rank
-        path = self.run_dir / "init_weights.pt"
-        if fresh or not path.exists():  # the trained parameters (a LoRA run's adapter)
-            ref = {n: p.detach().float().cpu().clone() for n, p in self.rollout_model.named_parameters()
-                   if p.requires_grad}
-            torch.save(ref, path)
-            return ref
-        return torch.load(path, map_location="cpu", weights_only=True)
-
     def _push_weights(self) -> None:
         """Send the learner's weights to the engine and check the engine now holds exactly them."""
         state = self.collective.full_state_dict(self.model)  # a collective under FSDP: every rank pushes
@@ -336,74 +218,9 @@ class Trainer:
         if self.metrics_log is not None:
             self.metrics_log.truncate_after(self.step)
 
-    # --- rollout -------------------------------------------------------------------------------------
-    def _generate(self, prompts: list[str], n: int) -> list[list[Any]]:
-        """``n`` samples of each distinct prompt, seeded by the sampler's (batch, round) position, so a
-        resumed run regenerates exactly what an uninterrupted run would."""
-        sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                                  max_response_tokens=self.cfg.max_response_tokens,
-                                  seed=derive_seed(self.cfg.seed, *self.sampler.position))
-        return self.engine.generate(prompts, n=n, sampling=sampling)
-
-    # --- asynchronous rollouts (docs/DESIGN.md, "Asynchronous rollouts") ---------------------------------
-    def _make_sampler(self, tokenizer: Any) -> Any:
-        """The dynamic sampler over the group env, or, with ``cfg.uses_rollout_worker``, over an
-        :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` whose worker process generates."""
-        cfg = self.cfg
-        if not cfg.uses_rollout_worker:  # groups stamped with the step generating them (staleness metrics)
-            generate = self._generate_turns if self.multi_turn else grouped(self._generate, cfg.group_size)
-            source = StepStampedSource(make_group_env(cfg, self.task, tokenizer), lambda: self.step)
-            return make_sampler(cfg, self.task, generate, tokenizer=tokenizer, source=source)
-        if self.multi_turn:
-            raise ValueError(f"{cfg.task} is multi-turn: a rollout worker plays single-turn rounds only for now; set "
-                             "max_staleness=0 and rollout_worker=false")
-        if self.collective.world.world_size > 1:
-            raise ValueError("max_staleness > 0 / rollout_worker run on one process for now; under torchrun set "
-                             "max_staleness=0 and rollout_worker=false (docs/scaling.md)")
-        from .async_rollout import make_rollout_source
-
-        source = make_rollout_source(cfg, self.task, tokenizer, self.rollout_model, seed_fn=self._round_seed)
-        return make_sampler(cfg, self.task, _worker_generates, tokenizer=tokenizer, source=source)
-
-    def _round_seed(self, n: int) -> int:
-        """The sampling seed of generation round ``n``: the synchronous loop's (the sampler's position) when
-        rounds are issued as they are drawn (``max_staleness=0``), else a function of ``n`` alone."""
-        if self.cfg.max_staleness == 0:
-            return derive_seed(self.cfg.seed, *self.sampler.position)
-        return derive_seed(self.cfg.seed, 2**31 + 1, n)
-
     def _publish(self) -> None:
-        """Hand the rollout worker the weights of policy version ``self.step`` (no-op without a worker)."""
-        source = self.sampler.source
-        if hasattr(source, "publish"):
-            source.publish(self.step, self.collective.full_state_dict(self.model),
-                           policy_version=self.engine.weights_version)
-
-    def _staleness(self, groups: tuple[Group, ...]) -> dict[str, Any]:
-        """Per-sample age in training steps (staleness histogram) and the rollout worker's counters."""
-        steps = [info.get(POLICY_STEP) for g in groups for info in g.infos]
-        out: dict[str, Any] = staleness_metrics(steps, self.step, max_staleness=self.cfg.max_staleness)
-        source = self.sampler.source
-        stats = source.step_stats() if hasattr(source, "step_stats") else {}
-        out["async/rounds_expired"] = stats.get("async/rounds_expired", 0.0)
-        out["async/rounds_ahead"] = stats.get("async/rounds_ahead", 0.0)
-        out["async/worker_restarts"] = stats.get("async/worker_restarts", 0.0)
-        if stats:
-            out["time/rollout_wait_s"] = stats["async/wait_s"]
-            out["time/worker_generate_s"] = stats["async/generate_s"]
-        return out
-
-    def _generate_turns(self, requests: list[Any]) -> list[Any]:
-        """The next turn of every live episode (``engine.generate_turns``: each episode's KV cache is kept
-        between its turns), seeded by the sampler's (batch, round) position and the turn index."""
-        generate_turns = getattr(self.engine, "generate_turns", None)
-        if generate_turns is None:
-            raise TypeError(f"{self.cfg.task} is multi-turn: the rollout engine {type(self.engine).__name__} needs a "
-                            "generate_turns(requests, sampling) method (HFEngine and VLLMEngine have one)")
-        sampling = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                                  max_response_tokens=self.cfg.max_response_tokens,
-                                  seed=derive_seed(self.cfg.seed, *self.sampler.position, 1 + requests[0].turn))
-        return generate_turns(requests, sampling)
+        """Hand the rollout source the weights of training step ``self.step`` (a no-op in-process)."""
+        self.source.publish(self.step, self.collective.full_state_dict(self.model))
 
     def _balanced(self, groups: tuple[Group, ...]) -> tuple[Group, ...]:
         """Every rank keeps the same number of groups; a rank holding more defers the rest to its next batch."""
@@ -413,91 +230,62 @@ class Trainer:
 
     # --- one step ----------------------------------------------------------------------------------------
     def train_step(self) -> dict[str, Any]:
-        """Sample -> batch -> advantages -> old log-probs -> update -> metrics (one record, combined over ranks)."""
+        """Sample -> batch -> advantages -> old log-probs -> update -> record (one record, combined over ranks)."""
         cfg, t0 = self.cfg, time.perf_counter()
-        version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
+        weights_version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
         rollout = self.sampler.sample()
         groups = self._balanced(rollout.groups)
-        t_roll = time.perf_counter() - t0
-        stats = rollout.stats
-        rewards = [r for g in groups for r in g.rewards]
-        correct = [c for g in groups for c in g.correct]
-        record: dict[str, Any] = {
-            "step": self.step + 1,
-            "reward/mean": float(np.mean(rewards)) if rewards else None,
-            "rollout/accuracy": float(np.mean(correct)) if correct else None,
-            "rollout/accuracy_before_filter": float(stats["accuracy_before_filter"]),
-            "rollout/zero_adv_share": float(stats["zero_advantage_share"]),
-            "rollout/rounds": int(stats["rounds"]),
-            "rollout/samples_generated": int(stats["samples_generated"]),
-            "rollout/num_groups": len(groups),
-            "rollout/partial": 1.0 if len(groups) < cfg.batch_size else 0.0,
-            "rollout/partial_batches": int(stats["partial_batches"]),
-            "response/length_mean": _finite(stats["response_length_mean"]),
-            "response/length_max": None if math.isnan(stats["response_length_max"]) else int(stats["response_length_max"]),
-            "response/truncation_rate": _finite(stats["truncation_rate"]),
-            "perf/rollout_tokens_per_s": float(stats["generated_tokens"]) / max(t_roll, 1e-9),
-            "time/rollout_s": t_roll,
-        }
-        if self.multi_turn:  # the last generation round's episodes
-            episodes = getattr(self.env, "rollout_stats", {})
-            record.update({f"episode/{k}": float(episodes[k]) for k in ("turns_mean", "env_tokens", "solved_share")
-                           if k in episodes})
-            self._release_turn_caches()
-        difficulty = getattr(self.sampler.source, "difficulty", None)
-        if difficulty is not None:
-            record.update(difficulty.stats())
-        if len(groups) < len(rollout.groups) or self.collective.world.world_size > 1:
-            record["dist/groups_deferred"] = len(rollout.groups) - len(groups)
-        record.update(self._staleness(groups))
+        deferred = len(rollout.groups) - len(groups)
+        record = rollout_record(
+            rollout.stats, groups, step=self.step + 1, batch_size=cfg.batch_size, rollout_s=time.perf_counter() - t0,
+            deferred=deferred if deferred or self.collective.world.world_size > 1 else None,
+            policy_steps=[info.get(POLICY_STEP) for g in groups for info in g.infos], max_staleness=cfg.max_staleness)
         update: dict[str, Any] = {}
         if groups:
             t1 = time.perf_counter()
-            batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(self.device)
-            advantages = group_advantages(torch.tensor(rewards, dtype=torch.float32, device=self.device),
-                                          cfg.group_size, scale_by_std=cfg.scale_adv_by_std)  # (N,)
-            # One optimizer step on the whole batch: the policy that sampled is exactly the one the update's
-            # own forward sees, so that forward gives the old log-probs; otherwise compute them first.
-            on_policy = cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
-            old_logp = None if on_policy else batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size,
-                                                             temperature=cfg.temperature, precision=cfg.precision)
+            batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(self.device)  # N = len(groups) * G rows
+            rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float32, device=self.device)
+            advantages = self.advantage(rewards, batch.loss_mask, group_size=cfg.group_size,
+                                        scale_by_std=cfg.scale_adv_by_std)  # (N,) or (N, R)
+            old_logp = self._old_logprobs(batch, groups)
             result = update_policy(self.model, self.optimizer, batch, advantages, cfg, key=(cfg.seed, self.step),
                                    old_logp=old_logp, scheduler=self.scheduler, collective=self.collective,
                                    on_optimizer_step=self._push_weights)
             self.optimizer_steps += result.optimizer_steps
-            update = result.metrics
-            record.update(logprob_mismatch(batch, result.old_logp, version))
-            t_upd = time.perf_counter() - t1
-            record["perf/update_tokens_per_s"] = float(batch.loss_mask.sum()) * cfg.epochs_per_batch / max(t_upd, 1e-9)
-            record["time/update_s"] = t_upd
-        record.update({
-            "policy/entropy": update.get("entropy"),
-            "policy/clip_frac_high": update.get("clip_frac_high"),
-            "policy/clip_frac_low": update.get("clip_frac_low"),
-            "policy/approx_kl": update.get("approx_kl"),
-            "loss/policy": update.get("loss"),  # the mean over this step's optimizer steps
-            "optim/grad_norm": update.get("grad_norm"),
-            "optim/lr": float(self.scheduler.get_last_lr()[0]),
-            "optim/steps": self.optimizer_steps,
-            "policy/drift_from_init": param_drift(self.rollout_model, self.init_params) if self.init_params else None,
-        })
-        if cfg.is_correction is not None:
-            record.update({f"is/{k.removeprefix('is_')}": update.get(k) for k in IS_METRICS})
+            update = {**result.metrics, "update_s": time.perf_counter() - t1,
+                      "trained_tokens": float(batch.loss_mask.sum()) * cfg.epochs_per_batch}
+            record.update(logprob_mismatch(batch, result.old_logp, weights_version))
+        record.update(update_record(
+            update, lr=self.scheduler.get_last_lr()[0], optimizer_steps=self.optimizer_steps,
+            drift=param_drift(self.rollout_model, self.init_params) if self.init_params else None,
+            is_correction=cfg.is_correction is not None))
         self.step += 1
         self._publish()
-        record["time/step_s"] = time.perf_counter() - t0
-        record["time/elapsed_s"] = time.perf_counter() - self._t_start
-        record["time/cpu_s"] = time.process_time() - self._cpu_start  # this process's CPU time (all threads)
+        record.update(self._clock(t0))
         return self.collective.reduce_record(record)
 
-    def _release_turn_caches(self) -> None:
-        """Drop the engine's kept episode caches once a rollout's episodes have all ended."""
-        release = getattr(self.engine, "release", None)
-        if callable(release):
-            release()
+    def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
+        """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
+        update's own forward gives them. With ``keep_surplus=True`` a stale sample's (one from older weights)
+        are the engine's at sampling time, the behaviour policy's."""
+        cfg = self.cfg
+        stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
+                             device=self.device)  # (N,)
+        behaviour = cfg.keep_surplus is True and bool(stale.any())
+        if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
+                and not behaviour):
+            return None
+        old = batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size, temperature=cfg.temperature,
+                             precision=cfg.precision)
+        return behaviour_logprobs(old, batch.rollout_logprobs, batch.has_rollout_logprobs, stale) if behaviour else old
+
+    def _clock(self, t0: float) -> dict[str, float]:
+        now = time.perf_counter()
+        return {"time/step_s": now - t0, "time/elapsed_s": now - self._t_start,
+                "time/cpu_s": time.process_time() - self._cpu_start}  # this process's CPU time (all threads)
 
     def _pad_id(self) -> int:
-        pad = getattr(self.tokenizer, "pad_token_id", None)
+        pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else int(self.tokenizer.eos_token_id)
 
     def evaluate(self) -> float:
@@ -510,7 +298,7 @@ class Trainer:
                 self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
                 temperature=cfg.eval_temperature,
                 seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
-                chat_template=self.tokenizer if cfg.chat_template or self.multi_turn else None,
+                chat_template=self.chat,
                 max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens)
             write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
             accuracy = result.accuracy
@@ -583,7 +371,7 @@ class Trainer:
                                                   self.run_dir / "checkpoints" / f"step_{self.step:06d}")
         finally:
             bar.close()
-            self.env.close()
+            self.close()
         metrics = read_metrics(self.metrics_log.path) if self.metrics_log is not None else list(self._records)
         return TrainResult(self.run_dir, metrics, self.model, self.tokenizer, list(self.eval_history))
 
@@ -603,14 +391,6 @@ class Trainer:
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",
                             title=f"{self.cfg.run_name} ({self.cfg.preset_name})")
-
-
-#: rollout_correction metrics, logged as ``is/<name without is_>`` when ``is_correction`` is set.
-IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_masked_share", "mismatch_k3", "mismatch_abs")
-
-
-def _worker_generates(prompts: list[str]) -> list[Any]:
-    raise RuntimeError("with a rollout worker the worker generates; the sampler's source never calls generate")
 
 
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, **kwargs: Any) -> TrainResult:
@@ -633,4 +413,4 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
 
 
 __all__ = ["TrainResult", "Trainer", "TrainingInterrupted", "build_model", "check_context", "lr_lambda",
-           "param_drift", "train"]
+           "param_drift", "train"]  # the last four live in checkpoint, rollout and update: re-exported here

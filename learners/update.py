@@ -31,7 +31,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ import torch
 
 from .batch import SequenceBatch, autocast, response_logprobs
 from .collective import Collective, LocalCollective
-from .losses import get_policy_loss, masked_mean, rollout_correction, truncated_is_weights
+from .losses import get_policy_loss, masked_mean, rollout_correction
 
 #: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
 LOSS_METRICS = ("clip_frac_high", "clip_frac_low", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean")
@@ -90,7 +91,7 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
         batch: the N = groups * G samples, group-major (:func:`build_sequence_batch`).
         advantages: (N,) or (N, R) advantages.
         cfg: a :class:`~dapo_env.learners.config.TrainConfig` (sizes, ``loss``, clipping, aggregation, ratio
-            level, ``tis_cap`` or ``is_correction``/``is_cap``, ``grad_clip``, ``temperature``, ``precision``).
+            level, ``is_correction``/``is_cap``, ``grad_clip``, ``temperature``, ``precision``).
             ``is_correction`` reweights (and may mask) tokens by ``rollout_correction(old_logp, engine
             log-probs)`` before the mini-batches' denominators are counted; its metrics join the result's
             (``is_weight_mean``, ``is_weight_max``, ``is_truncated_share``, ``is_masked_share``,
@@ -142,9 +143,8 @@ def _rollout_correction(batch: SequenceBatch, old: torch.Tensor, cfg: Any, *, fi
                         ) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
     """The loss mask and IS weights of ``cfg.is_correction`` (engine -> learner), with its metrics.
 
-    Samples without engine log-probs weigh 1. Without a correction: the batch's mask, no weights (a
-    ``tis_cap`` is applied per micro-batch, where ``old_logp=None`` fills the old log-probs)."""
-    mode = getattr(cfg, "is_correction", None)
+    Samples without engine log-probs weigh 1. Without a correction: the batch's mask, no weights."""
+    mode = cfg.is_correction
     if mode is None:
         return batch.loss_mask, None, {}
     if fill:
@@ -166,7 +166,7 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
     device = next(model.parameters()).device
     optimizer.zero_grad(set_to_none=True)
     sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS), 0.0)
-    loss_fn = get_policy_loss(getattr(cfg, "loss", "ppo-clip"))
+    loss_fn = get_policy_loss(cfg.loss)
     for start in range(0, rows.numel(), cfg.micro_batch_size):
         sub = rows[start:start + cfg.micro_batch_size]
         with autocast(cfg.precision, device):
@@ -175,9 +175,6 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
             old[sub] = logp.detach()
         mask = loss_mask[sub]
         weights = None if is_weights is None else is_weights[sub]
-        if cfg.tis_cap is not None:  # engine-vs-learner correction; samples without engine log-probs weigh 1
-            engine = torch.where(batch.has_rollout_logprobs[sub, None], batch.rollout_logprobs[sub], old[sub])
-            weights = truncated_is_weights(old[sub], engine, cfg.tis_cap)
         loss, metrics = loss_fn(logp, old[sub], advantages[sub], mask, num_tokens=num_tokens, num_seqs=num_seqs,
                                 is_weights=weights, **loss_settings(cfg))
         loss.backward()
@@ -192,4 +189,66 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
     return sums
 
 
-__all__ = ["LOSS_METRICS", "UpdateResult", "derive_seed", "loss_settings", "update_policy"]
+def lr_lambda(cfg: Any, total_steps: int) -> Callable[[int], float]:
+    """Linear warm-up over ``warmup_steps`` optimizer steps, then ``lr_schedule`` until ``total_steps``."""
+    def fn(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
+        return 0.5 * (1 + math.cos(math.pi * progress)) if cfg.lr_schedule == "cosine" else 1.0 - progress
+
+    return fn
+
+
+def param_drift(model: torch.nn.Module, init: Mapping[str, torch.Tensor]) -> float:
+    """Relative L2 distance ``||theta - theta_0|| / ||theta_0||`` over the named parameters in ``init``."""
+    num, den = 0.0, 0.0
+    for name, p in model.named_parameters():
+        if name in init:
+            ref = init[name]
+            num += float((p.detach().float().cpu() - ref).pow(2).sum())
+            den += float(ref.pow(2).sum())
+    return math.sqrt(num / max(den, 1e-30))
+
+
+def behaviour_logprobs(old_logp: torch.Tensor, rollout_logp: torch.Tensor, has_rollout: torch.Tensor,
+                       stale: torch.Tensor) -> torch.Tensor:
+    """The old log-probs with each stale sample's row taken from the engine that sampled it (the behaviour
+    policy), so the clipped ratio ``pi / pi_old`` is the true importance ratio for samples of older weights
+    (``keep_surplus=True``); rows without engine log-probs keep ``old_logp``.
+
+    Args:
+        old_logp: (N, R) the learner's log-probs before the update.
+        rollout_logp: (N, R) the engine's log-probs at sampling time.
+        has_rollout: (N,) bool, the engine gave log-probs for the sample.
+        stale: (N,) bool, the sample was generated by weights older than the learner's.
+
+    Example:
+        >>> old, engine = torch.zeros(2, 2), torch.full((2, 2), -1.0)
+        >>> behaviour_logprobs(old, engine, torch.tensor([True, True]), torch.tensor([True, False])).tolist()
+        [[-1.0, -1.0], [0.0, 0.0]]
+    """
+    use = (stale & has_rollout)[:, None]  # (N, 1)
+    return torch.where(use, rollout_logp.to(old_logp.device, old_logp.dtype), old_logp)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: Any) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the trainable parameters (no weight decay on biases and norms) and its learning-rate
+    schedule (:func:`lr_lambda` over the run's ``max_steps`` training steps' optimizer steps)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:  # a LoRA run's frozen base
+            continue
+        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
+    updates_per_step = cfg.epochs_per_batch * (cfg.batch_size // cfg.mini_batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, cfg.max_steps * updates_per_step))
+    return optimizer, scheduler
+
+
+__all__ = ["LOSS_METRICS", "UpdateResult", "behaviour_logprobs", "derive_seed", "loss_settings", "lr_lambda", "make_optimizer", "param_drift",
+           "update_policy"]

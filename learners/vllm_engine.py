@@ -542,7 +542,7 @@ class VLLMEngine:
     def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
         """The next turn of each live multi-turn episode (see :meth:`HFEngine.generate_turns`), one request per
         :class:`~dapo_env.multiturn.TurnRequest`, sent to vLLM as its exact ``context_token_ids`` (else the
-        tokenized ``text``) with at most ``min(sampling.max_response_tokens, request.max_tokens)`` new tokens.
+        tokenized ``text``) with at most ``min(sampling.max_response_tokens, request.tokens_left)`` new tokens.
 
         The history is not prefilled again where vLLM's automatic prefix caching (``enable_prefix_caching``,
         on by default; reset after every weight push) still holds its KV blocks: an episode's next context

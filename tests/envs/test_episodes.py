@@ -207,23 +207,19 @@ def test_errors_name_the_fix() -> None:
 
 
 def test_it_is_a_group_source_for_dynamic_sampling() -> None:
-    """The group source protocol; with a DynamicSampler that takes any group source, sampling filters on
-    episode returns (skipped until the sampler accepts group sources other than GroupVectorEnv)."""
+    """The group env protocol; through an EnvSource, dynamic sampling filters on episode returns."""
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=16, group_size=4)
     for name in ("num_prompts", "group_size", "needs_reset", "reset", "rollout", "state_dict", "load_state_dict"):
         assert hasattr(env, name)
     assert set(inspect.signature(env.reset).parameters) == {"seed", "options"}
-    from dapo_env import DynamicSampler
+    from dapo_env import DynamicSampler, EnvSource
 
     rng = np.random.default_rng(0)
 
     def generate(requests):  # bisect half of the time, else guess blindly: mixed groups
         return [bisect_text(r) if rng.random() < 0.5 else f"Answer: {r.turn + 1}" for r in requests]
 
-    try:
-        sampler = DynamicSampler(env, generate, seed=0)
-    except TypeError as exc:
-        pytest.skip(f"this DynamicSampler takes only GroupVectorEnv ({exc})")
+    sampler = DynamicSampler(EnvSource(env, generate, seed=0))
     batch = sampler.sample()
     assert len(batch.groups) == 4 and all(g.informative for g in batch.groups)
     assert all(isinstance(t, Trajectory) for g in batch.groups for t in g.completions)

@@ -9,8 +9,8 @@ import gymnasium as gym
 import pytest
 from env_helpers import ScriptedPolicy, answer_book
 
-from dapo_env import Completion, DynamicSampler, Group, GroupVectorEnv, RolloutBatch
-from dapo_env.sampler import grouped
+from dapo_env import Completion, DynamicSampler, EnvSource, Group, GroupVectorEnv, RolloutBatch, RolloutSource
+from dapo_env.sampler import group_from_dict, group_to_dict, grouped
 
 
 def _env(dapo_file: Path, b: int = 4, g: int = 4, **kwargs) -> GroupVectorEnv:
@@ -25,7 +25,7 @@ def _policy(env: GroupVectorEnv, p: float, seed: int = 0) -> ScriptedPolicy:
 def test_fills_a_batch_with_informative_groups_only(dapo_file: Path) -> None:
     env = _env(dapo_file)
     policy = _policy(env, 0.5)
-    sampler = DynamicSampler(env, policy, max_rounds=20, seed=0)
+    sampler = DynamicSampler(EnvSource(env, policy, seed=0), max_rounds=20)
     batch = sampler.sample()
     assert isinstance(batch, RolloutBatch) and len(batch.groups) == 4
     for group in batch.groups:
@@ -52,7 +52,7 @@ def test_statistics_before_filtering_are_exact(dapo_file: Path) -> None:
     def generate(prompts: list[str]) -> list[str]:
         return [f"Answer: {book[p]}" if i % 4 < pattern[i // 4] else "Answer: x" for i, p in enumerate(prompts)]
 
-    batch = DynamicSampler(env, generate, num_groups=2, max_rounds=5, seed=0).sample()
+    batch = DynamicSampler(EnvSource(env, generate, seed=0), num_groups=2, max_rounds=5).sample()
     s = batch.stats
     assert (s["rounds"], s["samples_generated"]) == (1.0, 16.0)
     assert s["accuracy_before_filter"] == 7 / 16
@@ -69,7 +69,7 @@ def test_surplus_is_carried_over_first_in_first_out(dapo_file: Path) -> None:
     def half_right(prompts: list[str]) -> list[str]:
         return [f"Answer: {book[p]}" if i % 2 else "Answer: x" for i, p in enumerate(prompts)]
 
-    sampler = DynamicSampler(env, half_right, num_groups=3, max_rounds=5, seed=0)
+    sampler = DynamicSampler(EnvSource(env, half_right, seed=0), num_groups=3, max_rounds=5)
     first = sampler.sample()
     assert len(first.groups) == 3 and first.stats["surplus_groups"] == 1.0
     kept = sampler.surplus[0]
@@ -87,7 +87,7 @@ def test_surplus_is_carried_over_first_in_first_out(dapo_file: Path) -> None:
 def test_bounded_rounds_warn_and_return_a_partial_batch(dapo_file: Path) -> None:
     env = _env(dapo_file)
     policy = _policy(env, 0.0)  # always wrong: no group is informative
-    sampler = DynamicSampler(env, policy, max_rounds=3, seed=0)
+    sampler = DynamicSampler(EnvSource(env, policy, seed=0), max_rounds=3)
     with pytest.warns(RuntimeWarning, match="only 0 of 4 informative groups after 3 generation rounds.*too hard"):
         batch = sampler.sample()
     assert batch.groups == () and batch.stats["partial"] == 1.0 and batch.stats["rounds"] == 3.0
@@ -96,7 +96,7 @@ def test_bounded_rounds_warn_and_return_a_partial_batch(dapo_file: Path) -> None
         warnings.simplefilter("error")  # the same cause again: counted, not warned
         again = sampler.sample()
     assert again.stats["partial"] == 1.0 and again.stats["partial_batches"] == 2.0 == sampler.partial_batches
-    sampler.generate = _policy(env, 1.0)  # now every group is all right: another cause, warned once
+    sampler.source.generate = _policy(env, 1.0)  # now every group is all right: another cause, warned once
     with pytest.warns(RuntimeWarning, match="too easy"):
         sampler.sample()
     assert sampler.partial_batches == 3
@@ -106,7 +106,7 @@ def test_bounded_rounds_warn_and_return_a_partial_batch(dapo_file: Path) -> None
 def test_filter_off_returns_the_first_groups_unfiltered(dapo_file: Path) -> None:
     env = _env(dapo_file)
     policy = _policy(env, 0.0)
-    sampler = DynamicSampler(env, policy, filter_groups=False, max_rounds=1, seed=0)
+    sampler = DynamicSampler(EnvSource(env, policy, seed=0), filter_groups=False, max_rounds=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         batch = sampler.sample()
@@ -124,7 +124,7 @@ def test_judged_from_correctness_not_the_shaped_reward(dapo_file: Path) -> None:
         return [Completion("Answer: x", num_tokens=5 + 10 * (i % 2)) for i in range(len(prompts))]
 
     with pytest.warns(RuntimeWarning):
-        batch = DynamicSampler(env, generate, max_rounds=2, seed=0).sample()
+        batch = DynamicSampler(EnvSource(env, generate, seed=0), max_rounds=2).sample()
     assert batch.groups == () and batch.stats["all_wrong_share"] == 1.0 and batch.stats["zero_advantage_share"] == 0.0
     env.close()
 
@@ -132,7 +132,7 @@ def test_judged_from_correctness_not_the_shaped_reward(dapo_file: Path) -> None:
 def test_state_dict_round_trip_resumes_exactly(dapo_file: Path) -> None:
     def run(resume_at: int | None) -> list[list[tuple[str, tuple[bool, ...]]]]:
         env = _env(dapo_file)
-        sampler = DynamicSampler(env, _policy(env, 0.5, seed=9), num_groups=3, max_rounds=10, seed=4)
+        sampler = DynamicSampler(EnvSource(env, _policy(env, 0.5, seed=9), seed=4), num_groups=3, max_rounds=10)
         out = []
         for step in range(4):
             if step == resume_at:
@@ -140,8 +140,8 @@ def test_state_dict_round_trip_resumes_exactly(dapo_file: Path) -> None:
                 env.close()
                 env = _env(dapo_file)
                 policy = _policy(env, 0.5)
-                policy.rng.bit_generator.state = sampler.generate.rng.bit_generator.state
-                sampler = DynamicSampler(env, policy, num_groups=3, max_rounds=10, seed=None)
+                policy.rng.bit_generator.state = sampler.source.generate.rng.bit_generator.state
+                sampler = DynamicSampler(EnvSource(env, policy), num_groups=3, max_rounds=10)
                 sampler.load_state_dict(state)
             batch = sampler.sample()
             out.append([(g.problem_id, g.correct) for g in batch.groups])
@@ -162,7 +162,7 @@ def test_completions_reach_the_groups_unchanged(dapo_file: Path) -> None:
         made.extend(out)
         return out
 
-    batch = DynamicSampler(env, generate, max_rounds=1, seed=0).sample()
+    batch = DynamicSampler(EnvSource(env, generate, seed=0), max_rounds=1).sample()
     assert [c for g in batch.groups for c in g.completions] == made[:4]
     assert batch.groups[0].completions[1] is made[1] and batch.groups[0].correct == (False, True)
     env.close()
@@ -170,14 +170,20 @@ def test_completions_reach_the_groups_unchanged(dapo_file: Path) -> None:
 
 def test_arguments_and_generate_contract(dapo_file: Path) -> None:
     env = _env(dapo_file)
-    with pytest.raises(TypeError, match="group source.*lacks.*rollout"):
-        DynamicSampler(object(), lambda p: p)
+    with pytest.raises(TypeError, match="rollout source.*lacks.*rollout"):
+        DynamicSampler(object())
+    with pytest.raises(TypeError, match="rollout source.*lacks.*publish"):
+        DynamicSampler(env)  # a group env is not a source: wrap it with its generate in EnvSource
+    with pytest.raises(TypeError, match="group env.*lacks"):
+        EnvSource(object(), lambda p: p)
+    with pytest.raises(TypeError, match="generate must be a callable"):
+        EnvSource(env, None)
     with pytest.raises(ValueError, match="max_rounds"):
-        DynamicSampler(env, lambda p: p, max_rounds=0)
+        DynamicSampler(EnvSource(env, lambda p: p), max_rounds=0)
     with pytest.raises(ValueError, match="num_groups"):
-        DynamicSampler(env, lambda p: p, num_groups=0)
+        DynamicSampler(EnvSource(env, lambda p: p), num_groups=0)
     with pytest.raises(ValueError, match="one per prompt"):
-        DynamicSampler(env, lambda p: p[:-1]).sample()
+        DynamicSampler(EnvSource(env, lambda p: p[:-1], seed=0)).sample()
     env.close()
 
 
@@ -190,7 +196,7 @@ def test_grouped_adapts_an_engine_style_generate(dapo_file: Path) -> None:
         calls.append((len(prompts), n))
         return [[f"Answer: {book[p]}" if k == 0 else "Answer: x" for k in range(n)] for p in prompts]
 
-    batch = DynamicSampler(env, grouped(generate_n, 3), max_rounds=1, seed=0).sample()
+    batch = DynamicSampler(EnvSource(env, grouped(generate_n, 3), seed=0), max_rounds=1).sample()
     assert calls == [(2, 3)] and [g.correct for g in batch.groups] == [(True, False, False)] * 2
     with pytest.raises(ValueError, match="group-major"):
         grouped(generate_n, 2)(["a", "b"])
@@ -200,29 +206,27 @@ def test_grouped_adapts_an_engine_style_generate(dapo_file: Path) -> None:
 
 
 class ListSource:
-    """A group source that is not a GroupVectorEnv: canned rounds of groups (the protocol is all it needs)."""
+    """A rollout source that is not a group env: canned rounds of groups (the protocol is all it needs)."""
 
     def __init__(self, rounds: list[list[Group]]) -> None:
         self.rounds, self.num_prompts, self.group_size = rounds, len(rounds[0]), rounds[0][0].size
-        self.resets, self.calls = 0, 0
+        self.positions: list[tuple[int, int]] = []
 
-    @property
-    def needs_reset(self) -> bool:
-        return self.resets == 0
+    def rollout(self, position):
+        self.positions.append(position)
+        return RolloutBatch(tuple(self.rounds[len(self.positions) - 1]), {"list/round": float(len(self.positions))})
 
-    def reset(self, *, seed=None, options=None):
-        self.resets += 1
-
-    def rollout(self, generate):
-        generate(["p"] * self.num_prompts * self.group_size)
-        self.calls += 1
-        return self.rounds[self.calls - 1]
+    def publish(self, step, weights):
+        pass
 
     def state_dict(self):
-        return {"calls": self.calls}
+        return {"calls": len(self.positions)}
 
     def load_state_dict(self, state):
-        self.calls = state["calls"]
+        self.positions = [(0, 0)] * state["calls"]
+
+    def close(self):
+        pass
 
 
 def _group(pid: str, correct: tuple[bool, ...], lengths: tuple[int, ...] = (4, 6)) -> Group:
@@ -233,34 +237,57 @@ def _group(pid: str, correct: tuple[bool, ...], lengths: tuple[int, ...] = (4, 6
 def test_any_group_source_defer_position_and_fresh_stats() -> None:
     source = ListSource([[_group("a", (True, False)), _group("b", (True, True), (2, 2))],
                          [_group("c", (False, True), (8, 8)), _group("d", (True, False))]])
-    positions: list[tuple[int, int]] = []
-    sampler = DynamicSampler(source, lambda prompts: positions.append(sampler.position), num_groups=2, seed=0)
+    assert isinstance(source, RolloutSource)
+    sampler = DynamicSampler(source, num_groups=2)
     first = sampler.sample()
-    assert [g.problem_id for g in first.groups] == ["a", "c"] and positions == [(0, 0), (0, 1)]
+    assert [g.problem_id for g in first.groups] == ["a", "c"] and source.positions == [(0, 0), (0, 1)]
     s = first.stats
+    assert s["list/round"] == 2.0  # the source's stats of the batch's last round travel with the batch
     assert (s["rounds"], s["samples_generated"], s["generated_tokens"]) == (2.0, 8.0, 40.0)
     assert (s["response_length_mean"], s["response_length_max"], s["truncation_rate"]) == (5.0, 8.0, 0.5)
     assert [g.problem_id for g in sampler.surplus] == ["d"]
     sampler.defer(first.groups[1:])  # e.g. a data-parallel rank holding more groups than the others
-    assert [g.problem_id for g in sampler.surplus] == ["c", "d"] and sampler.position == (1, 0)
+    assert [g.problem_id for g in sampler.surplus] == ["c", "d"]
     second = sampler.sample()
     assert [g.problem_id for g in second.groups] == ["c", "d"] and second.stats["rounds"] == 0.0
+    assert "list/round" not in second.stats  # no round: no source stats
     assert math.isnan(second.stats["response_length_mean"])  # nothing fresh: no length to report
     assert sampler.state_dict()["source"] == {"calls": 2}
 
 
-def test_surplus_round_trips_through_json_with_policy_versions(dapo_file: Path) -> None:
+def test_surplus_round_trips_through_json_with_weights_versions(dapo_file: Path) -> None:
     env = _env(dapo_file, b=4, g=2)
     book = answer_book(env.task, env.problems)
 
     def generate(prompts: list[str]) -> list[Completion]:
         return [Completion(f"Answer: {book[p]}" if i % 2 else "x", num_tokens=2, token_ids=(5, 2),
-                           policy_version=7) for i, p in enumerate(prompts)]
+                           weights_version=7) for i, p in enumerate(prompts)]
 
-    sampler = DynamicSampler(env, generate, num_groups=1, seed=0)
+    sampler = DynamicSampler(EnvSource(env, generate, seed=0), num_groups=1)
     sampler.sample()
     state = json.loads(json.dumps(sampler.state_dict()))
-    other = DynamicSampler(_env(dapo_file, b=4, g=2), generate, num_groups=1)
+    other = DynamicSampler(EnvSource(_env(dapo_file, b=4, g=2), generate), num_groups=1)
     other.load_state_dict(state)
-    assert other.surplus == sampler.surplus and other.surplus[0].completions[0].policy_version == 7
+    assert other.surplus == sampler.surplus and other.surplus[0].completions[0].weights_version == 7
+    old = group_to_dict(sampler.surplus[0])  # a checkpoint written before the rename: "policy_version"
+    old["completions"] = [{**{k: v for k, v in c.items() if k != "weights_version"}, "policy_version": 7}
+                          for c in old["completions"]]
+    assert group_from_dict(old) == sampler.surplus[0]
     env.close(), other.source.close()
+
+
+def test_keep_surplus_false_discards_the_groups_beyond_the_batch(dapo_file: Path) -> None:
+    env = _env(dapo_file, b=4, g=4)
+    book = answer_book(env.task, env.problems)
+
+    def half_right(prompts: list[str]) -> list[str]:
+        return [f"Answer: {book[p]}" if i % 2 else "Answer: x" for i, p in enumerate(prompts)]
+
+    sampler = DynamicSampler(EnvSource(env, half_right, seed=0), num_groups=3, max_rounds=5, keep_surplus=False)
+    first = sampler.sample()
+    assert len(first.groups) == 3 and first.stats["surplus_groups"] == 0.0 and sampler.surplus == ()
+    second = sampler.sample()
+    assert second.stats["rounds"] == 1.0 and not {id(g) for g in second.groups} & {id(g) for g in first.groups}
+    sampler.defer(second.groups[2:])  # balancing across ranks still puts groups back
+    assert len(sampler.surplus) == 1
+    env.close()

@@ -49,8 +49,8 @@ class _FakeRounds:
         from dapo_env.learners.async_rollout import RoundResult
         from dapo_env.types import Completion, Group
 
-        if request.version != self.version:  # the ordered channel's promise
-            raise RuntimeError(f"round {request.round} asked for version {request.version}, worker holds {self.version}")
+        if request.policy_step != self.version:  # the ordered channel's promise
+            raise RuntimeError(f"round {request.round} asked for version {request.policy_step}, worker holds {self.version}")
         if request.round == self.job.crash_round:
             import os
 
@@ -60,11 +60,11 @@ class _FakeRounds:
         for pid in request.problem_ids:
             bits = zlib.crc32(f"{pid}:{request.seed}".encode())  # stable across processes
             correct = tuple((bits >> k) % 2 == 0 for k in range(self.job.group_size))
-            completions = tuple(Completion(f"{pid}|{request.seed}|{request.version}|{k}", num_tokens=3)
+            completions = tuple(Completion(f"{pid}|{request.seed}|{request.policy_step}|{k}", num_tokens=3)
                                 for k in range(self.job.group_size))
             groups.append(Group(pid, f"prompt {pid}", completions, tuple(1.0 if c else -1.0 for c in correct),
                                 correct, (True,) * self.job.group_size, ({"round": request.round},) * self.job.group_size))
-        return RoundResult(request.round, request.version, tuple(groups), generate_s=self.job.seconds)
+        return RoundResult(request.round, request.policy_step, tuple(groups), generate_s=self.job.seconds)
 
 
 @dataclass(frozen=True)

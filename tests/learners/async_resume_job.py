@@ -34,10 +34,10 @@ def main(argv: list[str]) -> None:
     drawn: list[list[str]] = []
     rollout, sample = source.rollout, sampler.sample
 
-    def logged_rollout(generate: Any) -> Any:
-        groups = rollout(generate)
-        drawn.append([str(g.problem_id) for g in groups])
-        return groups
+    def logged_rollout(position: Any) -> Any:
+        batch = rollout(position)
+        drawn.append([str(g.problem_id) for g in batch.groups])
+        return batch
 
     def logged_sample() -> Any:
         drawn.clear()

@@ -3,19 +3,20 @@ bound, deterministic versions, lossless resume, and a replaced worker."""
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import time
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
 from dapo_env import GroupVectorEnv
+from dapo_env.schedule import PromptSchedule
+from dapo_env.tasks import get_task
 from dapo_env.learners.async_rollout import MAX_CONSECUTIVE_LOSSES, AsyncGroupSource, staleness_metrics
 from dapo_env.learners.rollout_worker import RolloutWorker
+from dapo_env.learners.update import derive_seed
 
 from async_helpers import FakeRoundJob
 
@@ -23,14 +24,10 @@ B, G = 3, 2
 WEIGHTS = {"w": torch.zeros(4)}
 
 
-def seed_of(base: int, n: int) -> int:
-    return int(np.random.SeedSequence([base, n]).generate_state(1)[0])
-
-
 def make_source(max_staleness: int, *, job: FakeRoundJob | None = None, timeout_s: float = 120.0):
-    env = GroupVectorEnv("Arithmetic-v0", num_envs=B * G, group_size=G, size=40)
+    schedule = PromptSchedule(get_task("Arithmetic-v0").load(split="train", size=40), B, G)
     worker = RolloutWorker(job or FakeRoundJob(group_size=G), timeout_s=timeout_s)
-    return AsyncGroupSource(env, worker, max_staleness=max_staleness, seed_fn=functools.partial(seed_of, 7))
+    return AsyncGroupSource(schedule, worker, max_staleness=max_staleness, seed=11)
 
 
 def stream(rounds: int) -> list[tuple[str, ...]]:
@@ -45,17 +42,21 @@ def stream(rounds: int) -> list[tuple[str, ...]]:
     return out
 
 
-def run(source: AsyncGroupSource, draws: list[int], *, start: int = 0) -> list[tuple]:
-    """A learner: step k draws draws[k] rounds, then publishes version k + 1. Returns, per drawn round,
-    (step, problem ids, sample texts) and checks the bound on the way."""
+def run(source: AsyncGroupSource, draws: list[int], *, start: int = 0, stats: list | None = None) -> list[tuple]:
+    """A learner: step k draws draws[k] rounds (at sampler positions (k, 0), (k, 1), ...), then publishes version
+    k + 1. Returns, per drawn round, (step, problem ids, sample texts, position) and checks the bound on the way;
+    appends each step's last round stats to ``stats``."""
     records = []
     for k, count in enumerate(draws, start=start):
-        for _ in range(count):
-            groups = source.rollout(None)
+        for r in range(count):
+            batch = source.rollout((k, r))
+            groups = batch.groups
             texts = tuple(c.text for g in groups for c in g.completions)
             version = int(texts[0].split("|")[2])
             assert k - version <= source.max_staleness, (k, version)
-            records.append((k, tuple(g.problem_id for g in groups), texts))
+            records.append((k, tuple(g.problem_id for g in groups), texts, (k, r)))
+            if stats is not None and r == count - 1:
+                stats.append(batch.stats)
         source.publish(k + 1, WEIGHTS)
     return records
 
@@ -66,31 +67,31 @@ DRAWS = [1, 2, 1, 0, 3, 1, 1, 2]  # rounds per step, as dynamic sampling would n
 @pytest.mark.parametrize("max_staleness", [0, 2])
 def test_rounds_follow_the_sync_stream_within_the_bound(max_staleness: int) -> None:
     source = make_source(max_staleness)
+    stats: list = []
     try:
-        source.reset(seed=11)
         source.publish(0, WEIGHTS)
-        records = run(source, DRAWS)
-        stats = source.step_stats()
+        records = run(source, DRAWS, stats=stats)
     finally:
         source.close()
     n = sum(DRAWS)
     assert [r[1] for r in records] == stream(n)  # no round skipped, none drawn twice, same prompts as sync
     seeds = [int(r[2][0].split("|")[1]) for r in records]
-    assert seeds == [seed_of(7, i) for i in range(n)]
-    if max_staleness == 0:  # synchronous: every round generated with the weights of the step that draws it
-        assert all(int(r[2][0].split("|")[2]) == r[0] for r in records)
-        assert stats["async/rounds_ahead"] == 0
-    else:
+    if max_staleness == 0:  # synchronous: the in-process loop's seeds (of the sampler's position)
+        assert seeds == [derive_seed(11, *r[3]) for r in records]
+        assert all(int(r[2][0].split("|")[2]) == r[0] for r in records)  # the weights of the step that draws it
+        assert all(s["async/rounds_ahead"] == 0 and s["async/rounds_expired"] == 0 for s in stats)
+    else:  # issued ahead: a function of the round's index alone
+        assert seeds == [derive_seed(11, 2**31 + 1, i) for i in range(n)]
         ages = [r[0] - int(r[2][0].split("|")[2]) for r in records]
         assert max(ages) <= 2 and any(a > 0 for a in ages)  # really ahead, never beyond the bound
-        assert stats["async/rounds_ahead"] >= 1  # the worker is busy while the learner would update
-        assert stats["async/rounds_expired"] >= 1  # the step drawing 0 rounds made some wait too long
+        assert max(s["async/rounds_ahead"] for s in stats) >= 1  # the worker is busy while the learner would update
+        assert sum(s["async/rounds_expired"] for s in stats) >= 1  # the step drawing 0 rounds made some wait too long
+    assert all(s["time/rollout_wait_s"] >= 0 and s["async/worker_restarts"] == 0 for s in stats)
 
 
 def test_versions_are_deterministic_and_resume_is_lossless() -> None:
     first = make_source(1)
     try:
-        first.reset(seed=11)
         first.publish(0, WEIGHTS)
         head = run(first, DRAWS[:4])
         state = first.state_dict()  # drains the rounds in flight
@@ -112,7 +113,6 @@ def test_versions_are_deterministic_and_resume_is_lossless() -> None:
 def test_a_killed_or_stopped_worker_is_replaced() -> None:
     source = make_source(1, job=FakeRoundJob(group_size=G, seconds=1.0), timeout_s=4.0)
     try:
-        source.reset(seed=11)
         source.publish(0, WEIGHTS)
         records = run(source, [1])
         os.kill(source.worker.pid, signal.SIGKILL)  # mid-step: round 1 is being generated
@@ -126,8 +126,9 @@ def test_a_killed_or_stopped_worker_is_replaced() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # one warning per cause: the next loss is only counted
             os.kill(source.worker.pid, signal.SIGKILL)
-            records += run(source, [1], start=3)
-        assert source.step_stats()["async/worker_restarts"] == 3
+            stats: list = []
+            records += run(source, [1], start=3, stats=stats)
+        assert stats[-1]["async/worker_restarts"] == 3
     finally:
         source.close()
     assert [r[1] for r in records] == stream(5)
@@ -137,7 +138,6 @@ def test_a_killed_or_stopped_worker_is_replaced() -> None:
 def test_a_worker_that_always_dies_ends_the_run() -> None:
     source = make_source(0, job=FakeRoundJob(group_size=G, crash_round=1))
     try:
-        source.reset(seed=11)
         source.publish(0, WEIGHTS)
         run(source, [1])
         with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match=f"lost {MAX_CONSECUTIVE_LOSSES + 1} times"):
@@ -148,18 +148,15 @@ def test_a_worker_that_always_dies_ends_the_run() -> None:
 
 def test_errors_name_the_fix() -> None:
     source = make_source(1)
-    with pytest.raises(RuntimeError, match="reset"):
-        source.rollout(None)
-    source.reset(seed=0)
     with pytest.raises(RuntimeError, match="publish"):
-        source.rollout(None)
+        source.rollout((0, 0))
     source.publish(3, WEIGHTS)
     with pytest.raises(ValueError, match="must not decrease"):
         source.publish(2, WEIGHTS)
     assert source.worker.pid is None  # the worker starts with the first round
     source.close()
     with pytest.raises(ValueError, match="max_staleness"):
-        AsyncGroupSource(source.env, source.worker, max_staleness=-1, seed_fn=int)
+        AsyncGroupSource(source.schedule, source.worker, max_staleness=-1, seed=0)
 
 
 def test_staleness_metrics() -> None:

@@ -69,6 +69,21 @@ def test_train_help_names_the_preset_defaults(capsys: pytest.CaptureFixture[str]
     assert "working directory" in entries["--verifier"] and "VerifyResult" in entries["--verifier"]
 
 
+def test_lora_is_first_class_in_train(capsys: pytest.CaptureFixture[str]) -> None:
+    from dapo_env.learners.cli import config_from_args
+
+    entries = _help_entries("train", capsys)
+    assert "(default: 0)" in entries["--lora-rank"] and "dapo-env[lora]" in entries["--lora-rank"]
+    assert "(default: 32.0)" in entries["--lora-alpha"] and "q_proj,v_proj" in entries["--lora-target-modules"]
+    args = build_parser().parse_args(["train", "--lora-rank", "8", "--lora-alpha", "16",
+                                      "--lora-target-modules", "q_proj,v_proj"])
+    cfg, _ = config_from_args(args)
+    assert (cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules) == (8, 16.0, ("q_proj", "v_proj"))
+    assert config_from_args(build_parser().parse_args(["train"]))[0].lora is None  # full fine-tuning by default
+    with pytest.raises(ValueError, match="lora_target_modules.*set lora_rank >= 1"):
+        config_from_args(build_parser().parse_args(["train", "--lora-target-modules", "q_proj"]))
+
+
 def test_flags_parse_as_documented() -> None:
     parser = build_parser()
     assert parser.parse_args(["tasks", "--json"]).json is True

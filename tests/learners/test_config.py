@@ -38,7 +38,7 @@ def test_ablation_rows_are_valid_configs_ending_in_dapo() -> None:
     ("mini_batch_size", 3, "divide batch_size"),
     ("loss_agg", "mean", "choose a registered aggregation"),
     ("ratio_level", "seq", "'sequence' is GSPO"),
-    ("tis_cap", 0.0, "> 0"),
+    ("advantage", "gae", "registered advantage estimator"),
     ("engine", "sglang", "choose one of"),
     ("temperature", 0.0, "temperature > 0"),
     ("clip_c", 0.5, "> 1"),
@@ -94,3 +94,24 @@ def test_flags_override_the_config_file_and_task_knobs_follow_the_task(tmp_path:
     assert preset("tiny", task="Sort-v0", task_kwargs={"max_count": 4}).task_kwargs == {"max_count": 4}
     with pytest.raises(ValueError, match="unknown TrainConfig field.*tiny_hiden"):
         preset("tiny", tiny_hiden=3)
+
+
+def test_incompatible_settings_are_refused_by_the_config_naming_the_fix() -> None:
+    from dapo_env.learners.collective import World, shard_config
+
+    with pytest.raises(ValueError, match="TrainConfig.rollout_worker: GuessNumber-v0 is multi-turn.*max_staleness=0"):
+        preset("guess", rollout_worker=True)
+    with pytest.raises(ValueError, match="TrainConfig.max_episode_tokens.*max_episode_tokens=N.*overlong_penalty=false"):
+        preset("guess", max_episode_tokens=None)
+    with pytest.raises(ValueError, match="under torchrun set max_staleness=0 and rollout_worker=false"):
+        shard_config(preset("tiny", max_staleness=1), World(rank=0, world_size=2))
+    assert shard_config(preset("tiny"), World(rank=1, world_size=2)).batch_size == 16
+
+
+def test_an_older_config_with_tis_cap_loads_as_the_one_importance_sampling_path() -> None:
+    old = {**preset("tiny").to_dict(), "tis_cap": 3.0}
+    cfg = TrainConfig.from_dict(old)
+    assert (cfg.is_correction, cfg.is_cap) == ("token-truncate", 3.0)
+    assert TrainConfig.from_dict({**preset("tiny").to_dict(), "tis_cap": None}).is_correction is None
+    with pytest.raises(ValueError, match="unknown TrainConfig field"):
+        TrainConfig(max_steps=1).with_overrides({"tis_cap": 2.0})

@@ -93,7 +93,7 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
 
     from dapo_env import GroupVectorEnv
     from dapo_env.learners.collective import DDPCollective, FSDPCollective
-    from dapo_env.sampler import DynamicSampler
+    from dapo_env.sampler import DynamicSampler, EnvSource
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
@@ -112,7 +112,7 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         dist.all_reduce(total)
         results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()},
                                        "main_files": sorted(p.name for p in Path(out_dir, f"fsdp{int(fsdp)}").iterdir())}
-        trainer.env.close()
+        trainer.close()
     # balance: rank 0 finds 3 informative groups, rank 1 only 1 within its single round
     env = GroupVectorEnv("Arithmetic-v0", num_envs=3 * 2, group_size=2, size=64)
     answers = {env.task.format_prompt(p): p.answer for p in env.problems}
@@ -121,7 +121,7 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
         good = len(prompts) if rank == 0 else 2  # rank 1: only the first group has a right answer
         return [f"Answer: {answers[p]}" if i < good and i % 2 == 0 else "Answer: none" for i, p in enumerate(prompts)]
 
-    sampler = DynamicSampler(env, generate, num_groups=3, max_rounds=1, seed=rank)
+    sampler = DynamicSampler(EnvSource(env, generate, seed=rank), num_groups=3, max_rounds=1)
     first = sampler.sample()
     keep = collective.agree_on_count(len(first.groups))
     sampler.defer(first.groups[keep:])
@@ -161,7 +161,7 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lens = batch.loss_mask.sum(-1)  # (16,)
     assert lens[:8].sum() > 2.5 * lens[8:].sum()  # the shards are far from even: a per-rank mean would show
     loss, delta = _sgd_update(trainer, batch, adv, old)
-    trainer.env.close()
+    trainer.close()
     return {"loss": loss, "grads": {k: -v for k, v in delta.items()}}
 
 
@@ -188,7 +188,7 @@ def test_per_rank_token_mean_would_differ(single: dict[str, Any], tmp_path: Path
         loss, _ = _sgd_update(trainer, batch.rows(rows), adv[rows], old[rows], lr=0.0)
         losses.append(loss)
     assert abs(np.mean(losses) - single["loss"]) > 1e-3
-    trainer.env.close()
+    trainer.close()
 
 
 def test_balanced_batches_defer_extra_groups_and_collectives_agree(two_ranks: dict[int, dict[str, Any]]) -> None:

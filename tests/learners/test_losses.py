@@ -24,7 +24,6 @@ from dapo_env.learners.losses import (
     masked_mean,
     policy_loss,
     register_aggregation,
-    truncated_is_weights,
 )
 
 torch.set_num_threads(1)
@@ -145,8 +144,10 @@ def test_is_weights_scale_per_token() -> None:
     w = torch.full((2, 3), 0.5, dtype=torch.float64)
     loss, _ = policy_loss(logp, old, adv, mask, is_weights=w)
     assert loss.item() == pytest.approx(0.5 * EXPECTED["token-mean"])
-    tis = truncated_is_weights(torch.log(torch.tensor([0.3, 0.9])), torch.log(torch.tensor([0.6, 0.3])))
-    torch.testing.assert_close(tis, torch.tensor([0.5, 2.0]))  # 0.9/0.3 = 3 capped at 2
+    tis, keep, _ = rollout_correction(torch.log(torch.tensor([[0.3, 0.9]])), torch.log(torch.tensor([[0.6, 0.3]])),
+                                      torch.ones(1, 2), mode="token-truncate", cap=2.0)
+    torch.testing.assert_close(tis, torch.tensor([[0.5, 2.0]]))  # 0.9/0.3 = 3 capped at 2
+    assert keep.all()
 
 
 @pytest.mark.parametrize("agg", AGGS)
@@ -549,3 +550,39 @@ def test_is_correction_registry_and_errors() -> None:
     finally:
         del IS_CORRECTIONS["test-none"]
     assert get_is_correction("sequence-mask") is IS_CORRECTIONS["sequence-mask"]
+
+
+def test_advantage_registry_group_entry_matches_hand_worked_values() -> None:
+    from dapo_env.learners.losses import get_advantage
+
+    group = get_advantage("group")
+    rewards = torch.tensor([1.0, -1.0, -1.0, -1.0, 0.5, 0.5])  # G = 3: groups (1, -1, -1), (-1, .5, .5)
+    mask = torch.ones(6, 4)
+    # group 1: mean -1/3, unbiased std sqrt(((4/3)^2 + 2 (2/3)^2) / 2) = 2/sqrt(3); group 2 mirrors it scaled by 3/4
+    s = 2 / math.sqrt(3)
+    expected = torch.tensor([(4 / 3) / s, -(2 / 3) / s, -(2 / 3) / s, -1.0 / (0.75 * s), 0.5 / (0.75 * s),
+                             0.5 / (0.75 * s)])
+    torch.testing.assert_close(group(rewards, mask, group_size=3, scale_by_std=True), expected, rtol=1e-5, atol=1e-5)
+    centred = torch.tensor([4 / 3, -2 / 3, -2 / 3, -1.0, 0.5, 0.5])
+    torch.testing.assert_close(group(rewards, mask, group_size=3, scale_by_std=False), centred)
+
+
+def test_advantage_registry_refuses_duplicates_and_lists_known_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dapo_env.learners.config import TrainConfig
+    from dapo_env.learners.losses import ADVANTAGES, get_advantage, register_advantage
+
+    def per_token(rewards, mask, *, group_size, scale_by_std):  # the same reward on every loss token
+        return rewards[:, None] * mask
+
+    monkeypatch.setitem(ADVANTAGES, "per-token-test", per_token)  # removed again when the test ends
+    with pytest.raises(ValueError, match="already registered.*overwrite=True"):
+        register_advantage("group", per_token)
+    with pytest.raises(ValueError, match=r"unknown advantage estimator 'gae'; known: \[.*'group'.*'per-token-test'"):
+        get_advantage("gae")
+    register_advantage("per-token-test", per_token, overwrite=True)
+    assert TrainConfig(advantage="per-token-test").advantage == "per-token-test"  # the config reads the registry
+    with pytest.raises(ValueError, match="TrainConfig.advantage.*register_advantage"):
+        TrainConfig(advantage="gae")
+    out = get_advantage("per-token-test")(torch.tensor([1.0, -1.0]), torch.tensor([[1, 1, 0], [1, 0, 0]]),
+                                          group_size=2, scale_by_std=True)
+    assert out.tolist() == [[1, 1, 0], [-1, 0, 0]]

@@ -131,9 +131,9 @@ def test_a_foreign_cache_under_the_same_key_is_never_used(tok, model) -> None:
 def test_budgets_text_requests_and_errors(tok, model) -> None:
     engine = HFEngine(model, tok)
     sampling = SamplingParams(temperature=1.0, max_response_tokens=6, seed=0)
-    requests = [TurnRequest(key="a", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), max_tokens=2),
-                TurnRequest(key="b", turn=0, group=0, messages=(), text="12+3=", max_tokens=None),
-                TurnRequest(key="c", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), max_tokens=0)]
+    requests = [TurnRequest(key="a", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), tokens_left=2),
+                TurnRequest(key="b", turn=0, group=0, messages=(), text="12+3=", tokens_left=None),
+                TurnRequest(key="c", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40), tokens_left=0)]
     short, text, empty = engine.generate_turns(requests, sampling)
     assert short.num_tokens <= 2 and (short.finish_reason == "stop" or short.num_tokens == 2)
     assert text.prompt_token_ids == tuple(tok("12+3=")["input_ids"]) and text.num_tokens <= 6

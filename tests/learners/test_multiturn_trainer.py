@@ -25,7 +25,8 @@ from dapo_env.learners.engine import HFEngine, SamplingParams
 from dapo_env.learners.evaluation import evaluate
 from dapo_env.learners.losses import group_advantages
 from dapo_env.learners.metrics import read_metrics, strip_timing
-from dapo_env.learners.rollout import make_sampler, resolve_task, shaping_options
+from dapo_env.learners.rollout import make_group_env, resolve_task, shaping_options
+from dapo_env.sampler import play_round
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.trainer import train
 from dapo_env.learners.update import update_policy
@@ -90,7 +91,7 @@ def test_mismatch_is_over_sampled_tokens_only(tok: Any) -> None:
     from dapo_env.learners.batch import batch_logprobs
 
     learner = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
-    version = groups[0].completions[0].policy_version
+    version = groups[0].completions[0].weights_version
     out = logprob_mismatch(batch, learner, version)
     assert out["policy/logprob_mismatch_max"] < 1e-4  # KV-reused turns: the learner's full forward agrees
     env_tokens = batch.response_mask & ~batch.sampled_mask
@@ -109,10 +110,9 @@ def test_overlong_penalty_counts_the_models_tokens_in_the_episode(tok: Any) -> N
         ids = tuple(tok.encode("xxxxxxxxx", add_special_tokens=False)) + (tok.eos_token_id,)
         return [Completion("xxxxxxxxx", token_ids=ids, logprobs=(-1.0,) * 10) for _ in requests]
 
-    sampler = make_sampler(cfg, resolve_task(cfg), generate, tokenizer=tok)
-    sampler.source.reset(seed=0)
-    groups = sampler.source.rollout(generate)
-    sampler.source.close()
+    env = make_group_env(cfg, resolve_task(cfg), tok)
+    groups = play_round(env, generate, seed=0).groups
+    env.close()
     info = groups[0].infos[0]
     t = groups[0].completions[0]
     assert t.num_tokens == 30 and len(t.token_ids) > 60
@@ -120,9 +120,9 @@ def test_overlong_penalty_counts_the_models_tokens_in_the_episode(tok: Any) -> N
 
 
 def test_overlong_penalty_needs_the_episode_budget() -> None:
-    cfg = preset("guess", max_episode_tokens=None)
-    with pytest.raises(ValueError, match="max_episode_tokens"):
-        shaping_options(cfg, episodes=True)
+    with pytest.raises(ValueError, match="max_episode_tokens=N.*overlong_penalty=false"):
+        preset("guess", max_episode_tokens=None)
+    assert preset("guess", max_episode_tokens=None, overlong_penalty=False).max_episode_tokens is None
 
 
 class ScriptedEngine:

@@ -82,7 +82,7 @@ def test_budgets_and_context_errors(setup) -> None:
     engine, learner, tok = setup
     sampling = SamplingParams(max_response_tokens=6, seed=0)
     short, empty = engine.generate_turns(
-        [TurnRequest("a", 0, 0, (), "", (1, 40, 41), max_tokens=2), TurnRequest("b", 0, 0, (), "", (1, 40), max_tokens=0)],
+        [TurnRequest("a", 0, 0, (), "", (1, 40, 41), tokens_left=2), TurnRequest("b", 0, 0, (), "", (1, 40), tokens_left=0)],
         sampling)
     assert short.num_tokens <= 2 and short.prompt_token_ids == (1, 40, 41)
     assert (empty.num_tokens, empty.finish_reason) == (0, "length")

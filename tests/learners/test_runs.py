@@ -105,7 +105,8 @@ def test_presets_own_their_task_knobs_and_grpo_runs_on_the_tiny_model(tmp_path: 
 
 
 def test_gspo_and_tis_from_the_command_line(tmp_path: Path) -> None:
-    assert _train(tmp_path, "--max-steps", "1", settings=("ratio_level=sequence", "tis_cap=2.0")) == 0
+    assert _train(tmp_path, "--max-steps", "1", settings=("ratio_level=sequence", "is_correction=token-truncate",
+                                                          "is_cap=2.0")) == 0
     saved = json.loads((tmp_path / "r" / "config.json").read_text())
-    assert (saved["ratio_level"], saved["tis_cap"]) == ("sequence", 2.0)
+    assert (saved["ratio_level"], saved["is_correction"], saved["is_cap"]) == ("sequence", "token-truncate", 2.0)
     assert read_metrics(tmp_path / "r" / "metrics.jsonl")[-1]["loss/policy"] is not None

@@ -58,7 +58,7 @@ def test_pushes_take_effect_on_a_served_model(tmp_path: Path) -> None:
             assert engine.weights_version == step + 1 and engine.fingerprint() == weights_fingerprint(learner.state_dict())
             after = engine.generate(PROMPTS, n=1, sampling=GREEDY)
             _agree(hf.generate(PROMPTS, n=1, sampling=GREEDY), after)
-            assert all(c.policy_version == step + 1 for (c,) in after)
+            assert all(c.weights_version == step + 1 for (c,) in after)
         assert [c.token_ids for (c,) in after] != [c.token_ids for (c,) in before]  # outputs did change
         print(f"push latency (tiny model, CPU): {took * 1000:.0f} ms")
 

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,8 +163,58 @@ def test_difficulty_sampling_logs_its_beliefs_and_checkpoints_them(tmp_path: Pat
     records = [m for m in trainer.fit().metrics if m["step"] > 0]
     for record in records:
         assert 0 < record["difficulty/seen_share"] <= 1 and 0 <= record["difficulty/expected_informative"] <= 1
-    beliefs = trainer.sampler.source.difficulty
+    beliefs = trainer.source.env.difficulty
     generated_groups = sum(r["rollout/samples_generated"] for r in records) // cfg.group_size
     assert beliefs.seen.sum() == generated_groups  # every generated group updated its problem's belief
     resumed = Trainer(cfg.with_overrides({"max_steps": 3}), resume=True)
-    assert np.array_equal(resumed.sampler.source.difficulty.alpha, beliefs.alpha)
+    assert np.array_equal(resumed.source.env.difficulty.alpha, beliefs.alpha)
+
+
+def test_a_registered_advantage_estimator_trains_without_touching_the_trainer(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-token estimator (N, R) registered from outside reaches update_policy through the config alone."""
+    from dapo_env.learners.losses import ADVANTAGES
+
+    seen: list[tuple[int, ...]] = []
+
+    def per_token(rewards, mask, *, group_size, scale_by_std):
+        adv = group_advantages(rewards, group_size, scale_by_std=scale_by_std)[:, None] * mask  # (N, R)
+        seen.append(tuple(adv.shape))
+        return adv
+
+    monkeypatch.setitem(ADVANTAGES, "per-token-test", per_token)
+    trainer = Trainer(tiny_config(tmp_path, max_steps=1, advantage="per-token-test", checkpoint_every=0))
+    try:
+        record = trainer.train_step()
+    finally:
+        trainer.close()
+    assert seen and len(seen[0]) == 2 and (record["rollout/num_groups"] == 0 or math.isfinite(record["loss/policy"]))
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_keep_surplus_discards_or_uses_the_behaviour_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            keep: bool) -> None:
+    """False: every trained sample comes from the current weights (staleness 0). True: a carried-over sample's old
+    log-probs are the engine's at sampling time (its rows of old_logp equal the batch's rollout log-probs)."""
+    import dapo_env.learners.trainer as trainer_module
+
+    seen: list[tuple[Any, Any]] = []
+    real = trainer_module.update_policy
+
+    def spy(model, optimizer, batch, advantages, cfg, **kwargs):
+        seen.append((batch, kwargs["old_logp"]))
+        return real(model, optimizer, batch, advantages, cfg, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "update_policy", spy)
+    cfg = tiny_config(tmp_path, max_steps=4, keep_surplus=keep, eval_every=0, checkpoint_every=0, plot_every=0,
+                      batch_size=2, mini_batch_size=1, group_size=4, max_gen_rounds=4)
+    records = [r for r in train(cfg).metrics if r["step"] > 0]
+    if not keep:
+        assert all(r["staleness/max"] in (0.0, None) for r in records)
+        return
+    stale_steps = [i for i, r in enumerate(records) if (r["staleness/max"] or 0) > 0]
+    assert stale_steps, "the fixture must carry surplus groups over"
+    for batch, old in seen:
+        rows = batch.weights_versions < batch.weights_versions.max()  # sampled by older weights
+        if rows.any():
+            torch.testing.assert_close(old[rows], batch.rollout_logprobs[rows])

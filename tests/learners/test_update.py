@@ -29,7 +29,7 @@ def _groups(num_groups: int = 4, seed: int = 0, version: int | None = 0) -> list
         prompt = tuple(int(t) for t in gen.integers(5, 30, size=2 + g))
         comps = tuple(Completion("x", token_ids=tuple(int(t) for t in gen.integers(5, 30, size=n)),
                                  logprobs=tuple(-1.0 for _ in range(n)), prompt_token_ids=prompt,
-                                 policy_version=version) for n in gen.integers(1, 9, size=G))
+                                 weights_version=version) for n in gen.integers(1, 9, size=G))
         rewards = (1.0, -1.0, 1.0 if g % 2 else -1.0, -1.0)
         groups.append(Group(str(g), "p", comps, rewards, tuple(r > 0 for r in rewards), (True, True, g != 1, True)))
     return groups
@@ -108,12 +108,15 @@ def test_gspo_tis_and_a_registered_aggregation_are_reached_from_the_config(monke
     monkeypatch.setitem(AGGREGATIONS, "test-sum", sum_loss)  # the key is removed again when the test ends
     register_aggregation("test-sum", sum_loss, overwrite=True)
     monkeypatch.setitem(POLICY_LOSSES, "ppo-clip", spy)  # the loss update_policy looks up
-    model, cfg, batch, adv = _setup(ratio_level="sequence", tis_cap=2.0, loss_agg="test-sum", mini_batch_size=4)
-    update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0))
+    model, cfg, batch, adv = _setup(ratio_level="sequence", is_correction="token-truncate", is_cap=2.0,
+                                    loss_agg="test-sum", mini_batch_size=4)
+    old = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
+    update_policy(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, adv, cfg, key=(0, 0), old_logp=old)
     assert calls and all(c["ratio_level"] == "sequence" and c["agg"] == "test-sum" for c in calls)
     weights = torch.cat([c["is_weights"] for c in calls])
-    # engine log-probs are -1 everywhere: the weights are min(exp(logp_learner + 1), 2)
-    assert weights.max() <= 2.0 and weights.min() > 0 and (weights < 2.0).any()
+    # engine log-probs are -1 everywhere: the weights are min(exp(logp_learner + 1), 2) on loss tokens, 0 off them
+    on_mask = weights[weights > 0]
+    assert on_mask.numel() > weights.numel() // 2 and on_mask.max() <= 2.0 and (on_mask < 2.0).any()
 
 
 def test_sampled_mask_keeps_environment_tokens_out_of_the_loss() -> None:
@@ -123,23 +126,46 @@ def test_sampled_mask_keeps_environment_tokens_out_of_the_loss() -> None:
         token_ids: tuple[int, ...] = (5, 6, 9, 9, 7)
         logprobs: tuple[float, ...] = (-0.5, -0.5, 0.0, 0.0, -0.5)
         sampled_mask: tuple[int, ...] = (1, 1, 0, 0, 1)
-        policy_version: int = 3
+        weights_version: int = 3
 
     group = Group("0", "p", (Trajectory(), Trajectory()), (1.0, -1.0), (True, False), (True, False))
     batch = build_sequence_batch([group], pad_id=0)
     assert batch.sampled_mask[0].tolist() == [True, True, False, False, True]
     assert batch.loss_mask.tolist() == [[1.0, 1.0, 0.0, 0.0, 1.0], [0.0] * 5]
     learner = torch.full((2, 5), -0.75)
-    out = logprob_mismatch(batch, learner, policy_version=3)
+    out = logprob_mismatch(batch, learner, weights_version=3)
     assert out == {"policy/logprob_mismatch_mean": 0.25, "policy/logprob_mismatch_max": 0.25}  # env tokens left out
 
 
-def test_mismatch_leaves_out_samples_of_other_policy_versions() -> None:
+def test_mismatch_leaves_out_samples_of_other_weights_versions() -> None:
     fresh, old = _groups(1, seed=0, version=5), _groups(1, seed=1, version=4)
     batch = build_sequence_batch(fresh + old, pad_id=0)
     learner = batch.rollout_logprobs.clone()
     learner[G:] += 3.0  # the earlier version's samples disagree a lot: they must not count
     learner[:G] += 0.5 * batch.response_mask[:G]
-    out = logprob_mismatch(batch, learner, policy_version=5)
+    out = logprob_mismatch(batch, learner, weights_version=5)
     assert out["policy/logprob_mismatch_max"] == pytest.approx(0.5)
-    assert logprob_mismatch(batch, learner, policy_version=9)["policy/logprob_mismatch_mean"] is None
+    assert logprob_mismatch(batch, learner, weights_version=9)["policy/logprob_mismatch_mean"] is None
+
+
+def test_behaviour_logprobs_make_the_clipped_ratio_the_true_importance_ratio() -> None:
+    """keep_surplus=True, hand-built: a stale sample drawn by the engine with p = 0.25 per token, now p = 0.5
+    under the learner. Recomputed old log-probs (the learner's) give ratio 1, nothing clipped: the sample is
+    trained as if on-policy. The engine's (behaviour) log-probs give the true ratio 2, clipped at 1 + 0.28."""
+    from dapo_env.learners.losses import policy_loss
+    from dapo_env.learners.update import behaviour_logprobs
+
+    logp = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))  # (N=2, R=2) the learner now
+    engine = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))  # row 0 sampled by older weights
+    mask, adv = torch.ones(2, 2), torch.tensor([1.0, 1.0])
+    stale, has = torch.tensor([True, False]), torch.tensor([True, True])
+    old = behaviour_logprobs(logp.clone(), engine, has, stale)
+    torch.testing.assert_close(old, torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]])))
+    _, as_if_on_policy = policy_loss(logp, logp, adv, mask, clip_low=0.2, clip_high=0.28)
+    _, corrected = policy_loss(logp, old, adv, mask, clip_low=0.2, clip_high=0.28)
+    assert float(as_if_on_policy["clip_frac_high"]) == 0.0
+    assert float(corrected["clip_frac_high"]) == 0.5  # row 0's two tokens: ratio 2 > 1.28; row 1's: 1
+    # a stale sample without engine log-probs keeps the learner's; a fresh one always does
+    kept = behaviour_logprobs(logp, engine, torch.tensor([False, True]), torch.tensor([True, True]))
+    torch.testing.assert_close(kept[0], logp[0])
+    torch.testing.assert_close(kept[1], engine[1])
