@@ -21,7 +21,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,6 +267,95 @@ def token_logprobs_and_entropy(
                                       with_entropy=with_entropy, position_ids=position_ids)
 
 
+def packed_logprobs_and_entropy(
+    model: Any,
+    input_ids: Tensor,
+    position_ids: Tensor,
+    predict: Tensor,
+    targets: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 512,
+    with_entropy: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probs (and entropies) of ``targets`` in rows that hold several sequences end to end.
+
+    No attention mask is passed: the model's mask builder (transformers >= 4.53: ``masking_utils``) reads
+    the sequence boundaries from where ``position_ids`` restart and keeps attention inside each sequence
+    (block-diagonal causal for sdpa/eager/flex; varlen for flash-attention).
+
+    Args:
+        model: an HF causal LM (chunked lm_head when :func:`supports_chunked_head`, else full logits).
+        input_ids, position_ids: (K, C) the packed rows; each sequence's positions start at 0.
+        predict: (T,) the flat index (into K * C) of the position whose output predicts each target.
+        targets: (T,) the predicted tokens.
+
+    Returns:
+        ``(logp, entropy)``: (T,) fp32 each (entropy None unless ``with_entropy``).
+    """
+    if supports_chunked_head(model):
+        out = model.get_decoder()(input_ids=input_ids, attention_mask=None, position_ids=position_ids,
+                                  use_cache=False)
+        hidden = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])[predict]  # (T, H)
+        return chunked_head_logprobs(hidden, model.get_output_embeddings(), targets, temperature=temperature,
+                                     chunk_size=chunk_size, with_entropy=with_entropy)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
+    logits = model(input_ids=input_ids, attention_mask=None, position_ids=position_ids, use_cache=False).logits
+    z = logits.reshape(-1, logits.shape[-1])[predict].float() / temperature  # (T, V)
+    logp = torch.log_softmax(z, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+    return logp, (entropy_from_logits(z) if with_entropy else None)
+
+
+@contextlib.contextmanager
+def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
+    """Within the block, ``model``'s decoder layers keep only their inputs in the forward and recompute
+    their activations in the backward (Hugging Face's non-reentrant activation checkpointing), then the
+    model's own setting is restored. A no-op when ``enabled`` is False or the model already checkpoints.
+
+    ``model`` is an HF ``PreTrainedModel`` or the FSDP learner (:class:`~dapo_env.learners.collective.ShardedPolicy`,
+    whose wrapped model is switched: FSDP2's hooks stay outside the recomputed layers). The switch reaches
+    LoRA adapters (peft injects them into the same layers) and needs no input gradients (non-reentrant).
+
+    Example:
+        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> model = build_tiny_model(build_tokenizer())
+        >>> with activation_checkpointing(model):
+        ...     inside = model.model.layers[0].gradient_checkpointing
+        >>> inside, model.model.layers[0].gradient_checkpointing
+        (True, False)
+    """
+    if not enabled:
+        yield
+        return
+    from transformers import PreTrainedModel
+
+    from .collective import ShardedPolicy
+
+    hf = model.module if isinstance(model, ShardedPolicy) else model
+    if not isinstance(hf, PreTrainedModel) or not hf.supports_gradient_checkpointing:
+        raise ValueError(f"gradient_checkpointing needs a Hugging Face model that supports it, got "
+                         f"{type(hf).__name__}: set gradient_checkpointing=False")
+    layers = [m for m in hf.modules() if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
+    if any(m.gradient_checkpointing for m in layers):
+        yield  # the model checkpoints already (the user switched it on): leave it as it is
+        return
+    kwargs = {"use_reentrant": False}
+    # transformers >= 5.25 names it activation_checkpointing_enable (the old name warns); 4.x has only the old one
+    new_api = hasattr(PreTrainedModel, "activation_checkpointing_enable")
+    if new_api:
+        hf.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    try:
+        yield
+    finally:
+        if new_api:
+            hf.activation_checkpointing_disable()
+        else:
+            hf.gradient_checkpointing_disable()
+
+
 def naive_logprobs_and_entropy(
     model: Any,
     input_ids: Tensor,
@@ -292,9 +382,11 @@ def naive_logprobs_and_entropy(
 
 __all__ = [
     "PackedBatch",
+    "activation_checkpointing",
     "chunked_head_logprobs",
     "naive_logprobs_and_entropy",
     "pack_batch",
+    "packed_logprobs_and_entropy",
     "supports_chunked_head",
     "token_logprobs_and_entropy",
 ]
