@@ -292,7 +292,12 @@ def packed_logprobs_and_entropy(
 
     Returns:
         ``(logp, entropy)``: (T,) fp32 each (entropy None unless ``with_entropy``).
+
+    Raises:
+        ValueError: transformers too old to read sequence boundaries from position ids, or an attention
+            implementation without a mask builder (then packed rows would attend across sequences).
     """
+    check_packing_support(model)
     if supports_chunked_head(model):
         out = model.get_decoder()(input_ids=input_ids, attention_mask=None, position_ids=position_ids,
                                   use_cache=False)
@@ -305,6 +310,24 @@ def packed_logprobs_and_entropy(
     z = logits.reshape(-1, logits.shape[-1])[predict].float() / temperature  # (T, V)
     logp = torch.log_softmax(z, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
     return logp, (entropy_from_logits(z) if with_entropy else None)
+
+
+#: Attention implementations whose masks transformers builds from restarting position ids (flash-attention
+#: reads them as varlen boundaries); others (e.g. a custom kernel registered by a library) are refused.
+PACKED_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
+
+
+def check_packing_support(model: Any) -> None:
+    """Raise ``ValueError`` naming the fix unless packed rows keep ``model``'s sequences apart."""
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401  (transformers >= 4.53)
+    except ImportError:
+        raise ValueError("packing='pack' needs transformers >= 4.53 (sequence boundaries read from position ids); "
+                         "use packing='length'") from None
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl not in PACKED_ATTENTION:
+        raise ValueError(f"packing='pack' needs one of the attention implementations {PACKED_ATTENTION}, the model "
+                         f"uses {impl!r}: use packing='length'")
 
 
 @contextlib.contextmanager
@@ -382,7 +405,9 @@ def naive_logprobs_and_entropy(
 
 __all__ = [
     "PackedBatch",
+    "PACKED_ATTENTION",
     "activation_checkpointing",
+    "check_packing_support",
     "chunked_head_logprobs",
     "naive_logprobs_and_entropy",
     "pack_batch",

@@ -229,3 +229,13 @@ def test_config_checks_the_switches() -> None:
         preset("tiny", packing="bucket")
     with pytest.raises(ValueError, match="gradient_checkpointing"):
         preset("tiny", gradient_checkpointing="yes")
+
+
+def test_packing_refuses_an_attention_without_a_packed_mask() -> None:
+    from types import SimpleNamespace
+
+    from dapo_env.learners.logprobs import check_packing_support
+
+    check_packing_support(MODEL)  # sdpa: fine
+    with pytest.raises(ValueError, match="packing='length'"):
+        check_packing_support(SimpleNamespace(config=SimpleNamespace(_attn_implementation="my_kernel")))
