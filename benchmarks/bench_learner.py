@@ -92,12 +92,16 @@ class BenchConfig:
     our_sampler: str = "multinomial"
     #: Our side's micro-batch layout (TrainConfig.packing): "off", "length" or "pack".
     packing: str = "off"
+    #: Our side's rollout engine (TrainConfig.engine): "hf", or "vllm" in-process (CUDA).
+    engine: str = "hf"
 
     def __post_init__(self) -> None:
         if self.model_shape not in MODEL_SHAPES:
             raise ValueError(f"model_shape {self.model_shape!r}: choose one of {sorted(MODEL_SHAPES)}")
         if self.our_sampler not in ("multinomial", "inverse-cdf"):
             raise ValueError(f"our_sampler {self.our_sampler!r}: choose multinomial or inverse-cdf")
+        if self.engine not in ("hf", "vllm"):
+            raise ValueError(f"engine {self.engine!r}: choose hf or vllm")
         if self.packing not in ("off", "length", "pack"):
             raise ValueError(f"packing {self.packing!r}: choose off, length or pack")
         if self.dtype not in ("float32", "bfloat16"):
@@ -166,6 +170,44 @@ def build_tokenizer_and_model(cfg: BenchConfig) -> tuple[Any, Any]:
     return tok, model.to(device=cfg.device, dtype=dtype)
 
 
+#: Dense bf16 peak of the GPUs this benchmark meets (TFLOP/s, no sparsity), by a word of the device name.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+
+
+def flop_parameters(shape: dict[str, Any]) -> int:
+    """Parameters that cost FLOPs per token: every decoder layer's matrices plus the lm_head (V x H; the
+    embedding lookup is free). Training costs ~6 of them per token, generation ~2 (attention left out).
+
+    Example:
+        >>> flop_parameters(MODEL_SHAPES["qwen2-0.5b"]) // 10**6
+        494
+    """
+    h, heads, kv, inter = shape["hidden"], shape["heads"], shape["kv_heads"], shape["intermediate"]
+    d = h // heads
+    attn = h * heads * d + 2 * h * kv * d + heads * d * h  # q, k, v, o
+    return shape["layers"] * (attn + 3 * h * inter) + shape["vocab"] * h
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The bf16 dense peak of ``device_name`` from :data:`PEAK_BF16_TFLOPS` (None if unknown)."""
+    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device_name), None)
+
+
+def add_mfu(result: dict[str, Any], peak: float) -> None:
+    """Model FLOPs utilisation of every side (in place): 6 N FLOPs per update token and 2 N per generated
+    token over ``peak`` TFLOP/s, N = :func:`flop_parameters`."""
+    n = flop_parameters(result["model"])
+    result["mfu_peak_tflops"] = peak
+    for side in result["sides"].values():
+        if "update_tokens_per_s" in side:
+            side["update_mfu"] = 6 * n * side["update_tokens_per_s"] / (peak * 1e12)
+        if "rollout_tokens_per_s" in side:
+            side["rollout_mfu"] = 2 * n * side["rollout_tokens_per_s"] / (peak * 1e12)
+        for key in ("ours_tokens_per_s", "floor_tokens_per_s"):  # the rollout floor's two loops
+            if key in side:
+                side[key.replace("tokens_per_s", "mfu")] = 2 * n * side[key] / (peak * 1e12)
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         import torch
@@ -230,7 +272,8 @@ def run_ours(cfg: BenchConfig, batch_dir: str | None = None) -> dict[str, Any]:
                       batch_size=cfg.prompts_per_step, mini_batch_size=cfg.prompts_per_step,
                       micro_batch_size=cfg.micro_batch, max_response_tokens=cfg.length, dynamic_sampling=False,
                       overlong_penalty=False, temperature=1.0, top_p=1.0, lr=cfg.lr, warmup_steps=0,
-                      eval_every=0, plot_every=0, checkpoint_every=0, progress=False, packing=cfg.packing)
+                      eval_every=0, plot_every=0, checkpoint_every=0, progress=False, packing=cfg.packing,
+                      engine=cfg.engine)
         trainer = Trainer(tcfg, model=model, tokenizer=tok, overwrite=True)
         update_times: list[tuple[float, float, float]] = []  # (wall s, main-thread CPU s, padded share)
         original = trainer_module.update_policy
@@ -728,6 +771,9 @@ def compare(cfg: BenchConfig, *, sides: tuple[str, ...] = ("ours", "trl")) -> di
             result["sides"][side] = {**{k: v for k, v in raw.items() if k != "steps"},
                                      **summarize(raw, cfg.warmup), "per_step": raw["steps"]}
     summarize_floors(result, floors.get("floor"), floors.get("rollout_floor"), cfg.warmup)
+    peak = peak_tflops(result.get("device_name", "")) if cfg.device.startswith("cuda") else None
+    if peak is not None:
+        add_mfu(result, peak)
     if "ours" in result["sides"] and "trl" in result["sides"]:
         ours, trl = result["sides"]["ours"], result["sides"]["trl"]
         result["trl_version"] = trl["trl_version"]
@@ -775,6 +821,10 @@ def print_table(result: dict[str, Any]) -> None:
               f"rollout tok/s x{result['ratio_rollout_tokens_per_s']:.2f}, step time x{result['ratio_step_time']:.2f}, "
               f"peak RSS x{result['ratio_peak_rss']:.2f} (growth x{result['ratio_peak_rss_growth']:.2f})"
               + (f", peak CUDA x{result['ratio_peak_cuda']:.2f}" if "ratio_peak_cuda" in result else ""))
+    if "mfu_peak_tflops" in result:
+        print(f"MFU (6N FLOPs per update token, 2N per generated token; peak {result['mfu_peak_tflops']:.0f} TFLOP/s): "
+              + ", ".join(f"{name} update {s['update_mfu']:.1%}" + (f" rollout {s['rollout_mfu']:.1%}" if "rollout_mfu" in s else "")
+                          for name, s in result["sides"].items() if "update_mfu" in s))
     if "ratio_update_tokens_per_s_vs_floor" in result:
         per_cpu = result.get("ratio_update_tokens_per_cpu_s_vs_floor")
         print(f"ours/floor (update): tok/s x{result['ratio_update_tokens_per_s_vs_floor']:.2f}"
@@ -787,6 +837,37 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"rollout: HFEngine.generate {r['ours_tokens_per_s']:.0f} tok/s vs floor {r['floor_tokens_per_s']:.0f}: "
               f"x{result['ratio_rollout_tokens_per_s_vs_floor']:.2f}"
               + (f" (per CPU-second x{per_cpu:.2f}, target >= 0.8)" if per_cpu is not None else ""))
+
+
+def dry_run(cfg: BenchConfig, args: argparse.Namespace) -> dict[str, Any]:
+    """Check what a run needs without running it: the config (already validated), the sides, the optional
+    packages each side imports, and that the output folder can be written. Prints the plan; exits non-zero
+    on a problem that would fail the real run."""
+    import importlib.util
+
+    sides = tuple(s for s in args.sides.split(",") if s)
+    problems = [f"unknown side {s!r}" for s in sides if s not in SIDES]
+    if "floor" in sides and "ours" not in sides:
+        problems.append("the floor side needs ours")
+    missing = {side: pkg for side, pkg in (("trl", "trl"), ("ours", "vllm" if cfg.engine == "vllm" else "torch"))
+               if side in sides and importlib.util.find_spec(pkg) is None}
+    out = out_path(args.out, "bench_learner_gpu" if cfg.device.startswith("cuda") else "bench_learner")
+    folder = out.parent if out.parent.exists() else next(p for p in out.parents if p.exists())
+    if not os.access(folder, os.W_OK):
+        problems.append(f"cannot write {out}")
+    shape = MODEL_SHAPES[cfg.model_shape]
+    plan = {"config": dataclasses.asdict(cfg), "sides": sides, "out": str(out), "missing_packages": missing,
+            "flop_parameters": flop_parameters(shape), "problems": problems,
+            "tokens_per_step_max": cfg.tokens_per_step_max}
+    print(f"dry run: {cfg.model_shape} ({plan['flop_parameters'] / 1e6:.0f}M FLOP parameters) {cfg.dtype} on "
+          f"{cfg.device}, engine {cfg.engine}, packing {cfg.packing}; sides {','.join(sides)}; "
+          f"<= {cfg.tokens_per_step_max} response tokens per step; writes {out}")
+    for side, pkg in missing.items():
+        print(f"dry run: side {side} needs {pkg}, not importable here (the run records it under 'errors')")
+    if problems:
+        raise SystemExit("dry run: " + "; ".join(problems))
+    print("dry run: ok")
+    return plan
 
 
 def print_packing(sweep: dict[str, Any], cfg: BenchConfig) -> None:
@@ -828,6 +909,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
                         help="comma-separated subset of ours,trl,floor,rollout_floor (floor needs ours)")
     parser.add_argument("--packing", default="off", choices=["off", "length", "pack"],
                         help="our side's micro-batch layout (TrainConfig.packing)")
+    parser.add_argument("--engine", default="hf", choices=["hf", "vllm"],
+                        help="our side's rollout engine (vllm: in-process, CUDA)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the arguments, the sides' requirements and the output path; run nothing")
     parser.add_argument("--packing-sweep", action="store_true",
                         help="instead of the side-by-side run: update_policy on a variable-length workload (Sort-v0 "
                              "prompts, responses of 8..--length tokens) with packing off, length and pack")
@@ -850,7 +935,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         group_size=args.group_size or (16 if cuda else 8), prompts_per_step=args.prompts or (8 if cuda else 4),
         micro_batch=args.micro_batch or (32 if cuda else 16), length=args.length or (512 if cuda else 256),
         warmup=args.warmup, steps=args.steps, threads=args.threads, our_sampler=args.our_sampler,
-        packing=args.packing)
+        packing=args.packing, engine=args.engine)
+    if args.dry_run:
+        return dry_run(cfg, args)
     if args.packing_sweep:
         sweep = packing_sweep(cfg)
         print_packing(sweep, cfg)

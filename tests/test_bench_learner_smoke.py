@@ -223,3 +223,14 @@ def test_packing_sweep_main_writes_the_modes(bench, tmp_path):
     assert set(saved) == {"off", "length", "pack"}
     assert saved["pack"]["padded_share"] < saved["off"]["padded_share"]
     assert all(m["loss_max_abs_diff_vs_off"] < 1e-5 for m in saved.values())
+
+
+def test_mfu_counts_6n_per_update_token_and_2n_per_generated_token(bench):
+    shape = bench.MODEL_SHAPES["micro"]
+    n = bench.flop_parameters(shape)
+    assert n == 1 * (64 * 64 * 4 + 3 * 64 * 128) + 2048 * 64  # q, k, v, o (2 heads of 32) + MLP + lm_head
+    result = {"model": shape, "sides": {"ours": {"update_tokens_per_s": 1e6, "rollout_tokens_per_s": 2e6}}}
+    bench.add_mfu(result, 100.0)
+    assert result["sides"]["ours"]["update_mfu"] == pytest.approx(6 * n * 1e6 / 100e12)
+    assert result["sides"]["ours"]["rollout_mfu"] == pytest.approx(2 * n * 2e6 / 100e12)
+    assert bench.peak_tflops("NVIDIA H100 80GB HBM3") == 989.0 and bench.peak_tflops("cpu") is None
