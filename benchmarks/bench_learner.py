@@ -1,4 +1,17 @@
-"""Our DAPO trainer vs TRL's ``GRPOTrainer``, side by side on one workload: update and rollout throughput.
+"""Our DAPO trainer vs TRL's ``GRPOTrainer`` vs the floors, side by side on one workload: update and rollout
+throughput and peak memory.
+
+The floors say how close we are to what the hardware allows, not just how far ahead of a peer:
+- **update floor** (side ``floor``): a minimal loop written for this benchmark (:func:`floor_update_step`:
+  backbone forward, lm_head on the response positions, log-softmax, the response tokens' log-probs, the same
+  clipped token-mean loss, backward, gradient clipping, AdamW) replaying exactly the batches our update saw
+  (our side saves them); ``ratio_update_tokens_per_cpu_s_vs_floor`` (target >= 0.85) and
+  ``ratio_peak_rss_vs_floor`` in the JSON;
+- **rollout floor** (side ``rollout_floor``): ``HFEngine.generate`` (what our rollouts call) against a bare
+  KV-cache sampling loop (:func:`floor_generate`) on the same model and prompts, alternating in one process;
+  ``ratio_rollout_tokens_per_cpu_s_vs_floor`` (target >= 0.8).
+``--packing-sweep`` measures instead ``update_policy`` on a variable-length workload with each
+``TrainConfig.packing`` (padded share, tokens per CPU-second, loss beside the padded layout's).
 
 Both sides train the same random-init model (built locally from a config: a tiny Llama with a 32k
 vocabulary on CPU, a Qwen2-0.5B-shaped model in bf16 on CUDA), on the same task's prompts, with the same
@@ -27,7 +40,8 @@ measured steps); on CPU, tokens per main-thread CPU-second (``time.thread_time``
 that is the work itself) are reported too, since other load on a shared machine distorts wall clock.
 
 Run:
-    python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k)
+    python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k), all sides
+    python benchmarks/bench_learner.py --packing-sweep --length 512   # padding: off / length / pack
     python benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b   # see bench_learner_gpu.sh
 Writes ``benchmarks/out/bench_learner.json`` (CPU) or ``bench_learner_gpu.json`` (CUDA), a git-ignored
 folder; ``--out benchmarks/results/bench_learner.json`` refreshes the tracked result.
