@@ -11,7 +11,8 @@ benchmarks/results/bench_scaling.json`` refreshes the tracked result).
 sequence per forward: 16 prompt tokens + L response tokens, G = 2) of a small model at each length, with
 and without activation checkpointing (``TrainConfig.gradient_checkpointing``), each point in a fresh
 process: peak memory (CPU: RSS growth after the model is built; CUDA: ``max_memory_allocated``) and
-update tokens/s, with a linear and a quadratic fit of memory in L (the quadratic term must be ~0: no
+update tokens/s (plus the bytes autograd keeps for the backward, exact where RSS is noisy), with a
+linear and a quadratic fit of memory in L (the quadratic term must be ~0: no
 L x L buffer from our code) and the checkpointing memory ratio at the longest length both fit.
 
 Run:
@@ -122,8 +123,17 @@ def long_response_point(length: int, checkpointing: bool, *, model_shape: str = 
         torch.cuda.reset_peak_memory_stats()
         base_cuda = torch.cuda.memory_allocated()
     base_rss = reset_peak_rss()  # the current RSS; the peak (VmHWM) restarts from it
+    params = {p.data_ptr() for p in model.parameters()}
+    saved: dict[tuple[int, int], int] = {}  # tensors kept for the backward (activations), once each
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.data_ptr() not in params:
+            saved[(t.data_ptr(), t.untyped_storage().nbytes())] = t.untyped_storage().nbytes()
+        return t
+
     start, cpu_start = time.perf_counter(), time.thread_time()
-    update_policy(model, optimizer, batch, adv, cfg, key=(0, 1))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        update_policy(model, optimizer, batch, adv, cfg, key=(0, 1))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
@@ -131,7 +141,9 @@ def long_response_point(length: int, checkpointing: bool, *, model_shape: str = 
     peak = _status_mb("VmHWM")
     out = {"length": length, "checkpointing": checkpointing, "update_s": wall, "update_cpu_s": cpu,
            "update_tokens_per_s": tokens / wall, "update_tokens_per_cpu_s": tokens / cpu,
-           "peak_rss_mb": peak, "rss_growth_mb": peak - base_rss}
+           "peak_rss_mb": peak, "rss_growth_mb": peak - base_rss,
+           # per forward (2 sequences, one per forward): what autograd keeps for the backward, exact
+           "saved_activations_mb": sum(saved.values()) / 2 / 2**20}
     if device.startswith("cuda"):
         out["peak_cuda_growth_mb"] = (torch.cuda.max_memory_allocated() - base_cuda) / 2**20
     out["memory_mb"] = out.get("peak_cuda_growth_mb", out["rss_growth_mb"])
@@ -183,11 +195,15 @@ def long_responses(lengths: list[int], *, model_shape: str, device: str, threads
                 break
             point = json.loads(proc.stdout.strip().splitlines()[-1])
             results[setting].append(point)
-            print(f"  checkpointing {setting:>3} L={length:>6}: memory {point['memory_mb']:>8.0f} MB, "
+            print(f"  checkpointing {setting:>3} L={length:>6}: memory {point['memory_mb']:>8.0f} MB "
+                  f"(saved activations {point['saved_activations_mb']:.0f} MB), "
                   f"{point['update_tokens_per_s']:>7.0f} tok/s ({point['update_tokens_per_cpu_s']:.0f} per CPU-s)",
                   flush=True)
     report: dict[str, Any] = {"points": results, "errors": errors,
-                              "fits": {k: fit_memory(v) for k, v in results.items() if len(v) >= 2}}
+                              "fits": {k: fit_memory(v) for k, v in results.items() if len(v) >= 2},
+                              "fits_saved_activations": {k: fit_memory([{**p, "memory_mb": p["saved_activations_mb"]}
+                                                                        for p in v])
+                                                         for k, v in results.items() if len(v) >= 2}}
     both = sorted({p["length"] for p in results["off"]} & {p["length"] for p in results["on"]})
     if both:
         longest = both[-1]
@@ -195,6 +211,8 @@ def long_responses(lengths: list[int], *, model_shape: str, device: str, threads
         report["longest_both_fit"] = longest
         report["checkpointing_memory_ratio"] = mem["on"] / max(mem["off"], 1e-9)
         report["target_memory_ratio_0_5_met"] = report["checkpointing_memory_ratio"] <= 0.5
+        act = {k: next(p["saved_activations_mb"] for p in v if p["length"] == longest) for k, v in results.items()}
+        report["checkpointing_saved_activations_ratio"] = act["on"] / max(act["off"], 1e-9)
     return report
 
 

@@ -127,9 +127,10 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
 
 #: How :func:`~dapo_env.learners.update.update_policy` lays out its micro-batches (``TrainConfig.packing``):
 #: ``"off"`` every row padded to the whole batch; ``"length"`` rows sorted by length into micro-batches, each
-#: cut to its own longest prompt and response; ``"pack"`` the same micro-batches with their sequences packed
-#: end to end into rows (position ids restart at each sequence, so attention stays within it). The loss and
-#: its gradients are the same in all three (global denominators); only the padding differs.
+#: cut to its own longest prompt and response; ``"pack"`` the mini-batch's sequences packed end to end into
+#: rows as long as its longest one (position ids restart at each sequence, so attention stays within it),
+#: ``micro_batch_size`` such rows per forward. The loss and its gradients are the same in all three (global
+#: denominators); only the padding differs.
 PACKINGS = ("off", "length", "pack")
 
 
@@ -235,6 +236,43 @@ def forward_layout(batch: SequenceBatch, rows: torch.Tensor, packing: str = "off
     capacity = max(lengths)
     bins = first_fit_decreasing(lengths, capacity)
     return ForwardLayout(rows, packing, slice(0, P + R), bins, (len(bins), capacity), real)
+
+
+def micro_batch_layouts(batch: SequenceBatch, rows: torch.Tensor, size: int, packing: str) -> list[ForwardLayout]:
+    """The forward passes of one mini-batch (``rows``): every row in exactly one layout.
+
+    ``"off"`` / ``"length"``: :func:`micro_batches` of ``size`` sequences, each in :func:`forward_layout`.
+    ``"pack"``: the mini-batch's sequences packed first-fit-decreasing into rows as long as its longest
+    sequence, the fullest rows first, ``size`` packed rows per forward, each forward as wide as its fullest
+    row: at most ``size`` x that many tokens per forward (never more than a padded micro-batch of ``size``
+    rows holds), with only the packing's slack as padding.
+
+    Example:
+        >>> from dapo_env.types import Completion, Group
+        >>> cs = tuple(Completion("x", token_ids=(5,) * n, prompt_token_ids=(1, 1)) for n in (1, 6, 2, 3))
+        >>> b = build_sequence_batch([Group("0", "p", cs, (1.0,) * 4, (True,) * 4, (True,) * 4)], pad_id=0)
+        >>> [(m.rows.tolist(), m.shape) for m in micro_batch_layouts(b, torch.arange(4), 2, "pack")]
+        [([1, 3, 0], (2, 8)), ([2], (1, 4))]
+    """
+    if packing != "pack":
+        return [forward_layout(batch, sub, packing) for sub in micro_batches(batch, rows, size, packing)]
+    prompt, response = sequence_lengths(batch, rows)
+    lengths = (prompt + response).tolist()
+    capacity = max(lengths)
+    fill = {b: sum(lengths[i] for i in b) for b in first_fit_decreasing(lengths, capacity)}
+    bins = sorted(fill, key=lambda b: -fill[b])  # fullest rows first: each forward is as wide as its fullest row
+    P, R = batch.prompt_len, batch.response_ids.shape[1]
+    layouts = []
+    for start in range(0, len(bins), size):
+        chunk = bins[start:start + size]
+        members = [i for b in chunk for i in b]
+        local, offset = [], 0
+        for b in chunk:  # the bins, renumbered into the micro-batch's own rows
+            local.append(tuple(range(offset, offset + len(b))))
+            offset += len(b)
+        layouts.append(ForwardLayout(rows[torch.tensor(members)], packing, slice(0, P + R), tuple(local),
+                                     (len(chunk), fill[chunk[0]]), int(sum(lengths[i] for i in members))))
+    return layouts
 
 
 def layout_logprobs(model: torch.nn.Module, batch: SequenceBatch, layout: ForwardLayout, temperature: float,
@@ -348,4 +386,4 @@ def logprob_mismatch(batch: SequenceBatch, learner_logp: torch.Tensor, policy_ve
 
 __all__ = ["PACKINGS", "ForwardLayout", "SequenceBatch", "TrainSample", "autocast", "autocast_dtype", "batch_logprobs",
            "build_sequence_batch", "first_fit_decreasing", "forward_layout", "layout_logprobs", "logprob_mismatch",
-           "micro_batches", "response_logprobs", "sequence_lengths"]
+           "micro_batch_layouts", "micro_batches", "response_logprobs", "sequence_lengths"]

@@ -17,7 +17,8 @@ sums), the padding that ``cfg.packing`` (:data:`~dapo_env.learners.batch.PACKING
 
 Micro-batches: ``cfg.packing="off"`` takes the mini-batch's rows in order and pads every one to the
 batch's longest prompt and response; ``"length"`` sorts them by length so each micro-batch pads only to
-its own longest; ``"pack"`` also puts several sequences end to end in one row. The loss and gradients
+its own longest; ``"pack"`` puts several sequences end to end in one row (``micro_batch_size`` such rows per
+forward, each as long as the mini-batch's longest sequence). The loss and gradients
 are the same (global denominators); ``cfg.gradient_checkpointing`` recomputes the decoder's activations
 in the backward.
 
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batch import SequenceBatch, autocast, forward_layout, layout_logprobs, micro_batches
+from .batch import SequenceBatch, autocast, layout_logprobs, micro_batch_layouts
 from .collective import Collective, LocalCollective
 from .losses import get_policy_loss, masked_mean, rollout_correction, truncated_is_weights
 
@@ -179,8 +180,8 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
     optimizer.zero_grad(set_to_none=True)
     sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS, "forward_tokens", "padding_tokens"), 0.0)
     loss_fn = get_policy_loss(getattr(cfg, "loss", "ppo-clip"))
-    for sub in micro_batches(batch, rows, cfg.micro_batch_size, cfg.packing):
-        layout = forward_layout(batch, sub, cfg.packing)
+    for layout in micro_batch_layouts(batch, rows, cfg.micro_batch_size, cfg.packing):
+        sub = layout.rows
         sums["forward_tokens"] += layout.total_tokens
         sums["padding_tokens"] += layout.padding_tokens
         with autocast(cfg.precision, device):

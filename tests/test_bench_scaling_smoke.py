@@ -31,6 +31,8 @@ def test_a_point_measures_memory_and_throughput_with_and_without_checkpointing(b
         assert point["checkpointing"] is ckpt and point["length"] == 128
         assert point["update_tokens_per_cpu_s"] > 0 and point["update_tokens_per_s"] > 0
         assert point["memory_mb"] == point["rss_growth_mb"] and point["peak_rss_mb"] > 0
+    # checkpointing keeps only each layer's input for the backward: far fewer saved bytes
+    assert 0 < points[1]["saved_activations_mb"] < 0.5 * points[0]["saved_activations_mb"]
 
 
 def test_memory_fit_finds_a_line_and_flags_a_quadratic_term(bench):
@@ -54,4 +56,5 @@ def test_long_responses_driver_writes_points_fits_and_the_ratio(bench, tmp_path)
     saved = json.loads(out.read_text())
     assert [p["length"] for p in saved["points"]["off"]] == [64, 128] == [p["length"] for p in saved["points"]["on"]]
     assert saved["longest_both_fit"] == 128 and saved["checkpointing_memory_ratio"] > 0
-    assert set(saved["fits"]) == {"off", "on"}
+    assert set(saved["fits"]) == {"off", "on"} == set(saved["fits_saved_activations"])
+    assert 0 < saved["checkpointing_saved_activations_ratio"] < 0.5
