@@ -263,3 +263,13 @@ def test_packing_refuses_an_attention_without_a_packed_mask() -> None:
     check_packing_support(MODEL)  # sdpa: fine
     with pytest.raises(ValueError, match="packing='length'"):
         check_packing_support(SimpleNamespace(config=SimpleNamespace(_attn_implementation="my_kernel")))
+
+
+def test_train_flag_switches_gradient_checkpointing_and_set_picks_the_packing() -> None:
+    from dapo_env.learners.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(["train", "--gradient-checkpointing", "--set", "packing=pack"])
+    cfg, resume = config_from_args(args)
+    assert cfg.gradient_checkpointing is True and cfg.packing == "pack" and not resume
+    cfg, _ = config_from_args(build_parser().parse_args(["train"]))
+    assert cfg.gradient_checkpointing is False and cfg.packing == "off"
