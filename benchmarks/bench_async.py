@@ -144,7 +144,20 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
             "logprob_mismatch": _mean_of(records, "policy/logprob_mismatch_mean"),
             # the share of a step the learner waits for rollouts (sync: generating them itself)
             "rollout_share": float(sum(r["time/rollout_s"] for r in measured) / sum(r["time/step_s"] for r in measured)),
-            "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured]))}
+            "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured])),
+            # torch threads of the learner, plus the rollout worker's (the same count) when there is one
+            "total_threads": (cfg.num_threads or 1) * (2 if cfg.uses_rollout_worker else 1)}
+
+
+def amdahl_bound(rollout_share: float) -> float:
+    """The best speed-up overlap can give a synchronous loop that spends ``rollout_share`` of each step on
+    rollouts: with perfect overlap a step lasts as long as its longer part.
+
+    Example:
+        >>> round(amdahl_bound(0.32), 3), amdahl_bound(0.5), amdahl_bound(0.0)
+        (1.471, 2.0, 1.0)
+    """
+    return 1.0 / max(rollout_share, 1.0 - rollout_share)
 
 
 def _mean_of(records: list[dict[str, Any]], *keys: str) -> float | None:
@@ -179,9 +192,17 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
             out[f"{key}_{setting}"] = float(np.mean(values)) if values else None
             out[f"{key}_{setting}_std"] = float(np.std(values)) if len(values) > 1 else None
         if setting != "sync":
-            ratios = [by[(setting, s)]["steps_per_s"] / by[("sync", s)]["steps_per_s"] for s in seeds
-                      if (setting, s) in by and ("sync", s) in by]
+            pairs = [(by[(setting, s)], by[("sync", s)]) for s in seeds if (setting, s) in by and ("sync", s) in by]
+            ratios = [a["steps_per_s"] / b["steps_per_s"] for a, b in pairs]
             out[f"speedup_{setting}"] = float(np.mean(ratios)) if ratios else None
+            # overlap efficiency: the achieved speed-up over the Amdahl bound of the same seed's sync run
+            bounds = [amdahl_bound(b["rollout_share"]) for a, b in pairs if b.get("rollout_share") is not None]
+            if bounds and len(bounds) == len(ratios):
+                out[f"amdahl_bound_{setting}"] = float(np.mean(bounds))
+                out[f"overlap_efficiency_{setting}"] = float(np.mean([r / b for r, b in zip(ratios, bounds)]))
+            threads = {(a.get("total_threads"), b.get("total_threads")) for a, b in pairs}
+            if all(None not in t for t in threads):
+                out[f"equal_total_threads_{setting}"] = all(x == y for x, y in threads)
     return out
 
 
@@ -315,17 +336,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           f"wall {run['total_wall_s']:.0f}s", flush=True)
             result["workloads"][workload] = {"steps": steps, "runs": runs, **summarize(runs, seeds)}
     first = result["workloads"][args.workloads[0]]
-    result.update({k: first.get(k) for k in ("speedup_staleness_1", "speedup_staleness_2")})
+    result.update({k: first.get(k) for k in ("speedup_staleness_1", "speedup_staleness_2", "overlap_efficiency_staleness_1",
+                                             "overlap_efficiency_staleness_2", "amdahl_bound_staleness_1")})
     result["accuracy"] = {s: first.get(f"accuracy_{s}") for s in SETTINGS}
     print(f"\n{'workload':9s} {'setting':12s} {'steps/s':>9s} {'tok/s':>8s} {'speedup':>8s} {'accuracy':>14s} {'cpu s':>7s} "
-          f"{'rollout share':>13s}")
+          f"{'rollout share':>13s} {'bound':>6s} {'overlap eff':>11s}")
     for workload, w in result["workloads"].items():
         for s in SETTINGS:
             acc, sd = w.get(f"accuracy_{s}"), w.get(f"accuracy_{s}_std")
             acc_text = "-" if acc is None else f"{acc:.3f}" + (f" +-{sd:.3f}" if sd is not None else "")
             speed = 1.0 if s == "sync" else w.get(f"speedup_{s}")
+            bound, eff = w.get(f"amdahl_bound_{s}"), w.get(f"overlap_efficiency_{s}")
             print(f"{workload:9s} {s:12s} {w[f'steps_per_s_{s}']:9.3f} {w[f'generated_tokens_per_s_{s}']:8.0f} "
-                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f} {w[f'rollout_share_{s}']:13.2f}")
+                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f} {w[f'rollout_share_{s}']:13.2f} "
+                  f"{'-' if bound is None else f'{bound:.2f}':>6s} {'-' if eff is None else f'{eff:.2f}':>11s}")
     write_json(out_path(args.out, "bench_async"), result)
     return result
 

@@ -24,6 +24,7 @@ from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens, 
 from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
+from dapo_env.tools import tool_use_stats
 from dapo_env.types import Completion, Group, Problem
 
 GenerateTurns = Callable[[list[TurnRequest]], Sequence["Completion | str"]]
@@ -224,7 +225,8 @@ class EpisodeGroupEnv:
                 "turns_mean": float(np.mean(turns)), "turns_max": float(max(turns)),
                 "sampled_tokens": float(sum(e.sampled_tokens for e in episodes)), "env_tokens": float(env_tokens),
                 "solved_share": float(np.mean([e.solved for e in episodes])),
-                "truncated_share": float(np.mean([e.truncated for e in episodes]))}
+                "truncated_share": float(np.mean([e.truncated for e in episodes])),
+                **tool_use_stats([{"tool_calls": e.tool_calls} for e in episodes if e.tool_calls is not None])}
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -125,21 +125,229 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
                          packed.input_ids.shape[1] - R)
 
 
-def response_logprobs(model: torch.nn.Module, batch: SequenceBatch, rows: torch.Tensor, temperature: float,
-                      *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-token log-probs (and entropies) of the response tokens of ``rows`` under ``model`` at
-    ``temperature`` (memory-lean chunked lm_head). Returns ``(logp, entropy)``, each (n, R), 0 on padding."""
-    from .logprobs import token_logprobs_and_entropy
+#: How :func:`~dapo_env.learners.update.update_policy` lays out its micro-batches (``TrainConfig.packing``):
+#: ``"off"`` every row padded to the whole batch; ``"length"`` rows sorted by length into micro-batches, each
+#: cut to its own longest prompt and response; ``"pack"`` the mini-batch's sequences packed end to end into
+#: rows as long as its longest one (position ids restart at each sequence, so attention stays within it),
+#: ``micro_batch_size`` such rows per forward. The loss and its gradients are the same in all three (global
+#: denominators); only the padding differs.
+PACKINGS = ("off", "length", "pack")
+
+
+def sequence_lengths(batch: SequenceBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(prompt, response)`` real-token counts of ``rows``, each (n,) int64."""
+    prompt = batch.attention_mask[rows, :batch.prompt_len].sum(-1).long()
+    return prompt, batch.response_mask[rows].sum(-1).long()
+
+
+def micro_batches(batch: SequenceBatch, rows: torch.Tensor, size: int, packing: str) -> list[torch.Tensor]:
+    """Split ``rows`` (one mini-batch) into micro-batches of at most ``size`` rows.
+
+    ``"off"``: in order. ``"length"`` / ``"pack"``: longest responses first (then longest prompts, ties in
+    order), so each micro-batch holds samples of similar length and pads little.
+
+    Example:
+        >>> from dapo_env.types import Completion, Group
+        >>> cs = tuple(Completion("x", token_ids=(5,) * n, prompt_token_ids=(1,)) for n in (1, 4, 2, 3))
+        >>> b = build_sequence_batch([Group("0", "p", cs, (1.0,) * 4, (True,) * 4, (True,) * 4)], pad_id=0)
+        >>> [m.tolist() for m in micro_batches(b, torch.arange(4), 2, "length")]
+        [[1, 3], [2, 0]]
+    """
+    if packing not in PACKINGS:
+        raise ValueError(f"packing {packing!r}: choose one of {PACKINGS}")
+    if packing != "off":
+        prompt, response = sequence_lengths(batch, rows)
+        key = response * (batch.prompt_len + 1) + prompt  # response length first, then prompt length
+        rows = rows[torch.argsort(key, descending=True, stable=True)]
+    return [rows[s:s + size] for s in range(0, rows.numel(), size)]
+
+
+@dataclass(frozen=True)
+class ForwardLayout:
+    """How one micro-batch's sequences are laid out for the forward pass.
+
+    Attributes:
+        rows: (n,) the batch rows, in the order of the returned log-probs.
+        packing: one of :data:`PACKINGS`.
+        columns: ``"off"`` / ``"length"``: the columns of the batch's (N, P + R) tensors the forward reads.
+        bins: ``"pack"``: per packed row, the indices (into ``rows``) of its sequences, end to end.
+        shape: (rows, columns) of the forward's input.
+        real_tokens: prompt + response tokens of the sequences (the rest of ``shape`` is padding).
+    """
+
+    rows: torch.Tensor
+    packing: str
+    columns: slice
+    bins: tuple[tuple[int, ...], ...]
+    shape: tuple[int, int]
+    real_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    @property
+    def padding_tokens(self) -> int:
+        return self.total_tokens - self.real_tokens
+
+
+def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> tuple[tuple[int, ...], ...]:
+    """Bins of item indices, longest first, each item in the first bin it fits (sum <= ``capacity``).
+
+    Example:
+        >>> first_fit_decreasing([3, 5, 2, 4, 1], 5)
+        ((1,), (3, 4), (0, 2))
+    """
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):  # stable: ties keep their order
+        k = next((b for b, free in enumerate(room) if free >= lengths[i]), len(bins))
+        if k == len(bins):
+            bins.append([])
+            room.append(capacity)
+        bins[k].append(i)
+        room[k] -= lengths[i]
+    return tuple(tuple(b) for b in bins)
+
+
+def forward_layout(batch: SequenceBatch, rows: torch.Tensor, packing: str = "off") -> ForwardLayout:
+    """The layout :func:`layout_logprobs` runs ``rows`` in (see :data:`PACKINGS`).
+
+    Example:
+        >>> from dapo_env.types import Completion, Group
+        >>> cs = tuple(Completion("x", token_ids=(5,) * n, prompt_token_ids=(1, 1)) for n in (1, 6, 2, 3))
+        >>> b = build_sequence_batch([Group("0", "p", cs, (1.0,) * 4, (True,) * 4, (True,) * 4)], pad_id=0)
+        >>> [(forward_layout(b, torch.tensor([0, 2]), p).shape) for p in PACKINGS]
+        [(2, 8), (2, 4), (2, 4)]
+        >>> forward_layout(b, torch.arange(4), "pack").bins, forward_layout(b, torch.arange(4), "pack").padding_tokens
+        (((1,), (3, 0), (2,)), 4)
+    """
+    if packing not in PACKINGS:
+        raise ValueError(f"packing {packing!r}: choose one of {PACKINGS}")
+    prompt, response = sequence_lengths(batch, rows)
+    real = int((prompt + response).sum())
+    P, R = batch.prompt_len, batch.response_ids.shape[1]
+    if packing == "off":
+        return ForwardLayout(rows, packing, slice(0, P + R), (), (rows.numel(), P + R), real)
+    if packing == "length":
+        p, r = int(prompt.max()), max(int(response.max()), 1)
+        return ForwardLayout(rows, packing, slice(P - p, P + r), (), (rows.numel(), p + r), real)
+    lengths = (prompt + response).tolist()
+    capacity = max(lengths)
+    bins = first_fit_decreasing(lengths, capacity)
+    return ForwardLayout(rows, packing, slice(0, P + R), bins, (len(bins), capacity), real)
+
+
+def micro_batch_layouts(batch: SequenceBatch, rows: torch.Tensor, size: int, packing: str) -> list[ForwardLayout]:
+    """The forward passes of one mini-batch (``rows``): every row in exactly one layout.
+
+    ``"off"`` / ``"length"``: :func:`micro_batches` of ``size`` sequences, each in :func:`forward_layout`.
+    ``"pack"``: the mini-batch's sequences packed first-fit-decreasing into rows as long as its longest
+    sequence, the fullest rows first, ``size`` packed rows per forward, each forward as wide as its fullest
+    row: at most ``size`` x that many tokens per forward (never more than a padded micro-batch of ``size``
+    rows holds), with only the packing's slack as padding.
+
+    Example:
+        >>> from dapo_env.types import Completion, Group
+        >>> cs = tuple(Completion("x", token_ids=(5,) * n, prompt_token_ids=(1, 1)) for n in (1, 6, 2, 3))
+        >>> b = build_sequence_batch([Group("0", "p", cs, (1.0,) * 4, (True,) * 4, (True,) * 4)], pad_id=0)
+        >>> [(m.rows.tolist(), m.shape) for m in micro_batch_layouts(b, torch.arange(4), 2, "pack")]
+        [([1, 3, 0], (2, 8)), ([2], (1, 4))]
+    """
+    if packing != "pack":
+        return [forward_layout(batch, sub, packing) for sub in micro_batches(batch, rows, size, packing)]
+    prompt, response = sequence_lengths(batch, rows)
+    lengths = (prompt + response).tolist()
+    capacity = max(lengths)
+    fill = {b: sum(lengths[i] for i in b) for b in first_fit_decreasing(lengths, capacity)}
+    bins = sorted(fill, key=lambda b: -fill[b])  # fullest rows first: each forward is as wide as its fullest row
+    P, R = batch.prompt_len, batch.response_ids.shape[1]
+    layouts = []
+    for start in range(0, len(bins), size):
+        chunk = bins[start:start + size]
+        members = [i for b in chunk for i in b]
+        local, offset = [], 0
+        for b in chunk:  # the bins, renumbered into the micro-batch's own rows
+            local.append(tuple(range(offset, offset + len(b))))
+            offset += len(b)
+        layouts.append(ForwardLayout(rows[torch.tensor(members)], packing, slice(0, P + R), tuple(local),
+                                     (len(chunk), fill[chunk[0]]), int(sum(lengths[i] for i in members))))
+    return layouts
+
+
+def layout_logprobs(model: torch.nn.Module, batch: SequenceBatch, layout: ForwardLayout, temperature: float,
+                    *, with_entropy: bool = False, checkpointing: bool = False
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (and entropies) of the response tokens of ``layout.rows`` under ``model`` at
+    ``temperature``, computed in ``layout``. Returns ``(logp, entropy)``, each (n, R), 0 on padding; the
+    same values (to float rounding) in every layout. ``checkpointing``: recompute each decoder layer's
+    activations in the backward instead of keeping them (:func:`~dapo_env.learners.logprobs.activation_checkpointing`)."""
+    from .logprobs import activation_checkpointing, packed_logprobs_and_entropy, token_logprobs_and_entropy
 
     device = next(model.parameters()).device
-    logp, entropy = token_logprobs_and_entropy(
-        model, batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device),
-        batch.response_ids.shape[1], temperature=temperature, with_entropy=with_entropy,
-        position_ids=batch.position_ids[rows].to(device))
+    rows = layout.rows
+    n, R = rows.numel(), batch.response_ids.shape[1]
     mask = batch.response_mask[rows].to(device)
+    with activation_checkpointing(model, checkpointing):
+        if layout.packing == "pack":
+            packed = _pack(batch, layout)
+            flat_logp, flat_ent = packed_logprobs_and_entropy(
+                model, packed["input_ids"].to(device), packed["position_ids"].to(device),
+                packed["predict"].to(device), packed["targets"].to(device), temperature=temperature,
+                with_entropy=with_entropy)
+            dest = packed["dest"].to(device)  # (T,) flat index into (n, R)
+            logp = torch.zeros(n * R, dtype=flat_logp.dtype, device=device).index_put((dest,), flat_logp).view(n, R)
+            entropy = None
+            if flat_ent is not None:
+                entropy = torch.zeros(n * R, dtype=flat_ent.dtype, device=device).index_put((dest,), flat_ent).view(n, R)
+            return logp, entropy
+        cols = layout.columns
+        kept = cols.stop - batch.prompt_len  # response columns in the forward
+        logp, entropy = token_logprobs_and_entropy(
+            model, batch.input_ids[rows][:, cols].to(device), batch.attention_mask[rows][:, cols].to(device),
+            kept, temperature=temperature, with_entropy=with_entropy,
+            position_ids=batch.position_ids[rows][:, cols].to(device))
+    if kept < R:  # the trimmed response columns were padding: their log-probs are 0
+        logp = torch.nn.functional.pad(logp, (0, R - kept))
+        entropy = torch.nn.functional.pad(entropy, (0, R - kept)) if entropy is not None else None
     logp = logp.masked_fill(~mask, 0.0)
     entropy = entropy.masked_fill(~mask, 0.0) if entropy is not None else None
     return logp, entropy
+
+
+def _pack(batch: SequenceBatch, layout: ForwardLayout) -> dict[str, torch.Tensor]:
+    """The packed rows of ``layout``: ``input_ids`` and ``position_ids`` (K, C) (padding at the ends of rows
+    is a sequence of its own: positions restart there too), ``predict`` (T,) the flat (K * C) index of the
+    hidden state that predicts each response token, ``targets`` (T,) the tokens, ``dest`` (T,) their flat
+    index in the (n, R) output."""
+    rows, P, R = layout.rows, batch.prompt_len, batch.response_ids.shape[1]
+    K, C = layout.shape
+    prompt, response = sequence_lengths(batch, rows)
+    ids = torch.zeros((K, C), dtype=batch.input_ids.dtype)
+    pos = torch.zeros((K, C), dtype=batch.position_ids.dtype)
+    predict, targets, dest = [], [], []
+    for k, members in enumerate(layout.bins):
+        offset = 0
+        for i in members:
+            row, p, r = int(rows[i]), int(prompt[i]), int(response[i])
+            ids[k, offset:offset + p + r] = batch.input_ids[row, P - p:P + r]
+            pos[k, offset:offset + p + r] = batch.position_ids[row, P - p:P + r]
+            predict.append(k * C + offset + p - 1 + torch.arange(r))
+            targets.append(batch.response_ids[row, :r])
+            dest.append(i * R + torch.arange(r))
+            offset += p + r
+        pos[k, offset:] = torch.arange(C - offset)
+    cat = (lambda xs, dtype: torch.cat(xs) if xs else torch.zeros(0, dtype=dtype))
+    return {"input_ids": ids, "position_ids": pos, "predict": cat(predict, torch.long),
+            "targets": cat(targets, batch.response_ids.dtype), "dest": cat(dest, torch.long)}
+
+
+def response_logprobs(model: torch.nn.Module, batch: SequenceBatch, rows: torch.Tensor, temperature: float,
+                      *, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (and entropies) of the response tokens of ``rows`` under ``model`` at
+    ``temperature`` (memory-lean chunked lm_head), every row padded to the batch. Returns ``(logp,
+    entropy)``, each (n, R), 0 on padding."""
+    return layout_logprobs(model, batch, forward_layout(batch, rows, "off"), temperature, with_entropy=with_entropy)
 
 
 @torch.no_grad()
@@ -176,5 +384,6 @@ def logprob_mismatch(batch: SequenceBatch, learner_logp: torch.Tensor, weights_v
     return {"policy/logprob_mismatch_mean": float(diff.mean()), "policy/logprob_mismatch_max": float(diff.max())}
 
 
-__all__ = ["SequenceBatch", "TrainSample", "autocast", "autocast_dtype", "batch_logprobs", "build_sequence_batch",
-           "logprob_mismatch", "response_logprobs"]
+__all__ = ["PACKINGS", "ForwardLayout", "SequenceBatch", "TrainSample", "autocast", "autocast_dtype", "batch_logprobs",
+           "build_sequence_batch", "first_fit_decreasing", "forward_layout", "layout_logprobs", "logprob_mismatch",
+           "micro_batch_layouts", "micro_batches", "response_logprobs", "sequence_lengths"]

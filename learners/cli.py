@@ -122,6 +122,9 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
+    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                   help="recompute the decoder's activations in the backward: memory for long responses "
+                        "(default: off)")
     _async_arguments(p)
     _lora_arguments(p)
     _common(p)
@@ -373,7 +376,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
                         ("max_steps", "max_steps"), ("device", "device"), ("loss", "loss"),
                         ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap"),
                         ("lora_rank", "lora_rank"), ("lora_alpha", "lora_alpha"),
-                        ("lora_target_modules", "lora_target_modules")):
+                        ("lora_target_modules", "lora_target_modules"),
+                        ("gradient_checkpointing", "gradient_checkpointing")):
         value = getattr(args, flag)
         if value is not None:
             flags[field] = value

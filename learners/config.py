@@ -92,6 +92,8 @@ class TrainConfig:
     batch_size: int = 512  # prompts (groups) per training step
     mini_batch_size: int = 32  # groups per optimizer step
     micro_batch_size: int = 16  # sequences per forward/backward (gradient accumulation)
+    packing: str = "off"  # micro-batch layout (batch.PACKINGS): "off" pad to the batch, "length", "pack"
+    gradient_checkpointing: bool = False  # recompute decoder activations in the backward (less memory, ~1.3x work)
     temperature: float = 1.0
     top_p: float = 1.0
     max_response_tokens: int = 20480  # the paper's L_max
@@ -197,6 +199,10 @@ class TrainConfig:
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
         need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
         need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
+        from .batch import PACKINGS
+
+        need(self.packing in PACKINGS, "packing", f"choose one of {PACKINGS} (docs/performance.md)")
+        need(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing", "must be true or false")
         need(self.temperature > 0.0, "temperature", "sampling needs a temperature > 0")
         need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
         need(self.eval_temperature >= 0.0, "eval_temperature", "must be >= 0 (0 = greedy)")

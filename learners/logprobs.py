@@ -21,7 +21,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +96,39 @@ def _compute_dtype(hidden: Tensor) -> torch.dtype:
     return torch.float64 if hidden.dtype == torch.float64 else torch.float32
 
 
-def _scaled_logits(h: Tensor, weight: Tensor, bias: Tensor | None, temperature: float, cdtype: torch.dtype) -> Tensor:
-    """(C, V) logits / temperature in ``cdtype``, as a fresh tensor that may be modified in place."""
-    z = torch.nn.functional.linear(h, weight, bias).to(cdtype)
+def _scaled_logits(h: Tensor, weight: Tensor, bias: Tensor | None, temperature: float, cdtype: torch.dtype,
+                   out: Tensor | None = None) -> Tensor:
+    """(C, V) logits / temperature in ``cdtype``, a tensor that may be modified in place: the first C rows
+    of ``out`` (a work buffer reused across chunks) when the weights are already in ``cdtype``, else fresh.
+    Same operations either way (``linear`` is ``mm`` / ``addmm``), so the same values to the bit."""
+    if out is not None and weight.dtype == cdtype and h.dtype == cdtype:
+        z = out[: h.shape[0]]
+        if bias is None:
+            torch.mm(h, weight.t(), out=z)
+        else:
+            torch.addmm(bias, h, weight.t(), out=z)
+    else:
+        z = torch.nn.functional.linear(h, weight, bias).to(cdtype)
     return z.div_(temperature) if temperature != 1.0 else z
+
+
+def _work_buffers(rows: int, hidden: Tensor, weight: Tensor, cdtype: torch.dtype) -> tuple[Tensor | None, Tensor]:
+    """The (rows, V) buffers the chunks reuse: one for the logits (``None`` when the weights are not in
+    ``cdtype``: the cast makes a fresh tensor anyway) and one for the exponentials. Allocating fresh (chunk,
+    V) tensors per chunk costs more than the arithmetic on CPU: each is above glibc's mmap threshold, so
+    every chunk maps and zero-fills new pages (~25% of the head's time at V = 32k, measured)."""
+    logits = hidden.new_empty((rows, weight.shape[0]), dtype=cdtype) if weight.dtype == cdtype else None
+    return logits, hidden.new_empty((rows, weight.shape[0]), dtype=cdtype)
+
+
+def _logsumexp(z: Tensor, work: Tensor) -> Tensor:
+    """``torch.logsumexp(z, -1)`` for (C, V) ``z`` with its (C, V) temporary in ``work`` (the same
+    operations as torch's CPU implementation: max, masked infinities, exp of the difference, sum, log)."""
+    m = torch.amax(z, dim=-1, keepdim=True)  # (C, 1)
+    m.masked_fill_(m.abs() == float("inf"), 0)
+    e = work[: z.shape[0]]
+    torch.sub(z, m, out=e).exp_()
+    return e.sum(-1).log_().add_(m.squeeze(-1))
 
 
 class _ChunkedHeadLogprobs(torch.autograd.Function):
@@ -111,19 +141,23 @@ class _ChunkedHeadLogprobs(torch.autograd.Function):
         logp = hidden.new_empty(n, dtype=cdtype)
         lse = hidden.new_empty(n, dtype=cdtype)
         ent = hidden.new_zeros(n, dtype=cdtype)
+        zbuf, work = _work_buffers(min(chunk_size, n), hidden, weight, cdtype)  # (C, V) each, reused
         for s in range(0, n, chunk_size):
             sl = slice(s, s + chunk_size)
-            z = _scaled_logits(hidden[sl], weight, bias, temperature, cdtype)  # (C, V)
-            c_lse = torch.logsumexp(z, dim=-1)  # (C,)
+            z = _scaled_logits(hidden[sl], weight, bias, temperature, cdtype, out=zbuf)  # (C, V)
+            c_lse = _logsumexp(z, work)  # (C,)
             lse[sl] = c_lse
             logp[sl] = z.gather(-1, targets[sl, None]).squeeze(-1) - c_lse
             if with_entropy:
-                p = torch.sub(z, c_lse[:, None]).exp_()  # (C, V) softmax; the only other (C, V) buffer
+                p = work[: z.shape[0]]
+                torch.sub(z, c_lse[:, None], out=p).exp_()  # (C, V) softmax
                 ent[sl] = c_lse - (p[:, None, :] @ z[:, :, None]).reshape(-1)  # sum_v p z, no temporary
-                del p
-            del z  # free this chunk's (C, V) buffers before the next chunk allocates its own
+        del zbuf, work
         ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
         ctx.temperature, ctx.chunk_size, ctx.with_entropy = temperature, chunk_size, with_entropy
+        # An output the loss does not use (the entropy, a metric) gets a None gradient, not a zero tensor
+        # whose (chunk, V) arithmetic the backward would run for nothing.
+        ctx.set_materialize_grads(False)
         return logp, ent
 
     @staticmethod
@@ -136,27 +170,33 @@ class _ChunkedHeadLogprobs(torch.autograd.Function):
         grad_w = torch.zeros_like(weight, dtype=cdtype) if need_w else None
         grad_b = torch.zeros_like(bias, dtype=cdtype) if (need_b and bias is not None) else None
         use_ent = ctx.with_entropy and grad_ent is not None
+        if grad_logp is None and not use_ent:
+            return None, None, None, None, None, None, None
+        if grad_logp is None:
+            grad_logp = torch.zeros_like(lse)
+        zbuf, pbuf = _work_buffers(min(chunk, hidden.shape[0]), hidden, weight, cdtype)  # (C, V) each, reused
         for s in range(0, hidden.shape[0], chunk):
             sl = slice(s, s + chunk)
             h = hidden[sl]  # (C, H)
             g_lp = grad_logp[sl, None].to(cdtype)  # (C, 1)
-            z = _scaled_logits(h, weight, bias, temp, cdtype)  # (C, V)
+            z = _scaled_logits(h, weight, bias, temp, cdtype, out=zbuf)  # (C, V)
             z.sub_(lse[sl, None])  # log p
-            p = torch.exp(z)
+            p = torch.exp(z, out=pbuf[: z.shape[0]])
             # dlogp/dz = onehot(y) - p ; dH/dz = -p (log p + H). So dL/dz = onehot*g_lp - p (g_lp + g_ent (log p + H)).
             if use_ent:
                 g = z.add_(ent[sl, None]).mul_(grad_ent[sl, None].to(cdtype)).add_(g_lp).mul_(p).neg_()
             else:
-                g = p.mul_(g_lp).neg_()
+                g = p.mul_(-g_lp)  # the sign folded into the (C, 1) factor: one (C, V) pass fewer, same values
             g.scatter_add_(-1, targets[sl, None], g_lp)
-            g.div_(temp)  # through z = logits / temp
+            if temp != 1.0:
+                g.div_(temp)  # through z = logits / temp
             if grad_h is not None:
                 grad_h[sl] = (g.to(weight.dtype) @ weight).to(hidden.dtype)
             if grad_w is not None:
                 grad_w.addmm_(g.t(), h.to(cdtype))
             if grad_b is not None:
                 grad_b += g.sum(0)
-            del z, p, g  # free this chunk's (C, V) buffers before the next chunk allocates its own
+        del zbuf, pbuf
         grad_w = grad_w.to(weight.dtype) if grad_w is not None else None
         grad_b = grad_b.to(bias.dtype) if grad_b is not None else None
         return grad_h, grad_w, grad_b, None, None, None, None
@@ -266,6 +306,118 @@ def token_logprobs_and_entropy(
                                       with_entropy=with_entropy, position_ids=position_ids)
 
 
+def packed_logprobs_and_entropy(
+    model: Any,
+    input_ids: Tensor,
+    position_ids: Tensor,
+    predict: Tensor,
+    targets: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 512,
+    with_entropy: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probs (and entropies) of ``targets`` in rows that hold several sequences end to end.
+
+    No attention mask is passed: the model's mask builder (transformers >= 4.53: ``masking_utils``) reads
+    the sequence boundaries from where ``position_ids`` restart and keeps attention inside each sequence
+    (block-diagonal causal for sdpa/eager/flex; varlen for flash-attention).
+
+    Args:
+        model: an HF causal LM (chunked lm_head when :func:`supports_chunked_head`, else full logits).
+        input_ids, position_ids: (K, C) the packed rows; each sequence's positions start at 0.
+        predict: (T,) the flat index (into K * C) of the position whose output predicts each target.
+        targets: (T,) the predicted tokens.
+
+    Returns:
+        ``(logp, entropy)``: (T,) fp32 each (entropy None unless ``with_entropy``).
+
+    Raises:
+        ValueError: transformers too old to read sequence boundaries from position ids, or an attention
+            implementation without a mask builder (then packed rows would attend across sequences).
+    """
+    check_packing_support(model)
+    if supports_chunked_head(model):
+        out = model.get_decoder()(input_ids=input_ids, attention_mask=None, position_ids=position_ids,
+                                  use_cache=False)
+        hidden = out.last_hidden_state.reshape(-1, out.last_hidden_state.shape[-1])[predict]  # (T, H)
+        return chunked_head_logprobs(hidden, model.get_output_embeddings(), targets, temperature=temperature,
+                                     chunk_size=chunk_size, with_entropy=with_entropy)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
+    logits = model(input_ids=input_ids, attention_mask=None, position_ids=position_ids, use_cache=False).logits
+    z = logits.reshape(-1, logits.shape[-1])[predict].float() / temperature  # (T, V)
+    logp = torch.log_softmax(z, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+    return logp, (entropy_from_logits(z) if with_entropy else None)
+
+
+#: Attention implementations whose masks transformers builds from restarting position ids (flash-attention
+#: reads them as varlen boundaries); others (e.g. a custom kernel registered by a library) are refused.
+PACKED_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
+
+
+def check_packing_support(model: Any) -> None:
+    """Raise ``ValueError`` naming the fix unless packed rows keep ``model``'s sequences apart."""
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401  (transformers >= 4.53)
+    except ImportError:
+        raise ValueError("packing='pack' needs transformers >= 4.53 (sequence boundaries read from position ids); "
+                         "use packing='length'") from None
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl not in PACKED_ATTENTION:
+        raise ValueError(f"packing='pack' needs one of the attention implementations {PACKED_ATTENTION}, the model "
+                         f"uses {impl!r}: use packing='length'")
+
+
+@contextlib.contextmanager
+def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]:
+    """Within the block, ``model``'s decoder layers keep only their inputs in the forward and recompute
+    their activations in the backward (Hugging Face's non-reentrant activation checkpointing), then the
+    model's own setting is restored. A no-op when ``enabled`` is False or the model already checkpoints.
+
+    ``model`` is an HF ``PreTrainedModel`` or the FSDP learner (:class:`~dapo_env.learners.collective.ShardedPolicy`,
+    whose wrapped model is switched: FSDP2's hooks stay outside the recomputed layers). The switch reaches
+    LoRA adapters (peft injects them into the same layers) and needs no input gradients (non-reentrant).
+
+    Example:
+        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> model = build_tiny_model(build_tokenizer())
+        >>> with activation_checkpointing(model):
+        ...     inside = model.model.layers[0].gradient_checkpointing
+        >>> inside, model.model.layers[0].gradient_checkpointing
+        (True, False)
+    """
+    if not enabled:
+        yield
+        return
+    from transformers import PreTrainedModel
+
+    from .collective import ShardedPolicy
+
+    hf = model.module if isinstance(model, ShardedPolicy) else model
+    if not isinstance(hf, PreTrainedModel) or not hf.supports_gradient_checkpointing:
+        raise ValueError(f"gradient_checkpointing needs a Hugging Face model that supports it, got "
+                         f"{type(hf).__name__}: set gradient_checkpointing=False")
+    layers = [m for m in hf.modules() if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
+    if any(m.gradient_checkpointing for m in layers):
+        yield  # the model checkpoints already (the user switched it on): leave it as it is
+        return
+    kwargs = {"use_reentrant": False}
+    # transformers >= 5.25 names it activation_checkpointing_enable (the old name warns); 4.x has only the old one
+    new_api = hasattr(PreTrainedModel, "activation_checkpointing_enable")
+    if new_api:
+        hf.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    try:
+        yield
+    finally:
+        if new_api:
+            hf.activation_checkpointing_disable()
+        else:
+            hf.gradient_checkpointing_disable()
+
+
 def naive_logprobs_and_entropy(
     model: Any,
     input_ids: Tensor,
@@ -292,9 +444,13 @@ def naive_logprobs_and_entropy(
 
 __all__ = [
     "PackedBatch",
+    "PACKED_ATTENTION",
+    "activation_checkpointing",
+    "check_packing_support",
     "chunked_head_logprobs",
     "naive_logprobs_and_entropy",
     "pack_batch",
+    "packed_logprobs_and_entropy",
     "supports_chunked_head",
     "token_logprobs_and_entropy",
 ]

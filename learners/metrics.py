@@ -37,6 +37,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("zero-advantage group share", ("rollout/zero_adv_share",)),
     ("logprob mismatch |engine - learner|", ("policy/logprob_mismatch_mean", "policy/logprob_mismatch_max")),
     ("drift from init (relative L2)", ("policy/drift_from_init",)),
+    ("tool use (tasks with tools)", ("tool/calls_per_episode", "tool/no_call_share", "tool/failed_share")),
 )
 
 #: Metrics computed from the training batch (the groups kept after dynamic sampling), by key or key prefix:
@@ -45,7 +46,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: generated that step, or the weights, and stays meaningful.
 BATCH_KEYS = ("reward/", "loss/", "is/", "rollout/accuracy", "policy/entropy", "policy/clip_frac_high",
               "policy/clip_frac_low", "policy/approx_kl", "policy/logprob_mismatch_mean",
-              "policy/logprob_mismatch_max", "optim/grad_norm", "perf/update_tokens_per_s", "time/update_s")
+              "policy/logprob_mismatch_max", "optim/grad_norm", "perf/update_tokens_per_s", "perf/padded_share", "time/update_s")
 
 
 def is_batch_metric(key: str) -> bool:
@@ -192,6 +193,25 @@ def rollout_record(stats: Mapping[str, Any], groups: Sequence[Any], *, step: int
     return record
 
 
+def progress_postfix(record: Mapping[str, Any], eval_history: Sequence[tuple[int, float]]) -> dict[str, str]:
+    """The progress bar's postfix for a step's ``record``: training accuracy before filtering, the latest
+    held-out accuracy, partial batches so far, and for a task with tools the calls per episode and the share
+    of episodes without a call.
+
+    Example:
+        >>> progress_postfix({"rollout/accuracy_before_filter": 0.25, "rollout/partial_batches": 0,
+        ...                   "tool/calls_per_episode": 1.5, "tool/no_call_share": 0.125}, [(5, 0.5)])
+        {'acc': '0.25', 'eval': '0.50', 'partial': '0', 'calls': '1.50', 'no_call': '0.12'}
+    """
+    postfix = {"acc": f"{record['rollout/accuracy_before_filter']:.2f}",
+               "eval": f"{eval_history[-1][1]:.2f}" if eval_history else "-",
+               "partial": str(record["rollout/partial_batches"])}
+    if record.get("tool/calls_per_episode") is not None:
+        postfix["calls"] = f"{record['tool/calls_per_episode']:.2f}"
+        postfix["no_call"] = f"{record['tool/no_call_share']:.2f}"
+    return postfix
+
+
 #: Rollout-correction metrics of :func:`~dapo_env.learners.update.update_policy`, logged as ``is/<name without is_>``.
 IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_masked_share", "mismatch_k3", "mismatch_abs")
 
@@ -221,6 +241,7 @@ def update_record(update: Mapping[str, float], *, lr: float, optimizer_steps: in
     if "update_s" in update:
         record["perf/update_tokens_per_s"] = update["trained_tokens"] / max(update["update_s"], 1e-9)
         record["time/update_s"] = update["update_s"]
+        record["perf/padded_share"] = update.get("padded_share")
     if is_correction:
         record.update({f"is/{k.removeprefix('is_')}": update.get(k) for k in IS_METRICS})
     return record
@@ -331,5 +352,5 @@ def plot_metrics(records: list[Mapping[str, Any]], path: str | Path, *, title: s
 
 
 __all__ = ["ASYNC_KEYS", "BATCH_KEYS", "IS_METRICS", "PANELS", "TIMING_KEYS", "MetricsLog", "empty_batch",
-           "empty_batch_spans", "is_batch_metric", "metric_series", "plot_metrics", "read_metrics", "rollout_record",
-           "staleness_metrics", "strip_timing", "update_record"]
+           "empty_batch_spans", "is_batch_metric", "metric_series", "plot_metrics", "progress_postfix", "read_metrics",
+           "rollout_record", "staleness_metrics", "strip_timing", "update_record"]

@@ -62,7 +62,9 @@ class TurnGeneration:
     """Multi-turn episodes: every live episode's next turn through ``engine.generate_turns`` (each episode's KV
     cache kept between its turns, released when the round's episodes have ended), seeded per turn.
     The round's stats add the episodes' ``episode/turns_mean``, ``episode/env_tokens`` and
-    ``episode/solved_share``."""
+    ``episode/solved_share``, and for a task with tools the round's tool use (``tool/calls_per_episode``,
+    ``tool/no_call_share``, ``tool/failed_share``, ``tool/<status>_share``, ``tool/tool_errors``:
+    :func:`~dapo_env.tools.tool_use_stats`)."""
 
     def __init__(self, engine: Any, sampling: Any, *, seed: int) -> None:
         self.engine, self.sampling, self.seed = engine, sampling, seed
@@ -76,6 +78,7 @@ class TurnGeneration:
         self.engine.release()
         episodes = env.rollout_stats  # the round's episodes (EpisodeGroupEnv)
         stats = {f"episode/{k}": float(episodes[k]) for k in ("turns_mean", "env_tokens", "solved_share")}
+        stats.update({k: float(v) for k, v in episodes.items() if k.startswith("tool/")})  # tool tasks only
         return RolloutBatch(batch.groups, {**batch.stats, **stats})
 
 

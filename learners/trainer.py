@@ -41,7 +41,7 @@ from .engine import RolloutEngine, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
 from .lora import adapter_state_dict, has_lora
 from .losses import get_advantage
-from .metrics import MetricsLog, plot_metrics, read_metrics, rollout_record, update_record
+from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record
 from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .sources import make_rollout_source
@@ -358,9 +358,7 @@ class Trainer:
                     if "eval/accuracy" in record:
                         self._refresh_report()
                     bar.update(1)
-                    bar.set_postfix(acc=f"{record['rollout/accuracy_before_filter']:.2f}",
-                                    eval=f"{self.eval_history[-1][1]:.2f}" if self.eval_history else "-",
-                                    partial=record["rollout/partial_batches"])
+                    bar.set_postfix(progress_postfix(record, self.eval_history))
                     if main and cfg.plot_every and (self.step % cfg.plot_every == 0 or last):
                         self.plot()
                     saved = cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or last)

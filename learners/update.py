@@ -11,7 +11,16 @@ Metrics, one rule for all: within an optimizer step a metric is the sum of the m
 (the loss is already a share; the others are weighted by the micro-batch's share of the global token
 count, so across ranks the shares sum too); the value reported for the update is the MEAN over its
 optimizer steps (``loss``, ``entropy``, ``clip_frac_high``, ``clip_frac_low``, ``clip_frac``,
-``dual_clip_frac``, ``approx_kl``, ``ratio_mean``, ``grad_norm``).
+``dual_clip_frac``, ``approx_kl``, ``ratio_mean``, ``grad_norm``). One exception, said here:
+``padded_share`` is padding tokens / all tokens of the update's forward passes (a ratio of the update's
+sums), the padding that ``cfg.packing`` (:data:`~dapo_env.learners.batch.PACKINGS`) leaves.
+
+Micro-batches: ``cfg.packing="off"`` takes the mini-batch's rows in order and pads every one to the
+batch's longest prompt and response; ``"length"`` sorts them by length so each micro-batch pads only to
+its own longest; ``"pack"`` puts several sequences end to end in one row (``micro_batch_size`` such rows per
+forward, each as long as the mini-batch's longest sequence). The loss and gradients
+are the same (global denominators); ``cfg.gradient_checkpointing`` recomputes the decoder's activations
+in the backward.
 
 Example:
     >>> import torch
@@ -39,12 +48,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .batch import SequenceBatch, autocast, response_logprobs
+from .batch import SequenceBatch, autocast, layout_logprobs, micro_batch_layouts
 from .collective import Collective, LocalCollective
 from .losses import get_policy_loss, masked_mean, rollout_correction
 
 #: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
 LOSS_METRICS = ("clip_frac_high", "clip_frac_low", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean")
+#: per-step token counts summed into ``padded_share`` (not reported as means)
+_COUNTS = ("forward_tokens", "padding_tokens")
 
 
 def derive_seed(*keys: int) -> int:
@@ -134,7 +145,9 @@ def update_policy(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             steps.append(step)
             if on_optimizer_step is not None:
                 on_optimizer_step()
-    metrics = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]} if steps else {}
+    metrics = {k: float(np.mean([s[k] for s in steps])) for k in steps[0] if k not in _COUNTS} if steps else {}
+    if steps:  # a ratio of the update's sums, not a mean of per-step ratios
+        metrics["padded_share"] = sum(s["padding_tokens"] for s in steps) / sum(s["forward_tokens"] for s in steps)
     metrics.update(is_metrics)
     return UpdateResult(metrics, old, len(steps))
 
@@ -165,12 +178,15 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
         return None
     device = next(model.parameters()).device
     optimizer.zero_grad(set_to_none=True)
-    sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS), 0.0)
+    sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS, "forward_tokens", "padding_tokens"), 0.0)
     loss_fn = get_policy_loss(cfg.loss)
-    for start in range(0, rows.numel(), cfg.micro_batch_size):
-        sub = rows[start:start + cfg.micro_batch_size]
+    for layout in micro_batch_layouts(batch, rows, cfg.micro_batch_size, cfg.packing):
+        sub = layout.rows
+        sums["forward_tokens"] += layout.total_tokens
+        sums["padding_tokens"] += layout.padding_tokens
         with autocast(cfg.precision, device):
-            logp, entropy = response_logprobs(model, batch, sub, cfg.temperature, with_entropy=True)
+            logp, entropy = layout_logprobs(model, batch, layout, cfg.temperature, with_entropy=True,
+                                            checkpointing=cfg.gradient_checkpointing)
         if fill:
             old[sub] = logp.detach()
         mask = loss_mask[sub]

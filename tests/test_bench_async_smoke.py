@@ -43,6 +43,21 @@ def test_summary_speedup_is_the_mean_of_per_seed_ratios(bench):
     assert out["accuracy_staleness_2_std"] is None
 
 
+def test_overlap_efficiency_is_the_speedup_over_the_amdahl_bound_of_the_same_seed(bench):
+    def run(setting, seed, sps, share, threads):
+        return {"setting": setting, "seed": seed, "steps_per_s": sps, "generated_tokens_per_s": 1.0, "accuracy": None,
+                "generated_tokens": 1.0, "cpu_s": 1.0, "rollout_share": share, "total_threads": threads}
+
+    runs = [run("sync", 0, 1.0, 0.25, 2), run("sync", 1, 1.0, 0.5, 2),
+            run("staleness_1", 0, 1.2, 0.1, 2), run("staleness_1", 1, 1.5, 0.1, 2), run("staleness_2", 0, 0.9, 0.1, 1)]
+    out = bench.summarize(runs, [0, 1])
+    # bounds: 1 / 0.75 and 1 / 0.5; efficiencies 1.2 * 0.75 = 0.9 and 1.5 * 0.5 = 0.75
+    assert out["amdahl_bound_staleness_1"] == pytest.approx((4 / 3 + 2.0) / 2)
+    assert out["overlap_efficiency_staleness_1"] == pytest.approx((0.9 + 0.75) / 2)
+    assert out["equal_total_threads_staleness_1"] is True and out["equal_total_threads_staleness_2"] is False
+    assert bench.amdahl_bound(0.8) == pytest.approx(1.25)
+
+
 @pytest.mark.slow
 def test_quick_run_writes_the_promised_keys(bench, tmp_path):
     out = tmp_path / "bench_async.json"

@@ -35,6 +35,11 @@ from dapo_env.types import Completion, Group, VerifyResult
 WORLD = 2
 GROUP = 4
 GROUPS = 4  # global batch: 4 groups x 4 samples; rank r takes groups 2r, 2r+1
+#: (name, FSDP?, TrainConfig overrides): plain all-reduce and FSDP2, each also with activation checkpointing
+#: and packed micro-batches (the loss and gradients must not change)
+RUNS = (("fsdp0", False, {}), ("fsdp1", True, {}),
+        ("fsdp0_ckpt", False, {"gradient_checkpointing": True, "packing": "pack"}),
+        ("fsdp1_ckpt", True, {"gradient_checkpointing": True, "packing": "pack"}))
 
 
 def even_length(response: str, reference: Any) -> VerifyResult:
@@ -43,8 +48,8 @@ def even_length(response: str, reference: Any) -> VerifyResult:
     return VerifyResult(ok, float(ok), None, "toy")
 
 
-def _config(out_dir: Path, name: str) -> Any:
-    return preset("tiny", max_steps=1, warmstart_steps=0, batch_size=GROUPS, group_size=GROUP,
+def _config(out_dir: Path, name: str, **overrides: Any) -> Any:
+    return preset("tiny", max_steps=1, **overrides, warmstart_steps=0, batch_size=GROUPS, group_size=GROUP,
                   mini_batch_size=GROUPS, micro_batch_size=3, tiny_hidden_size=64, tiny_heads=2, tiny_layers=1,
                   max_response_tokens=12, overlong_cache_length=2, out_dir=str(out_dir), name=name,
                   progress=False, num_threads=1, grad_clip=1e9, eval_size=4, checkpoint_every=0, plot_every=0)
@@ -103,15 +108,15 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
     world = World(rank=rank, world_size=WORLD)
     results: dict[str, Any] = {}
     rows = slice(rank * GROUPS // WORLD * GROUP, (rank + 1) * GROUPS // WORLD * GROUP)
-    for fsdp in (False, True):
+    for mode, fsdp, knobs in RUNS:
         collective = (FSDPCollective if fsdp else DDPCollective)(world)
-        trainer = Trainer(_config(Path(out_dir), f"fsdp{int(fsdp)}"), collective=collective)
+        trainer = Trainer(_config(Path(out_dir), mode, **knobs), collective=collective)
         batch, adv, old = _fixture(trainer.rollout_model)
         loss, delta = _sgd_update(trainer, batch.rows(rows), adv[rows], old[rows])
         total = torch.tensor([loss], dtype=torch.float64)
         dist.all_reduce(total)
-        results[f"fsdp{int(fsdp)}"] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()},
-                                       "main_files": sorted(p.name for p in Path(out_dir, f"fsdp{int(fsdp)}").iterdir())}
+        results[mode] = {"loss": float(total), "grads": {k: -v for k, v in delta.items()},
+                         "main_files": sorted(p.name for p in Path(out_dir, mode).iterdir())}
         trainer.close()
     # balance: rank 0 finds 3 informative groups, rank 1 only 1 within its single round
     env = GroupVectorEnv("Arithmetic-v0", num_envs=3 * 2, group_size=2, size=64)
@@ -165,7 +170,8 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"loss": loss, "grads": {k: -v for k, v in delta.items()}}
 
 
-@pytest.mark.parametrize("mode", ["fsdp0", "fsdp1"], ids=["allreduce", "fsdp2"])
+@pytest.mark.parametrize("mode", ["fsdp0", "fsdp1", "fsdp0_ckpt", "fsdp1_ckpt"],
+                         ids=["allreduce", "fsdp2", "allreduce-checkpointing-pack", "fsdp2-checkpointing-pack"])
 def test_two_ranks_match_one_process(two_ranks: dict[int, dict[str, Any]], single: dict[str, Any], mode: str) -> None:
     for rank in range(WORLD):
         got = two_ranks[rank][mode]

@@ -63,7 +63,7 @@ def test_loss_and_every_metric_are_means_over_optimizer_steps(monkeypatch: pytes
     assert result.optimizer_steps == 2 and len(losses) == 2
     assert result.metrics["loss"] == pytest.approx(np.mean(losses))  # a mean, not the sum
     assert abs(sum(losses)) > abs(result.metrics["loss"]) * 1.01 or losses[0] * losses[1] < 0
-    assert set(result.metrics) == {"loss", "entropy", "grad_norm", *update_module.LOSS_METRICS}
+    assert set(result.metrics) == {"loss", "entropy", "grad_norm", "padded_share", *update_module.LOSS_METRICS}
 
 
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
