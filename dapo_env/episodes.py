@@ -220,13 +220,14 @@ class EpisodeGroupEnv:
     @staticmethod
     def _stats(episodes: list[Episode], calls: int) -> dict[str, float]:
         turns = [len(e.turns) for e in episodes]
+        tools = [{"tool_calls": e.tool_calls} for e in episodes if e.tool_calls is not None]  # a task with tools
         env_tokens = sum(t.num_reply_tokens for e in episodes for t in e.turns)
         return {"episodes": float(len(episodes)), "generate_calls": float(calls),
                 "turns_mean": float(np.mean(turns)), "turns_max": float(max(turns)),
                 "sampled_tokens": float(sum(e.sampled_tokens for e in episodes)), "env_tokens": float(env_tokens),
                 "solved_share": float(np.mean([e.solved for e in episodes])),
                 "truncated_share": float(np.mean([e.truncated for e in episodes])),
-                **tool_use_stats([{"tool_calls": e.tool_calls} for e in episodes if e.tool_calls is not None])}
+                **(tool_use_stats(tools) if tools else {})}
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def make_sampler(cfg: TrainConfig, source: Any) -> Any:
     from dapo_env.sampler import DynamicSampler
 
     return DynamicSampler(source, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
-                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus is not False)
+                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus)
 
 
 

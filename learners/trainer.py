@@ -271,7 +271,7 @@ class Trainer:
         cfg = self.cfg
         stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
                              device=self.device)  # (N,)
-        behaviour = cfg.keep_surplus is True and bool(stale.any())
+        behaviour = cfg.keep_surplus and bool(stale.any())
         if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
                 and not behaviour):
             return None
