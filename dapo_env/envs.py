@@ -39,11 +39,11 @@ def resolve_task(task: str | Task, prompt_template: str | None = None) -> Task:
     return resolved if verifier is resolved.verifier else replace(resolved, verifier=verifier)
 
 
-def render_prompt(task: Task, problem: Problem, chat_template: Any = None, system_prompt: str | None = None) -> str:
+def render_prompt(task: Task, problem: Problem, tokenizer: Any = None, system_prompt: str | None = None) -> str:
     """The observation of ``problem``: the task's prompt template, then the chat template when a tokenizer
     is given (what :class:`~dapo_env.vector.GroupVectorEnv` shows and what held-out evaluation must show)."""
     prompt = task.format_prompt(problem)
-    return prompt if chat_template is None else apply_chat_template(chat_template, prompt, system_prompt)
+    return prompt if tokenizer is None else apply_chat_template(tokenizer, prompt, system_prompt)
 
 
 def load_problems(task: Task, split: str | None, data_files: Any, task_kwargs: dict[str, Any]) -> Sequence[Problem]:

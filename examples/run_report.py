@@ -38,7 +38,7 @@ def eval_samples(model: Any, tokenizer: Any, cfg: TrainConfig, *, size: int, dev
     problems = load_eval_problems(task, split=cfg.eval_split, size=size, task_kwargs=dict(cfg.task_kwargs))
     engine = HFEngine(model.to(torch.device(device)), tokenizer, device=device)
     result = evaluate(engine, task, problems, max_response_tokens=cfg.max_response_tokens,
-                      chat_template=tokenizer if cfg.chat_template else None)
+                      tokenizer=tokenizer if cfg.chat_template else None)
     return list(result.records)
 
 

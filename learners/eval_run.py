@@ -352,7 +352,7 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             # a unit whose only gaps are failed requests re-runs those problems alone (an endpoint engine's
             # samples do not depend on the other prompts of a call); otherwise the whole unit, as first run
             targets = missing if all((i, greedy) in retry_keys for i in missing) else list(range(start, stop))
-            records = evaluate(engine, task, [problems[i] for i in targets], samples=count, chat_template=chat,
+            records = evaluate(engine, task, [problems[i] for i in targets], samples=count, tokenizer=chat,
                                temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
                                seed=0 if greedy else derive_seed(settings.seed, start, 1),
                                max_response_tokens=settings.max_response_tokens, max_turns=settings.max_turns,

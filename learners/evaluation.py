@@ -84,7 +84,7 @@ def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[st
 
 def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, max_response_tokens: int,
              samples: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-             chat_template: Any = None, system_prompt: str | None = None, max_turns: int | None = None,
+             tokenizer: Any = None, system_prompt: str | None = None, max_turns: int | None = None,
              max_episode_tokens: int | None = None, messages: bool = False) -> EvalResult:
     """Generate ``samples`` responses per problem, verify them with the task's verifier, return the records.
 
@@ -95,21 +95,21 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         max_response_tokens: the response budget.
         samples: responses per problem (``k`` of avg@k / pass@k).
         temperature: 0 decodes greedily; otherwise samples with ``top_p`` and ``seed``.
-        chat_template, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env); for a
+        tokenizer, system_prompt: a tokenizer whose chat template wraps the prompts (as in the env); for a
             multi-turn task it records the episodes' exact tokens (turns sampled token-exact by ``generate_turns``).
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training); ignored otherwise.
         messages: play a multi-turn task's turns through ``engine.generate_turns`` from each episode's chat
-            messages even without ``chat_template`` (an endpoint's chat API applies its own template).
+            messages even without ``tokenizer`` (an endpoint's chat API applies its own template).
 
     A sample whose request failed (an endpoint engine's :class:`~dapo_env.learners.openai_engine.FailedCompletion`)
     is recorded with ``reason="error:endpoint: <cause>"`` and is not graded (:func:`is_failed`).
     """
     if getattr(task, "turns", "single-turn") == "multi-turn":
-        return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, chat_template=chat_template,
+        return EvalResult(_episodes(engine, task, problems, samples=samples, seed=seed, tokenizer=tokenizer,
                                     system_prompt=system_prompt, max_turns=max_turns,
                                     max_episode_tokens=max_episode_tokens, messages=messages, sampling=dict(
                                         temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens)))
-    prompts = [render_prompt(task, p, chat_template, system_prompt) for p in problems]
+    prompts = [render_prompt(task, p, tokenizer, system_prompt) for p in problems]
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
     outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
     flat = [(p, prompt, k, c) for p, prompt, group in zip(problems, prompts, outs) for k, c in enumerate(group)]
@@ -134,7 +134,7 @@ class _GivenProblems:
 
 
 def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, samples: int, seed: int,
-              chat_template: Any, system_prompt: str | None, sampling: dict[str, Any], max_turns: int | None = None,
+              tokenizer: Any, system_prompt: str | None, sampling: dict[str, Any], max_turns: int | None = None,
               max_episode_tokens: int | None = None, messages: bool = False) -> tuple[EvalSample, ...]:
     """``samples`` episodes of each problem of a multi-turn task, played to their ends; one record per episode:
     ``prompt`` the first observation, ``completion`` every turn and reply after it, ``extracted``/``reason``
@@ -150,7 +150,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
     if not problems:
         return ()
     rounds = itertools.count()
-    turn_level = chat_template is not None or bool(messages)
+    turn_level = tokenizer is not None or bool(messages)
     failures: dict[tuple[int, int], str] = {}  # (problem, episode) -> the cause of its failed request
 
     def generate(requests: list[Any]) -> list[Any]:
@@ -165,7 +165,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
         return turns
 
     env = EpisodeGroupEnv(dataclasses.replace(task, source=_GivenProblems(tuple(problems))), num_envs=len(problems) * samples,
-                          group_size=samples, tokenizer=chat_template, system_prompt=system_prompt,
+                          group_size=samples, tokenizer=tokenizer, system_prompt=system_prompt,
                           max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:
         env.reset(options={"indices": list(range(len(problems)))})

@@ -298,7 +298,7 @@ class Trainer:
                 self.engine, self.task, self.eval_problems, max_response_tokens=cfg.max_response_tokens,
                 temperature=cfg.eval_temperature,
                 seed=derive_seed(self.run_config.seed, 2**31, 0) if cfg.eval_temperature > 0 else 0,
-                chat_template=self.chat,
+                tokenizer=self.chat,
                 max_turns=cfg.max_turns, max_episode_tokens=cfg.max_episode_tokens)
             write_eval_samples(eval_samples_path(self.run_dir, self.step), result.records)  # what the report shows
             accuracy = result.accuracy

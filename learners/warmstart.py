@@ -126,7 +126,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         chat = ChatTokens(tokenizer)
 
     def probe_accuracy() -> float:
-        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens, chat_template=tokenizer if chat
+        return evaluate(engine, task, probe, max_response_tokens=max_response_tokens, tokenizer=tokenizer if chat
                         else None, max_turns=max_turns, max_episode_tokens=max_episode_tokens).accuracy
 
     loss_value, acc, done = float("nan"), None, 0

@@ -151,11 +151,11 @@ class ScriptedEngine:
 def test_evaluate_plays_episodes(tok: Any) -> None:
     task = resolve_task(preset("guess"))
     problems = task.load(split="test", **KNOBS)[:60]
-    bisect = evaluate(ScriptedEngine(tok, True), task, problems, max_response_tokens=12, chat_template=tok,
+    bisect = evaluate(ScriptedEngine(tok, True), task, problems, max_response_tokens=12, tokenizer=tok,
                       max_episode_tokens=128)
     assert bisect.accuracy == 1.0
     assert all(r.tokens == 10 * (r.completion.count("Answer:")) for r in bisect.records)
-    ignoring = evaluate(ScriptedEngine(tok, False), task, problems, max_response_tokens=12, chat_template=tok)
+    ignoring = evaluate(ScriptedEngine(tok, False), task, problems, max_response_tokens=12, tokenizer=tok)
     assert {r.correct for r in ignoring.records} == {True, False}  # guesses 4, 5, 6 whatever the replies:
     for record, problem in zip(ignoring.records, problems):
         assert record.correct == (int(problem.answer) in (4, 5, 6))
