@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import torch
 
-from dapo_env.types import Group
+from dapo_env.types import Group, Trajectory
 
 
 class TrainSample(Protocol):
@@ -63,6 +63,11 @@ class SequenceBatch:
         has_rollout_logprobs: (N,) bool, the engine gave log-probs for the sample.
         weights_versions: (N,) int64, the engine weights version that sampled it (-1 when unknown).
         prompt_len: P.
+        token_turns: (N, R) int64, the assistant turn each response token was sampled in (0 for a single-turn
+            response), -1 on environment tokens and padding.
+        turn_rewards: (N, T) each turn's own reward (``TrajectoryTurn.reward``; 0.0 for a single-turn response,
+            whose reward is all the sample's), T the most turns of any sample.
+        turn_mask: (N, T) bool, True for the turns a sample has.
     """
 
     input_ids: torch.Tensor
@@ -76,6 +81,9 @@ class SequenceBatch:
     has_rollout_logprobs: torch.Tensor
     weights_versions: torch.Tensor
     prompt_len: int
+    token_turns: torch.Tensor
+    turn_rewards: torch.Tensor
+    turn_mask: torch.Tensor
 
     @property
     def num_rows(self) -> int:
@@ -120,9 +128,43 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
         versions[i] = -1 if version is None else int(version)
     keep = torch.tensor([1.0 if k else 0.0 for _, k in samples])  # (N,)
     position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P+R)
+    token_turns, turn_rewards, turn_mask = turn_layout([c for c, _ in samples], R)
     return SequenceBatch(packed.input_ids, packed.attention_mask, position_ids, packed.input_ids[:, -R:],
                          response_mask, sampled, sampled.float() * keep[:, None], rollout, has_rollout, versions,
-                         packed.input_ids.shape[1] - R)
+                         packed.input_ids.shape[1] - R, token_turns, turn_rewards, turn_mask)
+
+
+def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which assistant turn each response token belongs to, and each turn's reward: ``(token_turns (N, R),
+    turn_rewards (N, T), turn_mask (N, T))`` (see :class:`SequenceBatch`). A :class:`~dapo_env.types.Trajectory`
+    lays out its turns in order (the turn's sampled tokens, then the environment's reply tokens, -1); any other
+    completion is one turn of reward 0.0 (its reward is the sample's).
+
+    Example:
+        >>> from dapo_env.types import Completion, Trajectory, TrajectoryTurn
+        >>> t = Trajectory(turns=(TrajectoryTurn("a", 2, reward=0.5, num_reply_tokens=1), TrajectoryTurn("b", 1)),
+        ...                prompt_token_ids=(1,), token_ids=(5, 6, 7, 8), logprobs=(0.0,) * 4, sampled_mask=(1, 1, 0, 1))
+        >>> tt, tr, tm = turn_layout([t, Completion("c", token_ids=(9,), prompt_token_ids=(1,))], 5)
+        >>> tt.tolist(), tr.tolist(), tm.tolist()
+        ([[0, 0, -1, 1, -1], [0, -1, -1, -1, -1]], [[0.5, 0.0], [0.0, 0.0]], [[True, True], [True, False]])
+    """
+    turns = [getattr(c, "turns", None) if isinstance(c, Trajectory) else None for c in completions]
+    T = max((len(t) for t in turns if t is not None), default=1)
+    token_turns = torch.full((len(completions), response_len), -1, dtype=torch.int64)  # (N, R)
+    turn_rewards = torch.zeros((len(completions), T), dtype=torch.float32)  # (N, T)
+    turn_mask = torch.zeros((len(completions), T), dtype=torch.bool)
+    for i, (c, episode) in enumerate(zip(completions, turns)):
+        if episode is None:
+            token_turns[i, :len(c.token_ids)] = 0
+            turn_mask[i, 0] = True
+            continue
+        pos = 0
+        for t, turn in enumerate(episode):
+            token_turns[i, pos:pos + int(turn.num_tokens or 0)] = t
+            pos += int(turn.num_tokens or 0) + int(turn.num_reply_tokens)
+            turn_rewards[i, t] = float(turn.reward)
+        turn_mask[i, :len(episode)] = True
+    return token_turns, turn_rewards, turn_mask
 
 
 #: How :func:`~dapo_env.learners.update.update_policy` lays out its micro-batches (``TrainConfig.packing``):

@@ -10,6 +10,7 @@ prompt are consecutive), ``R`` response positions (right-padded), ``V`` vocabula
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -111,15 +112,47 @@ class AdvantageEstimator(Protocol):
         (N,) one advantage per sample, or (N, R) one per token (e.g. a per-turn estimator); detached.
     """
 
-    def __call__(self, rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor: ...
+    def __call__(self, rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool,
+                 turns: TurnRewards | None = None) -> Tensor: ...
 
 
-def _group(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool) -> Tensor:
+@dataclass(frozen=True)
+class TurnRewards:
+    """The turn structure of a batch, for estimators that credit turns (``None`` where a caller has none).
+
+    Attributes:
+        rewards: (N, T) each turn's own reward.
+        mask: (N, T) bool, the turns each sample has (a prefix).
+        token_turns: (N, R) int64, the turn each response token was sampled in, -1 elsewhere.
+    """
+
+    rewards: Tensor
+    mask: Tensor
+    token_turns: Tensor
+
+
+def _group(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool,
+           turns: TurnRewards | None = None) -> Tensor:
     return group_advantages(rewards, group_size, scale_by_std=scale_by_std)
 
 
-#: Registered advantage estimators: ``group`` is GRPO/DAPO's :func:`group_advantages` (one value per sample).
-ADVANTAGES: dict[str, AdvantageEstimator] = {"group": _group}
+def _turn(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool,
+          turns: TurnRewards | None = None) -> Tensor:
+    """Per-turn credit (:func:`~dapo_env.learners.turn_credit.turn_credit_advantages`), spread onto the tokens
+    each turn sampled: (N, R)."""
+    from .turn_credit import per_token, turn_credit_advantages
+
+    if turns is None:
+        raise ValueError("advantage='turn' needs the batch's turns (turns=TurnRewards(...)); the trainer passes them")
+    per_turn = turn_credit_advantages(rewards, group_size, turn_rewards=turns.rewards, turn_mask=turns.mask,
+                                      scale_by_std=scale_by_std)  # (N, T)
+    return per_token(per_turn, turns.token_turns)  # (N, R)
+
+
+#: Registered advantage estimators: ``group`` is GRPO/DAPO's :func:`group_advantages` (one value per sample,
+#: every token of an episode alike); ``turn`` credits each turn of a multi-turn episode with its reward-to-go
+#: against the group's other episodes at the same turn (docs/losses.md, "Per-turn credit"; one value per token).
+ADVANTAGES: dict[str, AdvantageEstimator] = {"group": _group, "turn": _turn}
 
 
 def register_advantage(name: str, fn: AdvantageEstimator, *, overwrite: bool = False) -> None:
@@ -127,7 +160,7 @@ def register_advantage(name: str, fn: AdvantageEstimator, *, overwrite: bool = F
     selects it. A duplicate raises unless ``overwrite``.
 
     Example:
-        >>> register_advantage("sign", lambda r, m, *, group_size, scale_by_std: torch.sign(r))
+        >>> register_advantage("sign", lambda r, m, *, group_size, scale_by_std, turns=None: torch.sign(r))
         >>> get_advantage("sign")(torch.tensor([2.0, -3.0]), torch.ones(2, 1), group_size=2, scale_by_std=True)
         tensor([ 1., -1.])
         >>> del ADVANTAGES["sign"]
@@ -572,6 +605,7 @@ def rollout_correction(
 
 __all__ = [
     "ADVANTAGES",
+    "TurnRewards",
     "AGGREGATIONS",
     "AdvantageEstimator",
     "IS_CORRECTIONS",

@@ -40,7 +40,7 @@ from .config import TrainConfig
 from .engine import RolloutEngine, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
 from .lora import adapter_state_dict, has_lora
-from .losses import get_advantage
+from .losses import TurnRewards, get_advantage
 from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record
 from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
@@ -246,7 +246,8 @@ class Trainer:
             batch = build_sequence_batch(groups, pad_id=self._pad_id()).to(self.device)  # N = len(groups) * G rows
             rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float32, device=self.device)
             advantages = self.advantage(rewards, batch.loss_mask, group_size=cfg.group_size,
-                                        scale_by_std=cfg.scale_adv_by_std)  # (N,) or (N, R)
+                                        scale_by_std=cfg.scale_adv_by_std,
+                                        turns=TurnRewards(batch.turn_rewards, batch.turn_mask, batch.token_turns))
             old_logp = self._old_logprobs(batch, groups)
             result = update_policy(self.model, self.optimizer, batch, advantages, cfg, key=(cfg.seed, self.step),
                                    old_logp=old_logp, scheduler=self.scheduler, collective=self.collective,
