@@ -142,7 +142,7 @@ def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Te
 
     Example:
         >>> from dapo_env.types import Completion, Trajectory, TrajectoryTurn
-        >>> t = Trajectory(turns=(TrajectoryTurn("a", 2, reward=0.5, num_reply_tokens=1), TrajectoryTurn("b", 1)),
+        >>> t = Trajectory("p", (TrajectoryTurn("a", 2, reward=0.5, num_reply_tokens=1), TrajectoryTurn("b", 1)),
         ...                prompt_token_ids=(1,), token_ids=(5, 6, 7, 8), logprobs=(0.0,) * 4, sampled_mask=(1, 1, 0, 1))
         >>> tt, tr, tm = turn_layout([t, Completion("c", token_ids=(9,), prompt_token_ids=(1,))], 5)
         >>> tt.tolist(), tr.tolist(), tm.tolist()
@@ -154,8 +154,11 @@ def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Te
     turn_rewards = torch.zeros((len(completions), T), dtype=torch.float32)  # (N, T)
     turn_mask = torch.zeros((len(completions), T), dtype=torch.bool)
     for i, (c, episode) in enumerate(zip(completions, turns)):
-        if episode is None:
-            token_turns[i, :len(c.token_ids)] = 0
+        if episode is None:  # one turn: its sampled tokens (all of them without a sampled mask)
+            sampled = getattr(c, "sampled_mask", None)
+            row = torch.zeros(len(c.token_ids), dtype=torch.int64)
+            token_turns[i, :len(c.token_ids)] = row if sampled is None else row.masked_fill(
+                ~torch.tensor([bool(m) for m in sampled], dtype=torch.bool), -1)
             turn_mask[i, 0] = True
             continue
         pos = 0

@@ -106,7 +106,8 @@ class TrainConfig:
     dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
     # informative groups beyond batch_size: True (default) carries them into the next batch and takes a stale
     # sample's old log-probs from the engine that sampled it (the behaviour policy), so the clipped ratio is the
-    # true importance ratio; False discards them (the paper's recipe). Side by side on the default run (3 seeds,
+    # true importance ratio (with an is_correction the recomputed log-probs and its weight account for it
+    # instead); False discards them (the paper's recipe). Side by side on the default run (3 seeds,
     # 40 steps) held-out accuracy was within seed noise (0.58 vs 0.62) and True generated ~20 % fewer samples.
     keep_surplus: bool = True
     max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch

@@ -267,12 +267,13 @@ class Trainer:
 
     def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
         """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
-        update's own forward gives them. With ``keep_surplus=True`` a stale sample's (one from older weights)
-        are the engine's at sampling time, the behaviour policy's."""
+        update's own forward gives them. With ``keep_surplus=True`` and no ``is_correction``, a stale sample's (one
+        from older weights) are the engine's at sampling time, the behaviour policy's; with an ``is_correction``
+        they are recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
         cfg = self.cfg
         stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
                              device=self.device)  # (N,)
-        behaviour = cfg.keep_surplus and bool(stale.any())
+        behaviour = cfg.keep_surplus and cfg.is_correction is None and bool(stale.any())  # else the IS weight corrects
         if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
                 and not behaviour):
             return None

@@ -142,7 +142,7 @@ def test_turns_go_as_chat_messages() -> None:
     requests = [TurnRequest(key="e0", turn=1, group=0, messages=({"role": "user", "content": "3 5"},
                                                                  {"role": "assistant", "content": "5?"},
                                                                  {"role": "user", "content": "and 7"}), text="..."),
-                TurnRequest(key="e1", turn=0, group=0, messages=(), text="", max_tokens=0)]
+                TurnRequest(key="e1", turn=0, group=0, messages=(), text="", tokens_left=0)]
     with FaultServer() as server:
         out = _engine(server, api="chat").generate_turns(requests, GREEDY)
     assert out[0].text == "Answer: 7" and out[1].finish_reason == "length" and out[1].num_tokens == 0

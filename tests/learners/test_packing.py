@@ -40,7 +40,7 @@ class TurnSample:
     token_ids: tuple[int, ...]
     sampled_mask: tuple[int, ...]
     logprobs: tuple[float, ...]
-    policy_version: int = 0
+    weights_version: int = 0
 
 
 def _model() -> torch.nn.Module:
@@ -59,7 +59,7 @@ def sort_groups(response_lengths: list[list[int]], seed: int = 0) -> list[Group]
     for g, (problem, lengths) in enumerate(zip(problems, response_lengths)):
         prompt = tuple(TOK(task.format_prompt(problem))["input_ids"])
         answer = (TOK(str(problem.answer))["input_ids"] * 50)
-        comps = tuple(Completion("x", token_ids=tuple(answer[:n]), prompt_token_ids=prompt, policy_version=0,
+        comps = tuple(Completion("x", token_ids=tuple(answer[:n]), prompt_token_ids=prompt, weights_version=0,
                                  logprobs=tuple(-1.0 for _ in range(n))) for n in lengths)
         rewards = tuple(1.0 if k % 2 else -1.0 for k in range(len(lengths)))
         groups.append(Group(str(g), "p", comps, rewards, tuple(r > 0 for r in rewards),
