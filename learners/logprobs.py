@@ -99,9 +99,11 @@ def _compute_dtype(hidden: Tensor) -> torch.dtype:
 def _scaled_logits(h: Tensor, weight: Tensor, bias: Tensor | None, temperature: float, cdtype: torch.dtype,
                    out: Tensor | None = None) -> Tensor:
     """(C, V) logits / temperature in ``cdtype``, a tensor that may be modified in place: the first C rows
-    of ``out`` (a work buffer reused across chunks) when the weights are already in ``cdtype``, else fresh.
-    Same operations either way (``linear`` is ``mm`` / ``addmm``), so the same values to the bit."""
-    if out is not None and weight.dtype == cdtype and h.dtype == cdtype:
+    of ``out`` (a work buffer reused across chunks) when the weights are already in ``cdtype`` and no autocast
+    is on (``out=`` kernels run outside autocast, so a bf16 run's head would silently compute in fp32 and part
+    from the engine's), else fresh. Same operations either way (``linear`` is ``mm`` / ``addmm``), so the same
+    values to the bit."""
+    if out is not None and weight.dtype == cdtype and h.dtype == cdtype and not torch.is_autocast_enabled(h.device.type):
         z = out[: h.shape[0]]
         if bias is None:
             torch.mm(h, weight.t(), out=z)

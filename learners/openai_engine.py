@@ -47,14 +47,17 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from dapo_env.types import Completion
 
-from .engine import SamplingParams, WeightsLike
+from .engine_io import WeightsLike
+
+if TYPE_CHECKING:  # the engine registry builds this engine by name: imported for annotations only (no cycle)
+    from .engine import SamplingParams
 
 APIS = ("auto", "completions", "chat")
 ON_ERROR = ("record", "raise")
@@ -273,7 +276,7 @@ class OpenAIEngine:
         self.add_special_tokens = add_special_tokens
         self.eos_token_ids: tuple[int, ...] = ()
         if tokenizer is not None:
-            from .engine import collect_eos_ids
+            from .engine_io import collect_eos_ids
 
             self.eos_token_ids = collect_eos_ids(tokenizer, None, eos_token_ids)
         self._api = None if config.api == "auto" else config.api

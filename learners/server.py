@@ -38,12 +38,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dapo_env.types import Completion
 
-from .engine import SamplingParams
 from .openai_engine import EndpointError
+
+if TYPE_CHECKING:  # the engine registry builds this engine by name: imported for annotations only (no cycle)
+    from .engine import SamplingParams
 
 SYNC_EXTENSION = "dapo_env.learners.server_sync.WeightSyncExtension"
 
@@ -285,7 +287,7 @@ class ServerEngine:
         import torch
         from safetensors.torch import save_file
 
-        from .engine import weights_fingerprint
+        from .engine_io import weights_fingerprint
         from .vllm_engine import StaleWeightsError
 
         items = dict(weights.state_dict() if isinstance(weights, torch.nn.Module) else weights)
