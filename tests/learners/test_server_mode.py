@@ -111,3 +111,24 @@ def test_training_through_the_server_kill_9_and_resume(tmp_path: Path) -> None:
     assert rows[-1]["step"] == 5
     mismatch = [r["policy/logprob_mismatch_mean"] for r in rows if r.get("policy/logprob_mismatch_mean") is not None]
     assert len(mismatch) >= 4 and max(mismatch) < 1e-4  # steps sampled from the pushed, verified weights
+
+
+def test_a_rollout_worker_generates_through_the_server(tmp_path: Path) -> None:
+    """--max-staleness 1 over the server: the rollout worker's engine copy is a server engine built from the
+    same engine_options, pushes the published weights (each verified) and generates while the learner updates."""
+    cfg = preset("tiny")
+    tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
+    folder = tmp_path / "served"
+    build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers, heads=cfg.tiny_heads,
+                     max_positions=cfg.tiny_max_positions, seed=1).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    run = tmp_path / "runs" / "async"
+    with VLLMServer(folder, served_model="tiny", weight_sync=True, log=tmp_path / "server.log") as server:
+        cmd, env = _train_command(run, server.url, "--max-steps", "4", "--max-staleness", "1")
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [r for r in _steps(run) if r["step"] > 0]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert any((r.get("staleness/share_1") or 0) > 0 for r in rows)  # generated while the learner updated
+    assert all((r.get("staleness/max") or 0) <= 1 for r in rows)
+    assert any(r.get("async/rounds_ahead", 0) >= 1 for r in rows)
