@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
 
-from .base import DataFiles, Task, TaskDataError
-from .procedural import SPLITS, check_size_and_seed
+from .base import DataFiles, Task
+from .procedural import SPLITS, check_size_and_seed, configured
 from .registry import register_task
 from dapo_env.types import Completion, History, InvalidReference, Problem, Turn, VerifyResult
 
@@ -206,16 +206,8 @@ class GuessNumberSource:
     default: GuessNumberConfig = GuessNumberConfig()
 
     def load(self, split: str, data_files: DataFiles | None = None, **knobs: Any) -> GuessNumberProblems:
-        if data_files is not None:
-            raise TaskDataError("GuessNumber games are generated procedurally and read no data_files; drop "
-                                "data_files and pass knobs instead (n=..., k=..., size=..., seed=...)")
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r} for a procedural task; choose one of {list(SPLITS)}")
-        valid = sorted(f.name for f in fields(GuessNumberConfig))
-        unknown = sorted(set(knobs) - set(valid))
-        if unknown:
-            raise TypeError(f"unknown option(s) {unknown} for GuessNumberConfig; valid options: {valid}")
-        return GuessNumberProblems(replace(self.default, **knobs), split)
+        config = configured(self.default, split, data_files, knobs, what="GuessNumber games", hint="n=..., k=..., size=..., seed=...")
+        return GuessNumberProblems(config, split)
 
 
 GUESS_NUMBER = Task(

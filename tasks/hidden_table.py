@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
 
-from .base import DataFiles, Task, TaskDataError
-from .procedural import SPLITS, check_size_and_seed
+from .base import DataFiles, Task
+from .procedural import SPLITS, check_size_and_seed, configured
 from .registry import register_task
 from dapo_env.tools import ToolUse, callable_text, tool
 from dapo_env.types import InvalidReference, Problem, VerifyResult
@@ -164,16 +164,8 @@ class HiddenTableSource:
     default: HiddenTableConfig = HiddenTableConfig()
 
     def load(self, split: str, data_files: DataFiles | None = None, **knobs: Any) -> HiddenTableProblems:
-        if data_files is not None:
-            raise TaskDataError("HiddenTable problems are generated procedurally and read no data_files; drop "
-                                "data_files and pass knobs instead (n_values=..., tool_format=..., size=...)")
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r} for a procedural task; choose one of {list(SPLITS)}")
-        valid = sorted(f.name for f in fields(HiddenTableConfig))
-        unknown = sorted(set(knobs) - set(valid))
-        if unknown:
-            raise TypeError(f"unknown option(s) {unknown} for HiddenTableConfig; valid options: {valid}")
-        return HiddenTableProblems(replace(self.default, **knobs), split)
+        config = configured(self.default, split, data_files, knobs, what="HiddenTable problems", hint="n_values=..., tool_format=..., size=...")
+        return HiddenTableProblems(config, split)
 
 
 HIDDEN_TABLE = Task(

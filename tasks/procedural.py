@@ -131,6 +131,32 @@ class ProceduralSource(Generic[C]):
         )
 
 
+def configured(default: Any, split: str, data_files: DataFiles | None, knobs: Mapping[str, Any], *, what: str,
+               hint: str) -> Any:
+    """``default`` (a config dataclass) with ``knobs`` applied, after the checks every procedural ``load`` makes:
+    no ``data_files`` (``what`` is generated, ``hint`` names the knobs to pass instead), a known split, only
+    the config's own fields as knobs.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Knobs:
+        ...     n: int = 3
+        >>> configured(Knobs(), "train", None, {"n": 5}, what="Games", hint="n=...")
+        Knobs(n=5)
+    """
+    if data_files is not None:
+        raise TaskDataError(f"{what} are generated procedurally and read no data_files; drop data_files and pass "
+                            f"knobs instead ({hint})")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} for a procedural task; choose one of {list(SPLITS)}")
+    valid = sorted(f.name for f in fields(default))
+    unknown = sorted(set(knobs) - set(valid))
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown} for {type(default).__name__}; valid options: {valid}")
+    return replace(default, **knobs)
+
+
 def check_size_and_seed(size: int, seed: int) -> None:
     """Validation shared by procedural configs."""
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
