@@ -56,7 +56,7 @@ def tool_use_after(result: Any, cfg: Any, episodes: int) -> dict[str, float]:
     from dapo_env.tools import tool_use_stats
 
     engine = HFEngine(result.model, result.tokenizer)
-    env = EpisodeGroupEnv(cfg.task, num_prompts=episodes, group_size=1, tokenizer=result.tokenizer,
+    env = EpisodeGroupEnv(cfg.task, num_envs=episodes, group_size=1, tokenizer=result.tokenizer,
                           split=cfg.eval_split, prompt_template=cfg.prompt_template,
                           max_episode_tokens=cfg.max_episode_tokens, **dict(cfg.task_kwargs))
     env.reset(seed=cfg.seed + 1)
@@ -64,7 +64,8 @@ def tool_use_after(result: Any, cfg: Any, episodes: int) -> dict[str, float]:
     groups = env.rollout(lambda requests: engine.generate_turns(requests, params))
     env.close()
     infos = [info for g in groups for info in g.infos]
-    return {**tool_use_stats(infos), "solved": sum(i["correct"] for i in infos) / len(infos)}
+    solved = [c for g in groups for c in g.correct]  # correctness is a Group field (not repeated in infos)
+    return {**tool_use_stats(infos), "solved": sum(solved) / len(solved)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def test_hidden_table_knobs_and_group_env_tool_stats() -> None:
         get_task("HiddenTable-v0").load("train", tool_format="fenced")
     with pytest.raises(TypeError, match="unknown option"):
         get_task("HiddenTable-v0").load("train", colour="red")
-    env = EpisodeGroupEnv("HiddenTable-v0", num_prompts=2, group_size=3)
+    env = EpisodeGroupEnv("HiddenTable-v0", num_envs=2 * 3, group_size=3)
     env.reset(seed=0)
 
     def policy(requests):
