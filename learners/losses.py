@@ -9,9 +9,11 @@ prompt are consecutive), ``R`` response positions (right-padded), ``V`` vocabula
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -164,8 +166,23 @@ def register_advantage(name: str, fn: AdvantageEstimator, *, overwrite: bool = F
         >>> get_advantage("sign")(torch.tensor([2.0, -3.0]), torch.ones(2, 1), group_size=2, scale_by_std=True)
         tensor([ 1., -1.])
         >>> del ADVANTAGES["sign"]
+        >>> register_advantage("old", lambda r, m, *, group_size, scale_by_std: r)
+        Traceback (most recent call last):
+        ...
+        TypeError: advantage estimator 'old' must accept the keyword turns= (a TurnRewards or None, which it may ignore): def fn(rewards, mask, *, group_size, scale_by_std, turns=None)
     """
+    if not _accepts_keyword(fn, "turns"):
+        raise TypeError(f"advantage estimator {name!r} must accept the keyword turns= (a TurnRewards or None, which it "
+                        "may ignore): def fn(rewards, mask, *, group_size, scale_by_std, turns=None)")
     _register(ADVANTAGES, "advantage estimator", name, fn, overwrite)
+
+
+def _accepts_keyword(fn: Callable[..., Any], keyword: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature (a builtin): trust it
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == keyword and p.kind is not p.POSITIONAL_ONLY) for p in params)
 
 
 def get_advantage(name: str) -> AdvantageEstimator:

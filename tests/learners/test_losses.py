@@ -571,8 +571,11 @@ def test_advantage_registry_refuses_duplicates_and_lists_known_names(monkeypatch
     from dapo_env.learners.config import TrainConfig
     from dapo_env.learners.losses import ADVANTAGES, get_advantage, register_advantage
 
-    def per_token(rewards, mask, *, group_size, scale_by_std):  # the same reward on every loss token
+    def per_token(rewards, mask, *, group_size, scale_by_std, turns=None):  # the same reward on every loss token
         return rewards[:, None] * mask
+
+    with pytest.raises(TypeError, match=r"must accept the keyword turns="):  # the older signature, refused at once
+        register_advantage("no-turns", lambda rewards, mask, *, group_size, scale_by_std: rewards)
 
     monkeypatch.setitem(ADVANTAGES, "per-token-test", per_token)  # removed again when the test ends
     with pytest.raises(ValueError, match="already registered.*overwrite=True"):

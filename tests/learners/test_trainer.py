@@ -177,7 +177,7 @@ def test_a_registered_advantage_estimator_trains_without_touching_the_trainer(tm
 
     seen: list[tuple[int, ...]] = []
 
-    def per_token(rewards, mask, *, group_size, scale_by_std):
+    def per_token(rewards, mask, *, group_size, scale_by_std, turns=None):
         adv = group_advantages(rewards, group_size, scale_by_std=scale_by_std)[:, None] * mask  # (N, R)
         seen.append(tuple(adv.shape))
         return adv
