@@ -39,14 +39,20 @@ from typing import Any
 TASK_KWARGS = {"n_values": 4, "n_keys": 2, "max_tool_calls": 1, "tool_format": "llama3"}
 
 
-def warm_response(problem: Any) -> str:
-    """A format-only target: a lookup of this (random, other) problem's key, or its bare answer, by the parity of
-    its index; the episode it lands in asks another key."""
+#: The share of warm-start episodes whose first turn calls the tool (the rest answer at once).
+WARM_CALL_SHARE = 0.8
+
+
+def warm_turn(problem: Any, other: Any, turn: int) -> str:
+    """A format-only target. The first turn calls ``lookup`` with the episode's own asked key in
+    :data:`WARM_CALL_SHARE` of the episodes (decided by a randomly drawn other problem's index) and otherwise
+    answers directly; every answer is the other problem's number, drawn independently of the table, so nothing
+    in the warm start reads the tool's reply."""
     from dapo_env.tools import format_tool_call
 
-    if int(problem.id.rsplit("-", 1)[1]) % 2:
+    if turn == 0 and int(other.id.rsplit("-", 1)[1]) % 100 < 100 * WARM_CALL_SHARE:
         return format_tool_call(problem.metadata["tool_format"], [("lookup", {"key": problem.metadata["key"]})])
-    return str(problem.answer)
+    return str(other.answer)
 
 
 def tool_use_after(result: Any, cfg: Any, episodes: int) -> dict[str, float]:
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out_dir = tempfile.mkdtemp(prefix="tool-task-run-")
     cfg = preset("guess", task="HiddenTable-v0", task_kwargs=TASK_KWARGS, prompt_template="Key {key}.",
                  max_steps=args.steps, seed=args.seed, eval_size=args.eval_size, max_response_tokens=64,
-                 overlong_cache_length=8, max_episode_tokens=160, tiny_max_positions=256, warmstart_steps=150,
+                 overlong_cache_length=8, max_episode_tokens=160, tiny_max_positions=256, warmstart_steps=500,
                  warmstart_batch_size=32,
                  eval_every=max(1, args.steps // 8), checkpoint_every=10**6, plot_every=10**6, out_dir=out_dir,
                  name="hidden-table")
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return warm_start(model, tokenizer, task, steps=cfg.warmstart_steps, lr=cfg.warmstart_lr,
                           batch_size=cfg.warmstart_batch_size, seed=cfg.seed, max_response_tokens=cfg.max_response_tokens,
                           task_kwargs=dict(cfg.task_kwargs), max_episode_tokens=cfg.max_episode_tokens,
-                          response_fn=warm_response)
+                          turn_response=warm_turn)
 
     t0 = time.perf_counter()
     result = train(cfg, warm_start=warm)

@@ -27,9 +27,17 @@ SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
 #: Printable ASCII (digits, letters, punctuation, space, newline): enough for procedural maths prompts.
 DEFAULT_ALPHABET = string.digits + string.ascii_letters + string.punctuation + " \n"
 
-#: A minimal chat template: ``<bos>`` then ``role: content`` lines, and ``assistant:`` to prompt a reply.
+#: A minimal chat template: ``<bos>`` then ``role: content`` lines, and ``assistant:`` to prompt a reply. Tools
+#: given through ``apply_chat_template(..., tools=...)`` are rendered compactly (a character-level model pays
+#: for every character) as one first line, ``tools: lookup(key), run_tests(code)``: each tool's name and its
+#: parameters' names; without tools the rendering is unchanged. A model answers with a call in any native
+#: format (``tool_format="llama3"`` is the shortest) and tool results come back as ``tool: ...`` lines.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
+    "{% if tools %}tools: "
+    "{% for t in tools %}{% set f = t['function'] if t['function'] is defined else t %}"
+    "{{ f['name'] }}({{ (f['parameters']['properties'] if f['parameters'] is defined and f['parameters']['properties'] "
+    "is defined else {}) | list | join(', ') }}){% if not loop.last %}, {% endif %}{% endfor %}{{ '\\n' }}{% endif %}"
     "{% for message in messages %}"
     "{{ message['role'] }}: {{ message['content'] }}\n"
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}"

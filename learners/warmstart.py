@@ -32,6 +32,11 @@ import torch
 
 from dapo_env.types import Problem
 
+#: A multi-turn warm start's per-turn target: ``(episode's problem, a randomly drawn other problem, turn index) ->
+#: text``. Lets a target use the episode's own prompt (e.g. a tool call naming the asked key) while its answers
+#: still come from another problem, so the warm start teaches formats, not the skill RL is to learn.
+TurnResponse = Callable[[Problem, Problem, int], str]
+
 
 def default_response(problem: Problem) -> str:
     """The target response: the DAPO answer line the math verifier reads, ``"Answer: 19"``."""
@@ -54,9 +59,11 @@ def _batch(tokenizer: Any, rows: list[list[int]], labels: list[list[int]]) -> tu
 
 def _rows(tokenizer: Any, task: Any, chosen: list[Problem], others: list[Problem],
           response_fn: Callable[[Problem], str], chat: Any, max_turns: int | None,
-          max_episode_tokens: int | None) -> tuple[list[list[int]], list[list[int]]]:
+          max_episode_tokens: int | None,
+          turn_response: TurnResponse | None = None) -> tuple[list[list[int]], list[list[int]]]:
     """Token rows and labels (-100 where no loss): (prompt, response + EOS) per problem; for a multi-turn task
-    (``chat`` given) one whole episode per problem, whose i-th turn answers ``response_fn(others[i])``."""
+    (``chat`` given) one whole episode per problem, whose i-th turn answers ``response_fn(others[i])`` (or
+    ``turn_response(problem, others[i], i)`` when given)."""
     if chat is None:
         rows, labels = [], []
         for p in chosen:
@@ -72,8 +79,11 @@ def _rows(tokenizer: Any, task: Any, chosen: list[Problem], others: list[Problem
     answers = iter(others)
     for p in chosen:
         episode = Episode(task, p, chat=chat, max_turns=max_turns, max_episode_tokens=max_episode_tokens)
+        turn = 0
         while not episode.done:
-            text = response_fn(next(answers))
+            other = next(answers)
+            text = response_fn(other) if turn_response is None else turn_response(p, other, turn)
+            turn += 1
             ids = chat.encode(text) + (int(tokenizer.eos_token_id),)
             episode.advance(Completion(text, token_ids=ids), task.verifier(text, p.answer))
         t = episode.trajectory()
@@ -87,7 +97,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
                check_every: int = 2, probe_size: int = 128, max_response_tokens: int = 16,
                task_kwargs: dict[str, Any] | None = None,
                response_fn: Callable[[Problem], str] = default_response, max_turns: int | None = None,
-               max_episode_tokens: int | None = None) -> dict[str, Any]:
+               max_episode_tokens: int | None = None, turn_response: TurnResponse | None = None) -> dict[str, Any]:
     """Fine-tune ``model`` in place on (prompt, correct response) pairs of ``task``'s train split.
 
     Args:
@@ -105,6 +115,8 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         task_kwargs: passed to ``task.load``.
         response_fn: the target response of a problem.
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training).
+        turn_response: a multi-turn task's per-turn target (:data:`TurnResponse`), used instead of
+            ``response_fn`` of a random other problem.
 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
@@ -139,7 +151,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         chosen = [problems[int(i)] for i in idx]
         others = [problems[int(i)] for i in rng.integers(len(problems), size=batch_size * 64)] if chat else []
         ids, att, lab = _batch(tokenizer, *_rows(tokenizer, task, chosen, others, response_fn, chat, max_turns,
-                                                 max_episode_tokens))
+                                                 max_episode_tokens, turn_response))
         model.train()
         loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
         opt.zero_grad(set_to_none=True)
@@ -167,4 +179,4 @@ def warm_start_for(cfg: Any) -> Callable[[torch.nn.Module, Any, Any], dict[str, 
     return run
 
 
-__all__ = ["default_response", "warm_start", "warm_start_for"]
+__all__ = ["TurnResponse", "default_response", "warm_start", "warm_start_for"]
