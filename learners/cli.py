@@ -254,6 +254,9 @@ def _serve_parser(sub: Any) -> None:
     p.add_argument("--model", required=True, metavar="PATH", help="a local Hugging Face model folder (required)")
     p.add_argument("--served-model-name", metavar="NAME", help="the name requests use (default: the folder's name)")
     p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on; 0.0.0.0 lets learners on other machines in (a trusted network only: "
+                        "the server takes weights from anyone who can reach it) (default: 127.0.0.1)")
     p.add_argument("--dtype", default="float32", help="vLLM's dtype (default: float32, as the learner)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the model's)")
     p.add_argument("--no-weight-sync", action="store_true",
@@ -286,8 +289,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     if not vllm_installed():
         raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
-    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, dtype=args.dtype,
-                        max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
+    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, host=args.host,
+                        dtype=args.dtype, max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
                         weight_transfer=_serve_transfer(args), startup_s=args.startup,
                         log=args.log or Path("vllm-server.log"))
     try:
@@ -296,6 +299,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         except RuntimeError as exc:  # it exited or never answered: the log's tail says why
             raise OSError(str(exc).splitlines()[0] + f" (see {server.log_path})") from None
         print(f"dapo-env serve: {server.url} serves {server.served_model!r} (log: {server.log_path})")
+        if args.host != "127.0.0.1":
+            import socket
+
+            print(f"  from other machines: http://{socket.gethostname()}:{server.port}/v1")
         print(f"  dapo-env eval --endpoint {server.url} --model {server.served_model} --task TASK")
         if not args.no_weight_sync:
             print(f"  dapo-env train --engine vllm-server --server-url {server.url} ...  (or export "

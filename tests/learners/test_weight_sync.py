@@ -62,6 +62,16 @@ def test_nccl_is_refused_in_one_line_naming_the_fix(learner: str, server: Server
     assert choose_weight_sync("nccl", learner_device="cuda:1", server=GPU_NCCL) == "nccl"
 
 
+def test_a_server_on_the_learners_own_gpu_gets_the_file_path() -> None:
+    """NCCL cannot join two ranks on one GPU: one GPU for learner and server means file (auto) or a refusal."""
+    mine = ServerInfo(device="cuda", dtype="bfloat16", transfer_backend="nccl", gpu_uuid="GPU-1")
+    assert choose_weight_sync("auto", learner_device="cuda:0", server=mine, learner_gpu="GPU-1") == "file"
+    assert choose_weight_sync("auto", learner_device="cuda:0", server=mine, learner_gpu="GPU-0") == "nccl"
+    with pytest.raises(ValueError) as info:
+        choose_weight_sync("nccl", learner_device="cuda:0", server=mine, learner_gpu="GPU-1", url="http://h:1")
+    assert "own GPU (GPU-1)" in str(info.value) and str(info.value).endswith("or use --weight-sync file")
+
+
 def test_an_unknown_strategy_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match="choose one of auto, file, nccl"):
         choose_weight_sync("ipc", learner_device="cuda", server=GPU_NCCL)
