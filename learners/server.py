@@ -253,7 +253,7 @@ class ServerEngine:
         try:
             self._connect(url, served_model, tokenizer, eos_token_ids, add_special_tokens, timeout_s, retries,
                           push_timeout_s, concurrency)
-            self._choose_sync(weight_sync, learner_device)
+            self._choose_sync(weight_sync, learner_device, str(next(model.parameters()).dtype).removeprefix("torch."))
             self._push(model.state_dict())  # start in sync, verified (a resumed run, a server with other weights)
         except BaseException:
             self.close()
@@ -276,10 +276,13 @@ class ServerEngine:
         self.control = ServerControl(self.config.root, timeout_s=push_timeout_s)
         self._version = 0
 
-    def _choose_sync(self, requested: str, learner_device: str) -> None:
+    def _choose_sync(self, requested: str, learner_device: str, learner_dtype: str) -> None:
         from .weight_sync import FileWeightSync, choose_weight_sync
 
         server = self.control.describe()
+        if server.dtype != learner_dtype:  # every push would then fail its fingerprint check: say why, once
+            raise ValueError(f"{self.config.root} holds {server.dtype} weights and the learner {learner_dtype}: a "
+                             f"push could never match the learner's fingerprint; serve with --dtype {learner_dtype}")
         learner_gpu = None
         if learner_device.startswith("cuda"):
             import torch
