@@ -233,7 +233,8 @@ class ServerEngine:
 
         from .weight_sync import check_weight_sync
 
-        learner_device = str(next(model.parameters()).device)
+        first = next(model.parameters())
+        learner_device, learner_dtype = str(first.device), str(first.dtype).removeprefix("torch.")
         check_weight_sync(weight_sync, learner_device=learner_device)  # before any server starts
         self._own: VLLMServer | None = None
         self._sync: WeightSync | None = None
@@ -243,9 +244,8 @@ class ServerEngine:
             folder = Path(self._tmp.name) / "model"
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
-            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
             nccl = learner_device.startswith("cuda") and weight_sync != "file"
-            self._own = VLLMServer(folder, served_model="policy", dtype=dtype, seed=seed, weight_sync=True,
+            self._own = VLLMServer(folder, served_model="policy", dtype=learner_dtype, seed=seed, weight_sync=True,
                                    max_model_len=int(model.config.max_position_embeddings), startup_s=startup_s,
                                    log=log, weight_transfer="nccl" if nccl else None,
                                    gpu_memory_utilization=gpu_memory_utilization).wait()
@@ -253,7 +253,7 @@ class ServerEngine:
         try:
             self._connect(url, served_model, tokenizer, eos_token_ids, add_special_tokens, timeout_s, retries,
                           push_timeout_s, concurrency)
-            self._choose_sync(weight_sync, learner_device, str(next(model.parameters()).dtype).removeprefix("torch."))
+            self._choose_sync(weight_sync, learner_device, learner_dtype)
             self._push(model.state_dict())  # start in sync, verified (a resumed run, a server with other weights)
         except BaseException:
             self.close()

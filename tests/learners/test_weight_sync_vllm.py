@@ -4,7 +4,7 @@ router with the right method, and its body passes that router's validation on a 
 misnamed body is refused; the rendezvous and update payloads vLLM's trainer engine builds from our init info and
 our tensor source parse as the worker-side models; a real ``vllm serve`` started with the NCCL weight-transfer
 config reports it, answers ``/get_world_size``, still takes (verified) file pushes, and a CPU learner's
-``nccl`` request is refused in one line. The NCCL broadcast itself runs only on a GPU
+``nccl`` request and a learner of another dtype are refused in one line. The NCCL broadcast itself runs only on a GPU
 (benchmarks/bench_learner_gpu.sh).
 
 Skipped where vLLM is not importable (failing under ``DAPO_REQUIRE_VLLM=1``).
@@ -154,3 +154,5 @@ def test_a_server_with_vllms_nccl_transfer_reports_it_and_still_takes_file_pushe
             assert engine.fingerprint() == weights_fingerprint(learner.state_dict())
         with pytest.raises(ValueError, match="learner is on cpu: use --weight-sync file"):
             ServerEngine(learner, tok, server_url=server.url, weight_sync="nccl")
+        with pytest.raises(ValueError, match=r"holds float32 weights and the learner bfloat16: .* --dtype bfloat16$"):
+            ServerEngine(build_tiny_model(tok, seed=0).to(torch.bfloat16), tok, server_url=server.url)
