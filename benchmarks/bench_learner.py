@@ -43,6 +43,10 @@ Run:
     python benchmarks/bench_learner.py                       # CPU, tiny Llama (~4.6M params, vocab 32k), all sides
     python benchmarks/bench_learner.py --packing-sweep --length 512   # padding: off / length / pack
     python benchmarks/bench_learner.py --device cuda --model-shape qwen2-0.5b   # see bench_learner_gpu.sh
+    python benchmarks/bench_learner.py --device cuda --engine vllm-server --sides ours   # server mode
+With ``--engine vllm-server`` our side's engine starts a ``vllm serve`` beside the learner (on CUDA with 30 % of
+the GPU) and the JSON adds which weight-sync path ran (``weight_sync``: file or nccl, ``--weight-sync``) and
+the latency of every push after an optimizer step, verification included (``push_ms_*``).
 Writes ``benchmarks/out/bench_learner.json`` (CPU) or ``bench_learner_gpu.json`` (CUDA), a git-ignored
 folder; ``--out benchmarks/results/bench_learner.json`` refreshes the tracked result.
 """
@@ -106,16 +110,21 @@ class BenchConfig:
     our_sampler: str = "multinomial"
     #: Our side's micro-batch layout (TrainConfig.packing): "off", "length" or "pack".
     packing: str = "off"
-    #: Our side's rollout engine (TrainConfig.engine): "hf", or "vllm" in-process (CUDA).
+    #: Our side's rollout engine (TrainConfig.engine): "hf", "vllm" in-process (CUDA), or "vllm-server" (a
+    #: ``vllm serve`` the engine starts beside the learner; every push verified).
     engine: str = "hf"
+    #: With engine "vllm-server": how pushes reach the server (auto, file or nccl; see learners/weight_sync.py).
+    weight_sync: str = "auto"
 
     def __post_init__(self) -> None:
         if self.model_shape not in MODEL_SHAPES:
             raise ValueError(f"model_shape {self.model_shape!r}: choose one of {sorted(MODEL_SHAPES)}")
         if self.our_sampler not in ("multinomial", "inverse-cdf"):
             raise ValueError(f"our_sampler {self.our_sampler!r}: choose multinomial or inverse-cdf")
-        if self.engine not in ("hf", "vllm"):
-            raise ValueError(f"engine {self.engine!r}: choose hf or vllm")
+        if self.engine not in ("hf", "vllm", "vllm-server"):
+            raise ValueError(f"engine {self.engine!r}: choose hf, vllm or vllm-server")
+        if self.weight_sync not in ("auto", "file", "nccl"):
+            raise ValueError(f"weight_sync {self.weight_sync!r}: choose auto, file or nccl")
         if self.packing not in ("off", "length", "pack"):
             raise ValueError(f"packing {self.packing!r}: choose off, length or pack")
         if self.dtype not in ("float32", "bfloat16"):
@@ -287,8 +296,9 @@ def run_ours(cfg: BenchConfig, batch_dir: str | None = None) -> dict[str, Any]:
                       micro_batch_size=cfg.micro_batch, max_response_tokens=cfg.length, dynamic_sampling=False,
                       overlong_penalty=False, temperature=1.0, top_p=1.0, lr=cfg.lr, warmup_steps=0,
                       eval_every=0, plot_every=0, checkpoint_every=0, progress=False, packing=cfg.packing,
-                      engine=cfg.engine)
+                      engine=cfg.engine, engine_options=server_options(cfg, tmp))
         trainer = Trainer(tcfg, model=model, tokenizer=tok, overwrite=True)
+        push_ms = time_pushes(trainer.engine, cfg) if cfg.engine == "vllm-server" else []
         update_times: list[tuple[float, float, float]] = []  # (wall s, main-thread CPU s, padded share)
         original = trainer_module.update_policy
 
@@ -330,9 +340,52 @@ def run_ours(cfg: BenchConfig, batch_dir: str | None = None) -> dict[str, Any]:
                 "generated_tokens": round(float(rec["perf/rollout_tokens_per_s"]) * rollout_s),
                 "sequences": int(rec["rollout/samples_generated"]), "padded_share": update_times[-1][2],
             })
+        server = {}
+        if cfg.engine == "vllm-server":  # which sync path ran, the push latency; the server it started ends here
+            server = {"weight_sync": trainer.engine.weight_sync, **push_summary(push_ms)}
+            trainer.engine.close()
         trainer.close()
-    return {"side": "ours", "torch_threads": torch.get_num_threads(), "steps": steps,
+    return {"side": "ours", "torch_threads": torch.get_num_threads(), "steps": steps, **server,
             **_memory(cfg.device, base_rss)}
+
+
+def server_options(cfg: BenchConfig, folder: str) -> dict[str, Any]:
+    """engine_options of the server-mode row: the weight-sync choice, the server's log, and (CUDA) a share of
+    the GPU small enough to leave the learner its room (the server starts beside it on the same GPU)."""
+    if cfg.engine != "vllm-server":
+        return {}
+    options: dict[str, Any] = {"weight_sync": cfg.weight_sync, "log": str(Path(folder) / "vllm-server.log")}
+    if cfg.device.startswith("cuda"):
+        options["gpu_memory_utilization"] = 0.3
+    return options
+
+
+def time_pushes(engine: Any, cfg: BenchConfig) -> list[float]:
+    """Wrap ``engine.load_weights`` (this worker process only) to time every push after an optimizer step,
+    verification included; returns the list the times (ms) go to."""
+    load = engine.load_weights
+    times: list[float] = []
+
+    def timed(weights: Any) -> None:
+        _sync(cfg.device)
+        start = time.perf_counter()
+        load(weights)
+        _sync(cfg.device)
+        times.append((time.perf_counter() - start) * 1000)
+
+    engine.load_weights = timed
+    return times
+
+
+def push_summary(push_ms: list[float]) -> dict[str, Any]:
+    """Median and max push latency (ms) over the timed pushes, and each one.
+
+    Example:
+        >>> push_summary([30.0, 10.0, 20.0])["push_ms_median"]
+        20.0
+    """
+    ordered = sorted(push_ms)
+    return {"push_ms_median": ordered[len(ordered) // 2], "push_ms_max": ordered[-1], "push_ms_each": push_ms}
 
 
 # --- the floors: bare PyTorch loops on the same model and data --------------------------------------
@@ -833,6 +886,10 @@ def print_table(result: dict[str, Any]) -> None:
               f"rollout tok/s x{result['ratio_rollout_tokens_per_s']:.2f}, step time x{result['ratio_step_time']:.2f}, "
               f"peak RSS x{result['ratio_peak_rss']:.2f} (growth x{result['ratio_peak_rss_growth']:.2f})"
               + (f", peak CUDA x{result['ratio_peak_cuda']:.2f}" if "ratio_peak_cuda" in result else ""))
+    ours = result["sides"].get("ours", {})
+    if "weight_sync" in ours:
+        print(f"server mode: weight sync {ours['weight_sync']}, push (verified) median {ours['push_ms_median']:.0f} ms, "
+              f"max {ours['push_ms_max']:.0f} ms over {len(ours['push_ms_each'])} pushes")
     if "mfu_peak_tflops" in result:
         print(f"MFU (6N FLOPs per update token, 2N per generated token; peak {result['mfu_peak_tflops']:.0f} TFLOP/s): "
               + ", ".join(f"{name} update {s['update_mfu']:.1%}" + (f" rollout {s['rollout_mfu']:.1%}" if "rollout_mfu" in s else "")
@@ -861,8 +918,15 @@ def dry_run(cfg: BenchConfig, args: argparse.Namespace) -> dict[str, Any]:
     problems = [f"unknown side {s!r}" for s in sides if s not in SIDES]
     if "floor" in sides and "ours" not in sides:
         problems.append("the floor side needs ours")
-    missing = {side: pkg for side, pkg in (("trl", "trl"), ("ours", "vllm" if cfg.engine == "vllm" else "torch"))
+    missing = {side: pkg for side, pkg in (("trl", "trl"), ("ours", "torch" if cfg.engine == "hf" else "vllm"))
                if side in sides and importlib.util.find_spec(pkg) is None}
+    if cfg.engine == "vllm-server":
+        from dapo_env.learners.weight_sync import check_weight_sync
+
+        try:
+            check_weight_sync(cfg.weight_sync, learner_device=cfg.device)
+        except ValueError as exc:
+            problems.append(str(exc))
     out = out_path(args.out, "bench_learner_gpu" if cfg.device.startswith("cuda") else "bench_learner")
     folder = out.parent if out.parent.exists() else next(p for p in out.parents if p.exists())
     if not os.access(folder, os.W_OK):
@@ -872,7 +936,9 @@ def dry_run(cfg: BenchConfig, args: argparse.Namespace) -> dict[str, Any]:
             "flop_parameters": flop_parameters(shape), "problems": problems,
             "tokens_per_step_max": cfg.tokens_per_step_max}
     print(f"dry run: {cfg.model_shape} ({plan['flop_parameters'] / 1e6:.0f}M FLOP parameters) {cfg.dtype} on "
-          f"{cfg.device}, engine {cfg.engine}, packing {cfg.packing}; sides {','.join(sides)}; "
+          f"{cfg.device}, engine {cfg.engine}"
+          + (f" (weight sync {cfg.weight_sync})" if cfg.engine == "vllm-server" else "")
+          + f", packing {cfg.packing}; sides {','.join(sides)}; "
           f"<= {cfg.tokens_per_step_max} response tokens per step; writes {out}")
     for side, pkg in missing.items():
         print(f"dry run: side {side} needs {pkg}, not importable here (the run records it under 'errors')")
@@ -921,8 +987,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
                         help="comma-separated subset of ours,trl,floor,rollout_floor (floor needs ours)")
     parser.add_argument("--packing", default="off", choices=["off", "length", "pack"],
                         help="our side's micro-batch layout (TrainConfig.packing)")
-    parser.add_argument("--engine", default="hf", choices=["hf", "vllm"],
-                        help="our side's rollout engine (vllm: in-process, CUDA)")
+    parser.add_argument("--engine", default="hf", choices=["hf", "vllm", "vllm-server"],
+                        help="our side's rollout engine (vllm: in-process, CUDA; vllm-server: a vllm serve it starts)")
+    parser.add_argument("--weight-sync", default="auto", choices=["auto", "file", "nccl"],
+                        help="with --engine vllm-server: how pushes reach the server (learners/weight_sync.py)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the arguments, the sides' requirements and the output path; run nothing")
     parser.add_argument("--packing-sweep", action="store_true",
@@ -947,7 +1015,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
         group_size=args.group_size or (16 if cuda else 8), prompts_per_step=args.prompts or (8 if cuda else 4),
         micro_batch=args.micro_batch or (32 if cuda else 16), length=args.length or (512 if cuda else 256),
         warmup=args.warmup, steps=args.steps, threads=args.threads, our_sampler=args.our_sampler,
-        packing=args.packing, engine=args.engine)
+        packing=args.packing, engine=args.engine, weight_sync=args.weight_sync)
     if args.dry_run:
         return dry_run(cfg, args)
     if args.packing_sweep:

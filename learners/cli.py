@@ -109,6 +109,10 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--server-url", metavar="URL",
                    help="with --engine vllm-server: the server `dapo-env serve` started (sets engine_options.server_url; "
                         "default: $DAPO_SERVER_URL, else the engine starts its own)")
+    p.add_argument("--weight-sync", choices=("auto", "file", "nccl"),
+                   help="with --engine vllm-server: how pushes reach the server: file (a safetensors file on this "
+                        "machine), nccl (vLLM's weight-transfer API; GPU learner and GPU server) or auto (nccl where "
+                        "both are on GPUs and the server offers it) (sets engine_options.weight_sync; default: auto)")
     p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
     p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
     p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
@@ -250,14 +254,31 @@ def _serve_parser(sub: Any) -> None:
     p.add_argument("--model", required=True, metavar="PATH", help="a local Hugging Face model folder (required)")
     p.add_argument("--served-model-name", metavar="NAME", help="the name requests use (default: the folder's name)")
     p.add_argument("--port", type=int, help="the port (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on; 0.0.0.0 lets learners on other machines in (a trusted network only: "
+                        "the server takes weights from anyone who can reach it) (default: 127.0.0.1)")
     p.add_argument("--dtype", default="float32", help="vLLM's dtype (default: float32, as the learner)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="context length (default: the model's)")
     p.add_argument("--no-weight-sync", action="store_true",
                    help="serve for evaluation only: no development routes or worker extension (default: sync on)")
+    p.add_argument("--weight-sync", choices=("auto", "file", "nccl"), default="auto",
+                   help="nccl also configures vLLM's NCCL weight transfer (train --weight-sync nccl; GPU only), file "
+                        "does not, auto does where this interpreter sees CUDA (default: auto)")
     p.add_argument("--log", type=Path, metavar="FILE", help="the server's output (default: vllm-server.log)")
     p.add_argument("--startup", type=float, default=600.0, metavar="S",
                    help="seconds to wait for the server to answer (default: 600)")
     _common(p)
+
+
+def _serve_transfer(args: argparse.Namespace) -> str | None:
+    """vLLM's weight-transfer backend for ``dapo-env serve`` (``--weight-sync``; auto: nccl where CUDA is visible)."""
+    if args.no_weight_sync or args.weight_sync == "file":
+        return None
+    if args.weight_sync == "auto":
+        import torch
+
+        return "nccl" if torch.cuda.is_available() else None
+    return "nccl"
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -268,15 +289,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     if not vllm_installed():
         raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
-    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, dtype=args.dtype,
-                        max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
-                        startup_s=args.startup, log=args.log or Path("vllm-server.log"))
+    server = VLLMServer(args.model, served_model=args.served_model_name, port=args.port, host=args.host,
+                        dtype=args.dtype, max_model_len=args.max_model_len, weight_sync=not args.no_weight_sync,
+                        weight_transfer=_serve_transfer(args), startup_s=args.startup,
+                        log=args.log or Path("vllm-server.log"))
     try:
         try:
             server.wait()
         except RuntimeError as exc:  # it exited or never answered: the log's tail says why
             raise OSError(str(exc).splitlines()[0] + f" (see {server.log_path})") from None
         print(f"dapo-env serve: {server.url} serves {server.served_model!r} (log: {server.log_path})")
+        if args.host != "127.0.0.1":
+            import socket
+
+            print(f"  from other machines: http://{socket.gethostname()}:{server.port}/v1")
         print(f"  dapo-env eval --endpoint {server.url} --model {server.served_model} --task TASK")
         if not args.no_weight_sync:
             print(f"  dapo-env train --engine vllm-server --server-url {server.url} ...  (or export "
@@ -381,8 +407,9 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         value = getattr(args, flag)
         if value is not None:
             flags[field] = value
-    if args.server_url:  # the vllm-server engine's constructor keyword (also in a rollout worker's engine copy)
-        flags["engine_options"] = {"server_url": args.server_url}
+    server_options = {"server_url": args.server_url, "weight_sync": args.weight_sync}
+    if any(server_options.values()):  # the vllm-server engine's keywords (also in a rollout worker's engine copy)
+        flags["engine_options"] = {key: value for key, value in server_options.items() if value}
     flags.update(parse_overrides(args.set))
     if args.no_progress:
         flags["progress"] = False

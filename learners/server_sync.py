@@ -8,7 +8,10 @@ vLLM's worker; the learner calls them through vLLM's ``POST /collective_rpc`` ro
 - ``dapo_load_weights(path)``: load the tensors of a safetensors file (HF ``state_dict`` names, written
   by the learner on the same machine) with the model's own weight loader;
 - ``dapo_fingerprint(names_json)``: :func:`~dapo_env.learners.engine.weights_fingerprint` of the model's
-  weights under HF names (all of them, or the JSON list of names), to compare with the learner's.
+  weights under HF names (all of them, or the JSON list of names), to compare with the learner's;
+- ``dapo_describe()``: where the weights live (``device``, ``dtype``, ``gpu_uuid``) and vLLM's weight-transfer
+  backend (``transfer_backend``, ``None`` unless the server runs with ``--weight-transfer-config``), from which the
+  learner picks its weight-sync strategy (:mod:`~dapo_env.learners.weight_sync`).
 
 The CPU trap (``notes/vllm-cpu.md``, ``docs/vllm.md``): vLLM's CPU backend prepacks every linear layer's
 weight and drops the parameter, so a later load leaves those layers stale. vLLM imports this module in
@@ -81,6 +84,14 @@ class WeightSyncExtension:
         tensors = load_file(path)
         model.load_weights(iter(tensors.items()))
         return {"loaded": len(tensors)}
+
+    def dapo_describe(self) -> dict[str, Any]:
+        """The worker's weights' device type, dtype and GPU UUID, and vLLM's weight-transfer backend (or ``None``)."""
+        param = next(self._dapo_model().parameters())
+        transfer = self.vllm_config.weight_transfer_config  # type: ignore[attr-defined]
+        gpu = str(torch.cuda.get_device_properties(param.device).uuid) if param.device.type == "cuda" else None
+        return {"device": param.device.type, "dtype": str(param.dtype).removeprefix("torch."),
+                "transfer_backend": None if transfer is None else str(transfer.backend), "gpu_uuid": gpu}
 
     @torch.no_grad()
     def dapo_fingerprint(self, names_json: str = "null") -> str:

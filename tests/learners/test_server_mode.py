@@ -45,6 +45,7 @@ def test_pushes_take_effect_on_a_served_model(tmp_path: Path) -> None:
     tok = build_tokenizer()
     learner = build_tiny_model(tok, seed=0)
     with ServerEngine(learner, tok, log=tmp_path / "server.log") as engine:
+        assert engine.weight_sync == "file"  # a CPU learner and a CPU server: auto picks the file path
         hf = HFEngine(learner, tok)
         before = engine.generate(PROMPTS, n=1, sampling=GREEDY)
         _agree(hf.generate(PROMPTS, n=1, sampling=GREEDY), before)
