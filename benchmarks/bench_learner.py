@@ -203,7 +203,7 @@ def flop_parameters(shape: dict[str, Any]) -> int:
 
     Example:
         >>> flop_parameters(MODEL_SHAPES["qwen2-0.5b"]) // 10**6
-        494
+        493
     """
     h, heads, kv, inter = shape["hidden"], shape["heads"], shape["kv_heads"], shape["intermediate"]
     d = h // heads
