@@ -220,11 +220,18 @@ def play_records(groups: Sequence[Any]) -> list[dict[str, Any]]:
 
 def summarise_play(rows: Sequence[dict[str, Any]], tool_format: str, samples: int = 3) -> dict[str, Any]:
     """Accuracy, the episodes' shape (:func:`episode_stats`), the tool-call statuses (``tool_use_stats``) and
-    the first ``samples`` episodes (prompt cut to its last 400 characters: the tools and the question)."""
+    ``samples`` sample episodes: the first ones whose text differs from every earlier sample's (greedy episodes
+    of one prompt are identical, and HiddenTable's problems come in blocks sharing a prompt), each prompt cut
+    to its last 400 characters (the end of the tool list and the question)."""
     from dapo_env.tools import tool_use_stats
 
-    stats = {**episode_stats(rows, tool_format), **tool_use_stats(rows)}
-    stats["samples"] = [{**r, "prompt": r["prompt"][-400:]} for r in rows[:samples]]
+    stats: dict[str, Any] = {**episode_stats(rows, tool_format), **tool_use_stats(rows)}
+    picked: list[dict[str, Any]] = []
+    for row in rows:
+        if len(picked) < samples and all(row["completion"] != p["completion"] for p in picked):
+            picked.append({**row, "prompt": row["prompt"][-400:]})
+    stats["distinct_episodes"] = len({r["completion"] for r in rows})
+    stats["samples"] = picked
     return stats
 
 

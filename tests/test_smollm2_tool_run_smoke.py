@@ -137,6 +137,8 @@ def test_the_held_out_play_reports_accuracy_and_tool_call_statuses(tool, hermes_
     assert summary["tool/bad_arguments_share"] == summary["tool/invalid_json_share"] == pytest.approx(1 / 3)
     assert summary["tool_call_share"] == 0.75 and summary["model_turns_mean"] == 1.75
     assert len(summary["samples"]) == 2 and summary["samples"][0]["tool_calls"][0]["status"] == "ok"
+    assert summary["distinct_episodes"] == 4
+    assert len(tool.summarise_play([rows[0], rows[0], rows[1]], "hermes")["samples"]) == 2  # repeats are skipped
 
 
 @pytest.mark.slow
