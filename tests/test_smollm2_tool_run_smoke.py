@@ -192,4 +192,7 @@ def test_one_real_native_step_on_hidden_table(tool, tmp_path: Path) -> None:
     assert code == 0
     result = json.loads(out.read_text())
     assert result["tool_format"] == "hermes" and "HERMES_CHATML_TEMPLATE" in result["chat_template"]
-    assert "<tools>" in result["before"]["samples"][0]["prompt"] and "tool/no_call_share" in result["after"]
+    prompt = result["before"]["samples"][0]["prompt"]  # its last 400 characters: the template's tool instructions
+    assert "</tool_call>\nEach result comes back between <tool_response>" in prompt and prompt.endswith(
+        "<|im_start|>assistant\n")
+    assert "tool/no_call_share" in result["after"] and result["before"]["distinct_episodes"] >= 1
