@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -49,6 +50,7 @@ from dapo_env.types import RolloutBatch
 from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
 from .rollout import POLICY_STEP, stamp_step
 from .rollout_worker import RolloutWorker, WorkerLost
+from .threads import LEARNER, WORKER, ThreadBudget, mean_threads
 
 #: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
 MAX_CONSECUTIVE_LOSSES = 3
@@ -78,19 +80,23 @@ class RoundRequest:
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The verified groups of one round, the training step whose weights generated them, and the worker's timings."""
+    """The verified groups of one round, the training step whose weights generated them, and the worker's
+    timings; ``forwards_by_threads``: ``(torch threads, forward passes)`` pairs, the thread counts the
+    worker's forward passes (prefills and decode steps) ran with under a :class:`ThreadBudget`."""
 
     round: int
     policy_step: int
     groups: tuple[Any, ...]
     generate_s: float = 0.0
     verify_s: float = 0.0
+    forwards_by_threads: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dapo_env.sampler import group_to_dict
 
         return {"round": self.round, "policy_step": self.policy_step, "groups": [group_to_dict(g) for g in self.groups],
-                "generate_s": self.generate_s, "verify_s": self.verify_s}
+                "generate_s": self.generate_s, "verify_s": self.verify_s,
+                "forwards_by_threads": [list(pair) for pair in self.forwards_by_threads]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
@@ -98,7 +104,8 @@ class RoundResult:
 
         step = data.get("policy_step", data.get("version"))  # "version": the older key
         return cls(int(data["round"]), int(step), tuple(group_from_dict(g) for g in data["groups"]),
-                   float(data["generate_s"]), float(data["verify_s"]))
+                   float(data["generate_s"]), float(data["verify_s"]),
+                   tuple((int(t), int(n)) for t, n in data.get("forwards_by_threads", ())))
 
 
 class AsyncGroupSource:
@@ -114,20 +121,23 @@ class AsyncGroupSource:
             (``_round_seed``).
         engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
             generated with those weights (``None``: the training step).
+        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the worker (``None``:
+            none); the learner lends its threads to the worker while it waits for a round.
 
     Call :meth:`publish` with the learner's weights before the first draw and after every step. Each
     round's stats: ``async/rounds_expired`` (regenerated to respect the bound), ``async/rounds_ahead``
     (issued, not drawn, now), ``async/worker_restarts`` (over the run), ``time/rollout_wait_s`` (the
-    learner blocked on rounds) and ``time/worker_generate_s`` (worker time of the rounds drawn), counted
-    since the batch's first round.
+    learner blocked on rounds), ``time/worker_generate_s`` (worker time of the rounds drawn) and, with a
+    budget, ``perf/worker_threads_mean`` (the mean torch threads of the drawn rounds' forward passes),
+    counted since the batch's first round.
     """
 
     def __init__(self, schedule: PromptSchedule, worker: RolloutWorker, *, max_staleness: int, seed: int,
-                 engine: Any = None) -> None:
+                 engine: Any = None, threads: ThreadBudget | None = None) -> None:
         if not isinstance(max_staleness, int) or max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
         self.schedule, self.worker, self.max_staleness, self.seed = schedule, worker, max_staleness, seed
-        self.engine = engine
+        self.engine, self.threads = engine, threads
         self.num_prompts, self.group_size = schedule.num_prompts, schedule.group_size
         self._policy_step: int | None = None
         self._weights_version: int | None = None
@@ -143,6 +153,7 @@ class AsyncGroupSource:
         self._losses_in_a_row = 0
         self._warned: set[str] = set()
         self._stats = self._fresh_stats()
+        self._worker_forwards: dict[int, int] = {}  # threads -> the worker's forward passes, this batch
         self._restarts = 0
 
     # -- RolloutSource ------------------------------------------------------------------------------
@@ -165,7 +176,7 @@ class AsyncGroupSource:
             self._next_issue, self._started = self._consumed, True
             self.schedule.reset(seed=self.seed)
         if position[1] == 0:  # a new batch: its counters start at 0
-            self._stats = self._fresh_stats()
+            self._stats, self._worker_forwards = self._fresh_stats(), {}
         n = self._consumed
         self._issue_through(n + self._window(), position)
         result = self._await(n)
@@ -176,9 +187,13 @@ class AsyncGroupSource:
         self._consumed += 1
         self._rounds_this_step += 1
         self._stats["generate_s"] += result.generate_s
+        for threads, passes in result.forwards_by_threads:
+            self._worker_forwards[threads] = self._worker_forwards.get(threads, 0) + passes
         stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
                  "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
                  "time/worker_generate_s": self._stats["generate_s"]}
+        if self.threads is not None and self._worker_forwards:
+            stats["perf/worker_threads_mean"] = float(mean_threads(self._worker_forwards))
         return RolloutBatch(tuple(stamp_step(g, result.policy_step) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
@@ -290,20 +305,30 @@ class AsyncGroupSource:
         self._results.pop(n, None)
 
     def _await(self, n: int) -> RoundResult:
+        if n in self._results:
+            return self._results[n]
         start = time.perf_counter()
         try:
-            while n not in self._results:
-                try:
-                    done = self.worker.wait(self._tickets[n])
-                except WorkerLost as lost:
-                    self._replace(lost)
-                    continue
-                self._losses_in_a_row = 0
-                del self._tickets[n]
-                self._results[n] = done.result
+            with self._waiting():
+                self._await_result(n)
         finally:
             self._stats["wait_s"] += time.perf_counter() - start
         return self._results[n]
+
+    def _waiting(self) -> Any:
+        """The learner blocks on the worker: its threads are the worker's meanwhile."""
+        return self.threads.waiting(LEARNER) if self.threads is not None else contextlib.nullcontext()
+
+    def _await_result(self, n: int) -> None:
+        while n not in self._results:
+            try:
+                done = self.worker.wait(self._tickets[n])
+            except WorkerLost as lost:
+                self._replace(lost)
+                continue
+            self._losses_in_a_row = 0
+            del self._tickets[n]
+            self._results[n] = done.result
 
     def _renew_expired(self) -> None:
         """Regenerate, with the current weights, every issued round that would now exceed the bound."""
@@ -345,22 +370,26 @@ class AsyncGroupSource:
 # --- the worker's side: generate and verify one round ------------------------------------------------
 def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dtype = torch.float32,
                 device: str = "cpu", seed: int = 0, autocast_dtype: torch.dtype | None = None,
-                **engine_kwargs: Any) -> Any:
+                threads: ThreadBudget | None = None, **engine_kwargs: Any) -> Any:
     """A fresh engine of ``kind`` over a model built from ``model_config`` (its weights arrive with the
-    first ``Weights`` command): what a rollout worker runs. Picklable through ``functools.partial``."""
+    first ``Weights`` command): what a rollout worker runs. With ``threads``, every forward pass of the
+    model (each prefill and decode step) first takes the worker's threads from the budget. Picklable
+    through ``functools.partial``."""
     from transformers import AutoModelForCausalLM
 
     from .engine import make_engine
 
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
+    if threads is not None:
+        threads.attach(model.get_input_embeddings(), WORKER)  # every prefill and decode step starts there
     return make_engine(kind, model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype, **engine_kwargs)
 
 
 class _GroupExecutor:
     """Inside the worker: the engine copy and the group env that verifies and shapes its samples."""
 
-    def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
-        self.engine, self.env, self.sampling = engine, env, sampling
+    def __init__(self, engine: Any, env: Any, sampling: Any, threads: ThreadBudget | None = None) -> None:
+        self.engine, self.env, self.sampling, self.threads = engine, env, sampling, threads
         self.policy_step: int | None = None
 
     def load_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -368,6 +397,14 @@ class _GroupExecutor:
         self.policy_step = policy_step
 
     def run(self, request: RoundRequest) -> RoundResult:
+        if self.threads is None:
+            return self._run(request)
+        self.threads.take_counts()  # forward passes outside rounds (none today) are not the round's
+        with self.threads.working(WORKER):
+            result = self._run(request)
+        return dataclasses.replace(result, forwards_by_threads=tuple(sorted(self.threads.take_counts().items())))
+
+    def _run(self, request: RoundRequest) -> RoundResult:
         from dapo_env.sampler import grouped
 
         if request.policy_step != self.policy_step:
@@ -406,26 +443,28 @@ class GroupRolloutJob:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
         make_env: builds the worker's group env, configured like the learner's (same task, split, shaping).
         sampling: the sampling settings (each round sets its own seed).
-        num_threads: torch CPU threads in the worker (``None``: torch's choice).
+        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the learner: the worker
+            counts as working while it runs a round (``make_engine`` should attach the same budget to its
+            model, as :func:`engine_copy` does with ``threads=``); ``None``: one torch thread, always.
     """
 
     make_engine: Callable[[], Any]
     make_env: Callable[[], Any]
     sampling: Any
-    num_threads: int | None = 1
+    threads: ThreadBudget | None = None
 
     def build(self) -> _GroupExecutor:
-        if self.num_threads:
-            torch.set_num_threads(self.num_threads)
-        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
+        torch.set_num_threads(1 if self.threads is None else self.threads.threads(WORKER))
+        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling, self.threads)
 
 
-def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any
-                      ) -> AsyncGroupSource:
+def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any,
+                      threads: ThreadBudget | None = None) -> AsyncGroupSource:
     """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
     the learner keeps the prompt schedule (a :class:`~dapo_env.schedule.PromptSchedule`); a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
     :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
+    ``threads``: the learner's :class:`~dapo_env.learners.threads.ThreadBudget`, shared with the worker.
     Reached through :func:`~dapo_env.learners.sources.make_rollout_source`."""
     import functools
 
@@ -436,13 +475,14 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
 
     job = GroupRolloutJob(
         make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
-                                      autocast_dtype=autocast_dtype(cfg.precision), **cfg.engine_options),
-        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling,
-        num_threads=cfg.num_threads or 1)
+                                      autocast_dtype=autocast_dtype(cfg.precision), threads=threads,
+                                      **cfg.engine_options),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling, threads=threads)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
     schedule = PromptSchedule(load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
                               cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
-    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine)
+    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine,
+                            threads=threads)
 
 
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",

@@ -79,3 +79,14 @@ class FakeRoundJob:
     def build(self) -> _FakeRounds:
         torch.set_num_threads(1)
         return _FakeRounds(self)
+
+
+def flip_worker_flag(budget: Any, seen: Any, go: Any, release: Any) -> None:
+    """In a spawned process: report the worker's threads, then mark the worker busy until ``release``."""
+    from dapo_env.learners.threads import WORKER
+
+    seen.put(budget.threads(WORKER))
+    with budget.working(WORKER):
+        go.set()  # the learner now sees a busy worker
+        release.wait(60)
+    seen.put("done")
