@@ -108,6 +108,14 @@ class RoundResult:
                    tuple((int(t), int(n)) for t, n in data.get("forwards_by_threads", ())))
 
 
+@dataclass
+class _WeightBuffer:
+    """Published weights in shared memory; ``fence``: the last ticket submitted before they were sent."""
+
+    tensors: dict[str, torch.Tensor]
+    fence: int = 0
+
+
 class AsyncGroupSource:
     """A :class:`~dapo_env.sampler.RolloutSource` whose rounds a :class:`RolloutWorker` generates ahead.
 
@@ -141,7 +149,8 @@ class AsyncGroupSource:
         self.num_prompts, self.group_size = schedule.num_prompts, schedule.group_size
         self._policy_step: int | None = None
         self._weights_version: int | None = None
-        self._weights: Mapping[str, torch.Tensor] | None = None
+        self._weights: Mapping[str, torch.Tensor] | None = None  # the current step's, in shared memory
+        self._buffers: list[_WeightBuffer] = []  # shared-memory weight copies, reused once the worker loaded them
         self._started = False
         self._next_issue = 0  # the env shows this round's prompts
         self._consumed = 0  # rounds drawn by the sampler so far
@@ -208,12 +217,43 @@ class AsyncGroupSource:
         if self._policy_step is not None and step > self._policy_step:
             self._rounds_last_step, self._rounds_this_step = self._rounds_this_step, 0
         self._policy_step = step
-        self._weights = {name: t.detach().to("cpu", copy=True) for name, t in weights.items()}
+        self._weights = self._shared_copy(weights)
         if self.worker.pid is not None:
-            self.worker.send_weights(step, self._weights, copy=False)
+            self._send_weights()
         for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
             if n not in self._results and n not in self._tickets:
                 self._submit(self._reissued(n, step))
+
+    def _shared_copy(self, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``weights`` copied into a shared-memory buffer that the worker maps without a copy of its own.
+
+        A buffer is reused once the worker has started a ticket submitted after the buffer was last sent
+        (commands run in order, so it has copied those weights into its engine) and it is not the current
+        step's (kept for a replacement worker); otherwise a new one is allocated. Reusing buffers saves two
+        fresh allocations of the whole model per step (a copy and its move to shared memory).
+        """
+        shapes = {name: (t.shape, t.dtype) for name, t in weights.items()}
+        started = self.worker.started_through
+        free = [b for b in self._buffers if b.tensors is not self._weights and started is not None
+                and started > b.fence and {n: (t.shape, t.dtype) for n, t in b.tensors.items()} == shapes]
+        if free:
+            buffer = free[0]
+        else:
+            buffer = _WeightBuffer({name: torch.empty_like(t, device="cpu").share_memory_()
+                                    for name, t in weights.items()})
+            self._buffers.append(buffer)
+        with torch.no_grad():
+            for name, t in weights.items():
+                buffer.tensors[name].copy_(t.detach())
+        return buffer.tensors
+
+    def _send_weights(self) -> None:
+        """Send the current step's weights (their shared buffer, no copy); a ticket started after this one
+        proves the worker has copied them (the buffer's fence)."""
+        self.worker.send_weights(self._policy_step, self._weights, copy=False)
+        for buffer in self._buffers:
+            if buffer.tensors is self._weights:
+                buffer.fence = self._ticket
 
     def _drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
@@ -291,7 +331,7 @@ class AsyncGroupSource:
     def _submit(self, request: RoundRequest) -> None:
         if self.worker.pid is None:  # the first round: start the worker with the current weights
             self.worker.start()
-            self.worker.send_weights(self._policy_step, self._weights, copy=False)
+            self._send_weights()
         self._ticket += 1
         self._tickets[request.round] = self._ticket
         self._requests[request.round] = request
@@ -362,7 +402,7 @@ class AsyncGroupSource:
                           "async/worker_restarts)", RuntimeWarning, stacklevel=4)
         self.worker.restart()
         self._tickets.clear()
-        self.worker.send_weights(self._policy_step, self._weights, copy=False)
+        self._send_weights()
         for n in pending:
             self._submit(self._reissued(n, self._policy_step))
 
