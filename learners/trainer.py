@@ -276,8 +276,9 @@ class Trainer:
     def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
         """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
         update's own forward gives them. With ``keep_surplus=True`` and no ``is_correction``, a stale sample's (one
-        from older weights) are the engine's at sampling time, the behaviour policy's; with an ``is_correction``
-        they are recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
+        from older weights) are the engine's at sampling time, the behaviour policy's (a batch of only such samples,
+        the usual one of an asynchronous run, needs no forward pass for them); with an ``is_correction`` they are
+        recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
         cfg = self.cfg
         stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
                              device=self.device)  # (N,)
@@ -285,6 +286,8 @@ class Trainer:
         if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
                 and not behaviour):
             return None
+        if behaviour and bool((stale & batch.has_rollout_logprobs).all()):  # every row is the engine's: no pass
+            return batch.rollout_logprobs.to(self.device, torch.float32, copy=True)  # = behaviour_logprobs(old, ...)
         old = batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size, temperature=cfg.temperature,
                              precision=cfg.precision)
         return behaviour_logprobs(old, batch.rollout_logprobs, batch.has_rollout_logprobs, stale) if behaviour else old
