@@ -81,22 +81,22 @@ class RoundRequest:
 @dataclass(frozen=True)
 class RoundResult:
     """The verified groups of one round, the training step whose weights generated them, and the worker's
-    timings; ``forwards_by_threads``: ``(torch threads, forward passes)`` pairs, the thread counts the
-    worker's forward passes (prefills and decode steps) ran with under a :class:`ThreadBudget`."""
+    timings; ``units_by_threads``: ``(torch threads, units)`` pairs, the thread counts the worker's units of
+    work (each layer of each prefill and decode step) ran with under a :class:`ThreadBudget`."""
 
     round: int
     policy_step: int
     groups: tuple[Any, ...]
     generate_s: float = 0.0
     verify_s: float = 0.0
-    forwards_by_threads: tuple[tuple[int, int], ...] = ()
+    units_by_threads: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dapo_env.sampler import group_to_dict
 
         return {"round": self.round, "policy_step": self.policy_step, "groups": [group_to_dict(g) for g in self.groups],
                 "generate_s": self.generate_s, "verify_s": self.verify_s,
-                "forwards_by_threads": [list(pair) for pair in self.forwards_by_threads]}
+                "units_by_threads": [list(pair) for pair in self.units_by_threads]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
@@ -105,7 +105,7 @@ class RoundResult:
         step = data.get("policy_step", data.get("version"))  # "version": the older key
         return cls(int(data["round"]), int(step), tuple(group_from_dict(g) for g in data["groups"]),
                    float(data["generate_s"]), float(data["verify_s"]),
-                   tuple((int(t), int(n)) for t, n in data.get("forwards_by_threads", ())))
+                   tuple((int(t), int(n)) for t, n in data.get("units_by_threads", ())))
 
 
 @dataclass
@@ -136,7 +136,7 @@ class AsyncGroupSource:
     round's stats: ``async/rounds_expired`` (regenerated to respect the bound), ``async/rounds_ahead``
     (issued, not drawn, now), ``async/worker_restarts`` (over the run), ``time/rollout_wait_s`` (the
     learner blocked on rounds), ``time/worker_generate_s`` (worker time of the rounds drawn) and, with a
-    budget, ``perf/worker_threads_mean`` (the mean torch threads of the drawn rounds' forward passes),
+    budget, ``perf/worker_threads_mean`` (the mean torch threads of the drawn rounds' units of work),
     counted since the batch's first round.
     """
 
@@ -162,7 +162,7 @@ class AsyncGroupSource:
         self._losses_in_a_row = 0
         self._warned: set[str] = set()
         self._stats = self._fresh_stats()
-        self._worker_forwards: dict[int, int] = {}  # threads -> the worker's forward passes, this batch
+        self._worker_units: dict[int, int] = {}  # threads -> the worker's units of work, this batch
         self._restarts = 0
 
     # -- RolloutSource ------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ class AsyncGroupSource:
             self._next_issue, self._started = self._consumed, True
             self.schedule.reset(seed=self.seed)
         if position[1] == 0:  # a new batch: its counters start at 0
-            self._stats, self._worker_forwards = self._fresh_stats(), {}
+            self._stats, self._worker_units = self._fresh_stats(), {}
         n = self._consumed
         self._issue_through(n + self._window(), position)
         result = self._await(n)
@@ -196,13 +196,13 @@ class AsyncGroupSource:
         self._consumed += 1
         self._rounds_this_step += 1
         self._stats["generate_s"] += result.generate_s
-        for threads, passes in result.forwards_by_threads:
-            self._worker_forwards[threads] = self._worker_forwards.get(threads, 0) + passes
+        for threads, passes in result.units_by_threads:
+            self._worker_units[threads] = self._worker_units.get(threads, 0) + passes
         stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
                  "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
                  "time/worker_generate_s": self._stats["generate_s"]}
-        if self.threads is not None and self._worker_forwards:
-            stats["perf/worker_threads_mean"] = float(mean_threads(self._worker_forwards))
+        if self.threads is not None and self._worker_units:
+            stats["perf/worker_threads_mean"] = float(mean_threads(self._worker_units))
         return RolloutBatch(tuple(stamp_step(g, result.policy_step) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
@@ -421,7 +421,7 @@ def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dt
 
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
     if threads is not None:
-        threads.attach(model.get_input_embeddings(), WORKER)  # every prefill and decode step starts there
+        threads.attach(model, WORKER)
     return make_engine(kind, model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype, **engine_kwargs)
 
 
@@ -439,10 +439,10 @@ class _GroupExecutor:
     def run(self, request: RoundRequest) -> RoundResult:
         if self.threads is None:
             return self._run(request)
-        self.threads.take_counts()  # forward passes outside rounds (none today) are not the round's
+        self.threads.take_counts()  # units outside rounds (none today) are not the round's
         with self.threads.working(WORKER):
             result = self._run(request)
-        return dataclasses.replace(result, forwards_by_threads=tuple(sorted(self.threads.take_counts().items())))
+        return dataclasses.replace(result, units_by_threads=tuple(sorted(self.threads.take_counts().items())))
 
     def _run(self, request: RoundRequest) -> RoundResult:
         from dapo_env.sampler import grouped

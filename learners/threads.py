@@ -72,7 +72,7 @@ def side_threads(side: int, *, total: int, split: str, other_busy: bool) -> int:
 
 
 def mean_threads(counts: Mapping[int, int]) -> float | None:
-    """The mean thread count over forward passes, from ``{threads: forward passes}`` (``None``: no pass).
+    """The mean thread count over units of work, from ``{threads: units}`` (``None``: no unit).
 
     Example:
         >>> mean_threads({1: 3, 2: 1}), mean_threads({})
@@ -87,7 +87,7 @@ class ThreadBudget:
 
     Built by the learner (which counts as working from the start) and handed to the worker inside its
     job: the flags live in shared memory, which a spawned process receives when the job is pickled to
-    start it. Each process keeps its own count of the thread counts its forward passes ran with
+    start it. Each process keeps its own count of the thread counts its units of work ran with
     (:meth:`take_counts`).
 
     Args:
@@ -163,15 +163,26 @@ class ThreadBudget:
         finally:
             self._busy[side] = before
 
-    def attach(self, module: torch.nn.Module, side: int) -> Any:
-        """Apply the budget for ``side`` before every forward pass of ``module`` (a forward pre-hook); the
-        rest of that pass and its backward run with the same count. For a causal LM pass its input
-        embeddings (``model.get_input_embeddings()``): every pass starts there, whether it enters through
-        the model, its decoder (the chunked log-prob path) or a decode step. Returns the hook's handle."""
-        def before_forward(hooked: torch.nn.Module, args: Any) -> None:
+    def attach(self, model: torch.nn.Module, side: int) -> list[Any]:
+        """Apply the budget for ``side`` at every unit of ``model``'s work: before each forward pass (a
+        pre-hook on its input embeddings, where every pass starts, whether through the model, its decoder
+        or a decode step), before each layer's forward (every element of its ``ModuleList`` s: a causal LM's
+        decoder layers) and, when the pass records gradients, before each layer's backward (a hook on the
+        gradient of the layer above's input). A side that starts working while the other holds all ``T``
+        threads then runs over the budget for one layer at most. Returns the hooks' handles.
+        """
+        def before_forward(hooked: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            self.apply(side)
+            hidden = args[0] if args else kwargs.get("hidden_states")
+            if torch.is_grad_enabled() and isinstance(hidden, torch.Tensor) and hidden.requires_grad:
+                hidden.register_hook(before_backward)  # runs once the gradient reaches this layer's input
+
+        def before_backward(grad: torch.Tensor) -> None:
             self.apply(side)
 
-        return module.register_forward_pre_hook(before_forward)
+        units = [model.get_input_embeddings()]
+        units += [layer for module in model.modules() if isinstance(module, torch.nn.ModuleList) for layer in module]
+        return [unit.register_forward_pre_hook(before_forward, with_kwargs=True) for unit in units]
 
     def __repr__(self) -> str:
         return f"ThreadBudget(total={self.total}, split={self.split!r})"

@@ -237,7 +237,7 @@ class Trainer:
         cfg, t0 = self.cfg, time.perf_counter()
         weights_version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
         if self.threads is not None:
-            self.threads.take_counts()  # the evaluation's forward passes since the last step are not this step's
+            self.threads.take_counts()  # the evaluation's units since the last step are not this step's
         rollout = self.sampler.sample()
         groups = self._balanced(rollout.groups)
         deferred = len(rollout.groups) - len(groups)
@@ -268,7 +268,7 @@ class Trainer:
         self.step += 1
         self._publish()
         learner_threads_mean = mean_threads(self.threads.take_counts()) if self.threads is not None else None
-        if learner_threads_mean is not None:  # this step's forward passes (perf/: it follows timing)
+        if learner_threads_mean is not None:  # this step's units of work (perf/: it follows timing)
             record["perf/learner_threads_mean"] = learner_threads_mean
         record.update(self._clock(t0))
         return self.collective.reduce_record(record)
@@ -407,13 +407,12 @@ class Trainer:
 def learner_threads(cfg: TrainConfig, model: Any) -> ThreadBudget | None:
     """With a rollout worker, the :class:`~dapo_env.learners.threads.ThreadBudget` of ``cfg.num_threads``
     torch threads (``None``: torch's count now) that the learner shares with it, attached to the learner's
-    ``model`` (each forward pass, and the backward after it, runs with the learner's threads of that
-    moment); ``None`` without a worker (the learner keeps ``cfg.num_threads``). Rollout workers run on one
+    ``model`` (each layer's forward and backward runs with the learner's threads of that moment); ``None`` without a worker (the learner keeps ``cfg.num_threads``). Rollout workers run on one
     process only (``collective.local_config`` refuses more), so ``model`` is the plain HF model."""
     if not cfg.uses_rollout_worker:
         return None
     budget = ThreadBudget(cfg.num_threads or torch.get_num_threads(), cfg.num_threads_split)
-    budget.attach(model.get_input_embeddings(), LEARNER)  # every forward pass starts there
+    budget.attach(model, LEARNER)
     return budget
 
 

@@ -71,20 +71,24 @@ def test_apply_sets_torch_threads_and_counts_each_unit() -> None:
     assert mean_threads({2: 1, 1: 2}) == pytest.approx(4 / 3) and mean_threads({}) is None
 
 
-def test_attach_applies_before_every_forward_pass_through_the_model_or_its_decoder() -> None:
+def test_attach_applies_before_every_layer_forward_and_backward() -> None:
     from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
     budget = ThreadBudget(2)
-    model = build_tiny_model(build_tokenizer(), hidden_size=64, layers=1, heads=2)
-    handle = budget.attach(model.get_input_embeddings(), LEARNER)
-    seen = []
-    model.get_decoder().layers[0].register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+    model = build_tiny_model(build_tokenizer(), hidden_size=64, layers=2, heads=2)
+    handles = budget.attach(model, LEARNER)
+    assert len(handles) == 3  # the input embeddings and the 2 decoder layers
     ids = torch.ones(2, 5, dtype=torch.long)
-    model(input_ids=ids).logits.sum().backward()
-    with budget.working(WORKER):
-        model.get_decoder()(input_ids=ids)  # the chunked log-prob path enters here
-    assert seen == [2, 1] and budget.take_counts() == {2: 1, 1: 1}
-    handle.remove()
+    loss = model(input_ids=ids).logits.sum()
+    assert budget.take_counts() == {2: 3}  # embeddings, layer 0, layer 1: the worker is idle
+    with budget.working(WORKER):  # the worker wakes up during the learner's backward
+        loss.backward()
+        assert budget.take_counts() == {1: 2}  # before layer 0's and the embeddings' backward (layer 1's: as set)
+        with torch.no_grad():
+            model.get_decoder()(input_ids=ids)  # the chunked log-prob path enters at the decoder
+    assert budget.take_counts() == {1: 3}
+    for handle in handles:
+        handle.remove()
     model(input_ids=ids)
     assert budget.take_counts() == {}
 
