@@ -338,14 +338,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--steps", type=int, default=None,
                         help="training steps per run of every workload (overrides --tiny-steps/--smollm2-steps)")
-    parser.add_argument("--tiny-steps", type=int, default=30, help="training steps per tiny run (default 30)")
+    parser.add_argument("--tiny-steps", type=int, default=20, help="training steps per tiny run (default 20)")
     parser.add_argument("--smollm2-steps", type=int, default=6, help="training steps per smollm2 run (default 6)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run, shared by learner and "
                         "worker in the async settings (num_threads; default 2)")
     parser.add_argument("--thread-split", default="work-conserving", choices=("work-conserving", "static"),
                         help="how the async settings split --threads between learner and worker "
                         "(num_threads_split; default work-conserving)")
-    parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none)")
+    parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none; "
+                        "with one, the async runs recompute the old log-probs: a forward pass sync does not make)")
     parser.add_argument("--model-dir", type=Path, default=REPO / "runs" / "models" / "smollm2-shaped-random",
                         help="where the SmolLM2-shaped random-init model is saved (built once)")
     add_out_argument(parser, "bench_async")
