@@ -4,11 +4,13 @@ Every (workload, setting, seed) trains in its OWN fresh subprocess for the same 
 setting generates about the same number of tokens (dynamic sampling's extra rounds aside; the JSON records
 the counts) and held-out accuracy is compared at (nearly) equal generated tokens. Settings:
 
-- ``sync``: ``max_staleness=0``, generation in the learner's process, ``--threads`` torch threads (the
-  ``tiny`` workload keeps its preset's one thread: at that size intra-op threads do not pay, and on the
-  loaded 2-core machine two threads made the synchronous run an order of magnitude slower);
+- ``sync``: ``max_staleness=0``, generation in the learner's process, ``--threads`` torch threads;
 - ``staleness_1`` / ``staleness_2``: a rollout worker process generates the next rounds while the learner
-  updates; learner and worker get ``--threads // 2`` threads each (the same CPU budget).
+  updates; learner and worker share the same ``--threads`` (``num_threads``, the total) under the
+  ``--thread-split`` policy (``num_threads_split``; default ``work-conserving``: the side that waits lends
+  its threads to the other, ``static``: ``thread_shares`` always, the policy before the budget existed).
+  At ``--threads 1`` each process still needs a thread, so the asynchronous runs use 1 + 1 and the JSON
+  says ``equal_total_threads: false``.
 
 Workloads: ``tiny`` (the CPU default run: the ``tiny`` preset with its warm start, Largest-v0) and
 ``smollm2`` (a SmolLM2-135M-shaped random-init Llama, 30 layers x 576, with the tiny tokenizer's vocabulary,
@@ -18,11 +20,14 @@ are right and every step updates; its accuracy measures nothing and is reported 
 Measured per run, over training steps 2..N (the first step includes starting the worker): wall-clock
 steps/s and generated tokens/s; CPU seconds of the run's process tree (learner + worker); the final
 held-out accuracy (the ``tiny`` preset's greedy eval); the share of step time the learner spent waiting for
-rollouts (generating them itself when synchronous): the overlap, readable even on a loaded machine.
-``speedup_staleness_k`` is the mean over seeds of
-steps/s at staleness k over the same seed's sync steps/s.
+rollouts (generating them itself when synchronous): the overlap, readable even on a loaded machine; the
+mean torch threads of the learner's and the worker's forward passes (``perf/*_threads_mean``).
+``speedup_staleness_k`` is the mean over seeds of steps/s at staleness k over the same seed's sync
+steps/s; ``amdahl_bound_staleness_k`` the best speed-up overlap can give that sync run, ``1 / max(s, 1 - s)``
+for its rollout share ``s``; ``overlap_efficiency_staleness_k`` the speed-up over that bound (per seed,
+then averaged).
 
-Run (full: both workloads, 3 seeds; sizes chosen for ~35-45 minutes on an idle 2-core box)::
+Run (full: both workloads, 3 seeds; sizes chosen for ~25 minutes on an idle 2-core box)::
 
     python benchmarks/bench_async.py                              # -> benchmarks/out/bench_async.json
     python benchmarks/bench_async.py --workloads tiny --seeds 1 --steps 6    # a few minutes
@@ -86,14 +91,15 @@ def smollm2_folder(folder: Path) -> Path:
 
 def run_config(workload: str, setting: str, seed: int, steps: int, threads: int, out_dir: str,
                model_dir: str | None = None, is_correction: str | None = None, quick: bool = False,
-               staleness: int | None = None) -> Any:
+               staleness: int | None = None, thread_split: str = "work-conserving") -> Any:
     """The :class:`TrainConfig` of one run (``quick``: no warm start, 8 prompts, 16 eval problems: a smoke run;
-    ``staleness`` overrides the setting's, for the ablation).
+    ``staleness`` overrides the setting's, for the ablation). Every throughput setting gets ``threads`` in
+    total (learner and worker together); the ablation's task keeps one thread (it measures learning).
 
     Example:
         >>> cfg = run_config("tiny", "staleness_1", seed=2, steps=5, threads=2, out_dir="runs")
-        >>> cfg.max_staleness, cfg.num_threads, cfg.seed, cfg.task
-        (1, 1, 2, 'Largest-v0')
+        >>> cfg.max_staleness, cfg.num_threads, cfg.num_threads_split, cfg.seed, cfg.task
+        (1, 2, 'work-conserving', 2, 'Largest-v0')
     """
     from dapo_env.learners.config import preset
 
@@ -101,7 +107,7 @@ def run_config(workload: str, setting: str, seed: int, steps: int, threads: int,
     staleness = SETTINGS[setting] if staleness is None else staleness
     common = dict(max_steps=steps, seed=seed, max_staleness=staleness, eval_every=0, checkpoint_every=0,
                   plot_every=0, progress=False, out_dir=out_dir, name=name,
-                  num_threads=(1 if workload in ("tiny", "sort") else threads) if staleness == 0 else max(1, threads // 2),
+                  num_threads=1 if workload == "sort" else threads, num_threads_split=thread_split,
                   is_correction=is_correction if staleness > 0 else None)
     quick_sizes = dict(warmstart_steps=0, batch_size=8, eval_size=16) if quick else {}
     if workload == "tiny":
@@ -145,8 +151,26 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
             # the share of a step the learner waits for rollouts (sync: generating them itself)
             "rollout_share": float(sum(r["time/rollout_s"] for r in measured) / sum(r["time/step_s"] for r in measured)),
             "update_s_mean": float(np.mean([r.get("time/update_s") or 0.0 for r in measured])),
-            # torch threads of the learner, plus the rollout worker's (the same count) when there is one
-            "total_threads": (cfg.num_threads or 1) * (2 if cfg.uses_rollout_worker else 1)}
+            "thread_split": cfg.num_threads_split if cfg.uses_rollout_worker else None,
+            "total_threads": total_threads(cfg),
+            # the mean torch threads of each side's forward passes (None: no worker, or no update)
+            "learner_threads_mean": _mean_of(measured, "perf/learner_threads_mean"),
+            "worker_threads_mean": _mean_of(measured, "perf/worker_threads_mean")}
+
+
+def total_threads(cfg: Any) -> int:
+    """The most torch threads a run computes with at once: ``num_threads``, or with a rollout worker the
+    learner's and the worker's shares together (at ``num_threads=1`` both still need one: 2).
+
+    Example:
+        >>> from dapo_env.learners.config import preset
+        >>> [total_threads(preset("tiny", num_threads=t, max_staleness=k)) for t, k in ((2, 0), (2, 1), (1, 0), (1, 1))]
+        [2, 2, 1, 2]
+    """
+    from dapo_env.learners.threads import thread_shares
+
+    threads = cfg.num_threads or 1
+    return sum(thread_shares(threads)) if cfg.uses_rollout_worker else threads
 
 
 def amdahl_bound(rollout_share: float) -> float:
@@ -187,7 +211,8 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
         rows = [by[(setting, s)] for s in seeds if (setting, s) in by]
         if not rows:
             continue
-        for key in ("steps_per_s", "generated_tokens_per_s", "accuracy", "generated_tokens", "cpu_s", "rollout_share"):
+        for key in ("steps_per_s", "generated_tokens_per_s", "accuracy", "generated_tokens", "cpu_s", "rollout_share",
+                    "learner_threads_mean", "worker_threads_mean"):
             values = [r[key] for r in rows if r.get(key) is not None]
             out[f"{key}_{setting}"] = float(np.mean(values)) if values else None
             out[f"{key}_{setting}_std"] = float(np.std(values)) if len(values) > 1 else None
@@ -282,17 +307,46 @@ def ablation_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def results_table(result: dict[str, Any]) -> str:
+    """The throughput table: per workload and setting, steps/s, the speed-up over sync, the rollout share, the
+    Amdahl bound of the sync run and the overlap efficiency, both sides' mean threads, accuracy and CPU seconds."""
+    def num(value: float | None, digits: int = 2) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    lines = [f"{'workload':9s} {'setting':12s} {'steps/s':>8s} {'speedup':>8s} {'rollout share':>13s} {'bound':>6s} "
+             f"{'overlap eff':>11s} {'equal thr':>9s} {'learner thr':>11s} {'worker thr':>10s} {'accuracy':>14s} "
+             f"{'cpu s':>7s}"]
+    for workload, w in result["workloads"].items():
+        for s in SETTINGS:
+            if w.get(f"steps_per_s_{s}") is None:
+                continue
+            acc, sd = w.get(f"accuracy_{s}"), w.get(f"accuracy_{s}_std")
+            acc_text = "-" if acc is None else f"{acc:.3f}" + (f" +-{sd:.3f}" if sd is not None else "")
+            equal = w.get(f"equal_total_threads_{s}")
+            lines.append(
+                f"{workload:9s} {s:12s} {w[f'steps_per_s_{s}']:8.3f} {num(1.0 if s == 'sync' else w.get(f'speedup_{s}')):>8s} "
+                f"{num(w.get(f'rollout_share_{s}')):>13s} {num(w.get(f'amdahl_bound_{s}')):>6s} "
+                f"{num(w.get(f'overlap_efficiency_{s}')):>11s} {'-' if equal is None else str(equal).lower():>9s} "
+                f"{num(w.get(f'learner_threads_mean_{s}')):>11s} {num(w.get(f'worker_threads_mean_{s}')):>10s} "
+                f"{acc_text:>14s} {num(w.get(f'cpu_s_{s}'), 0):>7s}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=["tiny", "smollm2"])
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--steps", type=int, default=None,
                         help="training steps per run of every workload (overrides --tiny-steps/--smollm2-steps)")
-    parser.add_argument("--tiny-steps", type=int, default=30, help="training steps per tiny run (default 30)")
+    parser.add_argument("--tiny-steps", type=int, default=20, help="training steps per tiny run (default 20)")
     parser.add_argument("--smollm2-steps", type=int, default=6, help="training steps per smollm2 run (default 6)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run, shared by learner and "
-                        "worker in the async settings (default 2)")
-    parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none)")
+                        "worker in the async settings (num_threads; default 2)")
+    parser.add_argument("--thread-split", default="work-conserving", choices=("work-conserving", "static"),
+                        help="how the async settings split --threads between learner and worker "
+                        "(num_threads_split; default work-conserving)")
+    parser.add_argument("--is-correction", default=None, help="is_correction of the async settings (default: none; "
+                        "with one, the async runs recompute the old log-probs: a forward pass sync does not make)")
     parser.add_argument("--model-dir", type=Path, default=REPO / "runs" / "models" / "smollm2-shaped-random",
                         help="where the SmolLM2-shaped random-init model is saved (built once)")
     add_out_argument(parser, "bench_async")
@@ -318,8 +372,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return result
     if args.quick:
         args.workloads = ["tiny"]
-    result: dict[str, Any] = {"seeds": seeds, "threads": args.threads, "is_correction": args.is_correction,
-                              "quick": args.quick, "workloads": {}}
+    result: dict[str, Any] = {"seeds": seeds, "threads": args.threads, "thread_split": args.thread_split,
+                              "is_correction": args.is_correction, "quick": args.quick, "workloads": {}}
     with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
         for workload in args.workloads:
             steps = args.steps or (args.tiny_steps if workload == "tiny" else args.smollm2_steps)
@@ -328,7 +382,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for seed in seeds:
                 for setting in SETTINGS:  # interleaved, so machine load drifts over all settings alike
                     spec = dict(workload=workload, setting=setting, seed=seed, steps=steps, threads=args.threads,
-                                out_dir=tmp, model_dir=model_dir, is_correction=args.is_correction, quick=args.quick)
+                                out_dir=tmp, model_dir=model_dir, is_correction=args.is_correction, quick=args.quick,
+                                thread_split=args.thread_split)
                     run = {"setting": setting, "seed": seed, **run_in_subprocess(spec)}
                     runs.append(run)
                     print(f"{workload:8s} {setting:12s} seed {seed}: {run['steps_per_s']:.3f} steps/s "
@@ -337,19 +392,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["workloads"][workload] = {"steps": steps, "runs": runs, **summarize(runs, seeds)}
     first = result["workloads"][args.workloads[0]]
     result.update({k: first.get(k) for k in ("speedup_staleness_1", "speedup_staleness_2", "overlap_efficiency_staleness_1",
-                                             "overlap_efficiency_staleness_2", "amdahl_bound_staleness_1")})
+                                             "overlap_efficiency_staleness_2", "amdahl_bound_staleness_1",
+                                             "amdahl_bound_staleness_2")})
     result["accuracy"] = {s: first.get(f"accuracy_{s}") for s in SETTINGS}
-    print(f"\n{'workload':9s} {'setting':12s} {'steps/s':>9s} {'tok/s':>8s} {'speedup':>8s} {'accuracy':>14s} {'cpu s':>7s} "
-          f"{'rollout share':>13s} {'bound':>6s} {'overlap eff':>11s}")
-    for workload, w in result["workloads"].items():
-        for s in SETTINGS:
-            acc, sd = w.get(f"accuracy_{s}"), w.get(f"accuracy_{s}_std")
-            acc_text = "-" if acc is None else f"{acc:.3f}" + (f" +-{sd:.3f}" if sd is not None else "")
-            speed = 1.0 if s == "sync" else w.get(f"speedup_{s}")
-            bound, eff = w.get(f"amdahl_bound_{s}"), w.get(f"overlap_efficiency_{s}")
-            print(f"{workload:9s} {s:12s} {w[f'steps_per_s_{s}']:9.3f} {w[f'generated_tokens_per_s_{s}']:8.0f} "
-                  f"{speed:8.2f} {acc_text:>14s} {w[f'cpu_s_{s}']:7.0f} {w[f'rollout_share_{s}']:13.2f} "
-                  f"{'-' if bound is None else f'{bound:.2f}':>6s} {'-' if eff is None else f'{eff:.2f}':>11s}")
+    print(f"\n{args.threads} torch threads per run in total; asynchronous settings split them {args.thread_split}")
+    print(results_table(result))
     write_json(out_path(args.out, "bench_async"), result)
     return result
 

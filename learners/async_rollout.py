@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -49,6 +50,7 @@ from dapo_env.types import RolloutBatch
 from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
 from .rollout import POLICY_STEP, stamp_step
 from .rollout_worker import RolloutWorker, WorkerLost
+from .threads import LEARNER, WORKER, ThreadBudget, mean_threads
 
 #: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
 MAX_CONSECUTIVE_LOSSES = 3
@@ -78,19 +80,23 @@ class RoundRequest:
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The verified groups of one round, the training step whose weights generated them, and the worker's timings."""
+    """The verified groups of one round, the training step whose weights generated them, and the worker's
+    timings; ``units_by_threads``: ``(torch threads, units)`` pairs, the thread counts the worker's units of
+    work (each layer of each prefill and decode step) ran with under a :class:`ThreadBudget`."""
 
     round: int
     policy_step: int
     groups: tuple[Any, ...]
     generate_s: float = 0.0
     verify_s: float = 0.0
+    units_by_threads: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dapo_env.sampler import group_to_dict
 
         return {"round": self.round, "policy_step": self.policy_step, "groups": [group_to_dict(g) for g in self.groups],
-                "generate_s": self.generate_s, "verify_s": self.verify_s}
+                "generate_s": self.generate_s, "verify_s": self.verify_s,
+                "units_by_threads": [list(pair) for pair in self.units_by_threads]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoundResult:
@@ -98,7 +104,16 @@ class RoundResult:
 
         step = data.get("policy_step", data.get("version"))  # "version": the older key
         return cls(int(data["round"]), int(step), tuple(group_from_dict(g) for g in data["groups"]),
-                   float(data["generate_s"]), float(data["verify_s"]))
+                   float(data["generate_s"]), float(data["verify_s"]),
+                   tuple((int(t), int(n)) for t, n in data.get("units_by_threads", ())))
+
+
+@dataclass
+class _WeightBuffer:
+    """Published weights in shared memory; ``fence``: the last ticket submitted before they were sent."""
+
+    tensors: dict[str, torch.Tensor]
+    fence: int = 0
 
 
 class AsyncGroupSource:
@@ -114,24 +129,28 @@ class AsyncGroupSource:
             (``_round_seed``).
         engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
             generated with those weights (``None``: the training step).
+        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the worker (``None``:
+            none); the learner lends its threads to the worker while it waits for a round.
 
     Call :meth:`publish` with the learner's weights before the first draw and after every step. Each
     round's stats: ``async/rounds_expired`` (regenerated to respect the bound), ``async/rounds_ahead``
     (issued, not drawn, now), ``async/worker_restarts`` (over the run), ``time/rollout_wait_s`` (the
-    learner blocked on rounds) and ``time/worker_generate_s`` (worker time of the rounds drawn), counted
-    since the batch's first round.
+    learner blocked on rounds), ``time/worker_generate_s`` (worker time of the rounds drawn) and, with a
+    budget, ``perf/worker_threads_mean`` (the mean torch threads of the drawn rounds' units of work),
+    counted since the batch's first round.
     """
 
     def __init__(self, schedule: PromptSchedule, worker: RolloutWorker, *, max_staleness: int, seed: int,
-                 engine: Any = None) -> None:
+                 engine: Any = None, threads: ThreadBudget | None = None) -> None:
         if not isinstance(max_staleness, int) or max_staleness < 0:
             raise ValueError(f"max_staleness must be an int >= 0 (0 = synchronous), got {max_staleness!r}")
         self.schedule, self.worker, self.max_staleness, self.seed = schedule, worker, max_staleness, seed
-        self.engine = engine
+        self.engine, self.threads = engine, threads
         self.num_prompts, self.group_size = schedule.num_prompts, schedule.group_size
         self._policy_step: int | None = None
         self._weights_version: int | None = None
-        self._weights: Mapping[str, torch.Tensor] | None = None
+        self._weights: Mapping[str, torch.Tensor] | None = None  # the current step's, in shared memory
+        self._buffers: list[_WeightBuffer] = []  # shared-memory weight copies, reused once the worker loaded them
         self._started = False
         self._next_issue = 0  # the env shows this round's prompts
         self._consumed = 0  # rounds drawn by the sampler so far
@@ -143,6 +162,7 @@ class AsyncGroupSource:
         self._losses_in_a_row = 0
         self._warned: set[str] = set()
         self._stats = self._fresh_stats()
+        self._worker_units: dict[int, int] = {}  # threads -> the worker's units of work, this batch
         self._restarts = 0
 
     # -- RolloutSource ------------------------------------------------------------------------------
@@ -165,7 +185,7 @@ class AsyncGroupSource:
             self._next_issue, self._started = self._consumed, True
             self.schedule.reset(seed=self.seed)
         if position[1] == 0:  # a new batch: its counters start at 0
-            self._stats = self._fresh_stats()
+            self._stats, self._worker_units = self._fresh_stats(), {}
         n = self._consumed
         self._issue_through(n + self._window(), position)
         result = self._await(n)
@@ -176,9 +196,13 @@ class AsyncGroupSource:
         self._consumed += 1
         self._rounds_this_step += 1
         self._stats["generate_s"] += result.generate_s
+        for threads, passes in result.units_by_threads:
+            self._worker_units[threads] = self._worker_units.get(threads, 0) + passes
         stats = {"async/rounds_expired": self._stats["rounds_expired"], "async/rounds_ahead": float(len(self._requests)),
                  "async/worker_restarts": float(self._restarts), "time/rollout_wait_s": self._stats["wait_s"],
                  "time/worker_generate_s": self._stats["generate_s"]}
+        if self.threads is not None and self._worker_units:
+            stats["perf/worker_threads_mean"] = float(mean_threads(self._worker_units))
         return RolloutBatch(tuple(stamp_step(g, result.policy_step) for g in result.groups), stats)
 
     # -- the learner's side -------------------------------------------------------------------------
@@ -193,12 +217,43 @@ class AsyncGroupSource:
         if self._policy_step is not None and step > self._policy_step:
             self._rounds_last_step, self._rounds_this_step = self._rounds_this_step, 0
         self._policy_step = step
-        self._weights = {name: t.detach().to("cpu", copy=True) for name, t in weights.items()}
+        self._weights = self._shared_copy(weights)
         if self.worker.pid is not None:
-            self.worker.send_weights(step, self._weights, copy=False)
+            self._send_weights()
         for n in sorted(self._requests):  # restored rounds without a result (none after a drained save)
             if n not in self._results and n not in self._tickets:
                 self._submit(self._reissued(n, step))
+
+    def _shared_copy(self, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``weights`` copied into a shared-memory buffer that the worker maps without a copy of its own.
+
+        A buffer is reused once the worker has started a ticket submitted after the buffer was last sent
+        (commands run in order, so it has copied those weights into its engine) and it is not the current
+        step's (kept for a replacement worker); otherwise a new one is allocated. Reusing buffers saves two
+        fresh allocations of the whole model per step (a copy and its move to shared memory).
+        """
+        shapes = {name: (t.shape, t.dtype) for name, t in weights.items()}
+        started = self.worker.started_through
+        free = [b for b in self._buffers if b.tensors is not self._weights and started is not None
+                and started > b.fence and {n: (t.shape, t.dtype) for n, t in b.tensors.items()} == shapes]
+        if free:
+            buffer = free[0]
+        else:
+            buffer = _WeightBuffer({name: torch.empty_like(t, device="cpu").share_memory_()
+                                    for name, t in weights.items()})
+            self._buffers.append(buffer)
+        with torch.no_grad():
+            for name, t in weights.items():
+                buffer.tensors[name].copy_(t.detach())
+        return buffer.tensors
+
+    def _send_weights(self) -> None:
+        """Send the current step's weights (their shared buffer, no copy); a ticket started after this one
+        proves the worker has copied them (the buffer's fence)."""
+        self.worker.send_weights(self._policy_step, self._weights, copy=False)
+        for buffer in self._buffers:
+            if buffer.tensors is self._weights:
+                buffer.fence = self._ticket
 
     def _drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""
@@ -276,7 +331,7 @@ class AsyncGroupSource:
     def _submit(self, request: RoundRequest) -> None:
         if self.worker.pid is None:  # the first round: start the worker with the current weights
             self.worker.start()
-            self.worker.send_weights(self._policy_step, self._weights, copy=False)
+            self._send_weights()
         self._ticket += 1
         self._tickets[request.round] = self._ticket
         self._requests[request.round] = request
@@ -290,20 +345,30 @@ class AsyncGroupSource:
         self._results.pop(n, None)
 
     def _await(self, n: int) -> RoundResult:
+        if n in self._results:
+            return self._results[n]
         start = time.perf_counter()
         try:
-            while n not in self._results:
-                try:
-                    done = self.worker.wait(self._tickets[n])
-                except WorkerLost as lost:
-                    self._replace(lost)
-                    continue
-                self._losses_in_a_row = 0
-                del self._tickets[n]
-                self._results[n] = done.result
+            with self._waiting():
+                self._await_result(n)
         finally:
             self._stats["wait_s"] += time.perf_counter() - start
         return self._results[n]
+
+    def _waiting(self) -> Any:
+        """The learner blocks on the worker: its threads are the worker's meanwhile."""
+        return self.threads.waiting(LEARNER) if self.threads is not None else contextlib.nullcontext()
+
+    def _await_result(self, n: int) -> None:
+        while n not in self._results:
+            try:
+                done = self.worker.wait(self._tickets[n])
+            except WorkerLost as lost:
+                self._replace(lost)
+                continue
+            self._losses_in_a_row = 0
+            del self._tickets[n]
+            self._results[n] = done.result
 
     def _renew_expired(self) -> None:
         """Regenerate, with the current weights, every issued round that would now exceed the bound."""
@@ -337,7 +402,7 @@ class AsyncGroupSource:
                           "async/worker_restarts)", RuntimeWarning, stacklevel=4)
         self.worker.restart()
         self._tickets.clear()
-        self.worker.send_weights(self._policy_step, self._weights, copy=False)
+        self._send_weights()
         for n in pending:
             self._submit(self._reissued(n, self._policy_step))
 
@@ -345,22 +410,26 @@ class AsyncGroupSource:
 # --- the worker's side: generate and verify one round ------------------------------------------------
 def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dtype = torch.float32,
                 device: str = "cpu", seed: int = 0, autocast_dtype: torch.dtype | None = None,
-                **engine_kwargs: Any) -> Any:
+                threads: ThreadBudget | None = None, **engine_kwargs: Any) -> Any:
     """A fresh engine of ``kind`` over a model built from ``model_config`` (its weights arrive with the
-    first ``Weights`` command): what a rollout worker runs. Picklable through ``functools.partial``."""
+    first ``Weights`` command): what a rollout worker runs. With ``threads``, every forward pass of the
+    model (each prefill and decode step) first takes the worker's threads from the budget. Picklable
+    through ``functools.partial``."""
     from transformers import AutoModelForCausalLM
 
     from .engine import make_engine
 
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
+    if threads is not None:
+        threads.attach(model, WORKER)
     return make_engine(kind, model, tokenizer, device=device, seed=seed, autocast_dtype=autocast_dtype, **engine_kwargs)
 
 
 class _GroupExecutor:
     """Inside the worker: the engine copy and the group env that verifies and shapes its samples."""
 
-    def __init__(self, engine: Any, env: Any, sampling: Any) -> None:
-        self.engine, self.env, self.sampling = engine, env, sampling
+    def __init__(self, engine: Any, env: Any, sampling: Any, threads: ThreadBudget | None = None) -> None:
+        self.engine, self.env, self.sampling, self.threads = engine, env, sampling, threads
         self.policy_step: int | None = None
 
     def load_weights(self, policy_step: int, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -368,6 +437,14 @@ class _GroupExecutor:
         self.policy_step = policy_step
 
     def run(self, request: RoundRequest) -> RoundResult:
+        if self.threads is None:
+            return self._run(request)
+        self.threads.take_counts()  # units outside rounds (none today) are not the round's
+        with self.threads.working(WORKER):
+            result = self._run(request)
+        return dataclasses.replace(result, units_by_threads=tuple(sorted(self.threads.take_counts().items())))
+
+    def _run(self, request: RoundRequest) -> RoundResult:
         from dapo_env.sampler import grouped
 
         if request.policy_step != self.policy_step:
@@ -406,26 +483,28 @@ class GroupRolloutJob:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
         make_env: builds the worker's group env, configured like the learner's (same task, split, shaping).
         sampling: the sampling settings (each round sets its own seed).
-        num_threads: torch CPU threads in the worker (``None``: torch's choice).
+        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the learner: the worker
+            counts as working while it runs a round (``make_engine`` should attach the same budget to its
+            model, as :func:`engine_copy` does with ``threads=``); ``None``: one torch thread, always.
     """
 
     make_engine: Callable[[], Any]
     make_env: Callable[[], Any]
     sampling: Any
-    num_threads: int | None = 1
+    threads: ThreadBudget | None = None
 
     def build(self) -> _GroupExecutor:
-        if self.num_threads:
-            torch.set_num_threads(self.num_threads)
-        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling)
+        torch.set_num_threads(1 if self.threads is None else self.threads.threads(WORKER))
+        return _GroupExecutor(self.make_engine(), self.make_env(), self.sampling, self.threads)
 
 
-def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any
-                      ) -> AsyncGroupSource:
+def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine: Any, sampling: Any,
+                      threads: ThreadBudget | None = None) -> AsyncGroupSource:
     """The trainer's :class:`AsyncGroupSource` for ``cfg`` (a :class:`~dapo_env.learners.config.TrainConfig`):
     the learner keeps the prompt schedule (a :class:`~dapo_env.schedule.PromptSchedule`); a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
     :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
+    ``threads``: the learner's :class:`~dapo_env.learners.threads.ThreadBudget`, shared with the worker.
     Reached through :func:`~dapo_env.learners.sources.make_rollout_source`."""
     import functools
 
@@ -436,13 +515,14 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
 
     job = GroupRolloutJob(
         make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,
-                                      autocast_dtype=autocast_dtype(cfg.precision), **cfg.engine_options),
-        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling,
-        num_threads=cfg.num_threads or 1)
+                                      autocast_dtype=autocast_dtype(cfg.precision), threads=threads,
+                                      **cfg.engine_options),
+        make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling, threads=threads)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
     schedule = PromptSchedule(load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
                               cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
-    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine)
+    return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine,
+                            threads=threads)
 
 
 __all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",

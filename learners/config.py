@@ -59,7 +59,11 @@ class TrainConfig:
     engine: str = "hf"  # a registered engine (engine.ENGINES: "hf" transformers CPU/GPU, "vllm") or "auto"
     # keywords for the engine's constructor, e.g. {"server_url": "http://127.0.0.1:8000/v1"} for "vllm-server"
     engine_options: Mapping[str, Any] = field(default_factory=dict)
-    num_threads: int | None = None  # torch CPU threads; None leaves torch's choice
+    # torch CPU threads; None leaves torch's choice. With a rollout worker: learner and worker together
+    num_threads: int | None = None
+    # with a rollout worker (threads.THREAD_SPLITS): "work-conserving" hands the idle side's threads to the busy
+    # one before each forward pass; "static" keeps fixed shares (learner ceil(T/2), worker floor(T/2), >= 1 each)
+    num_threads_split: str = "work-conserving"
     # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
     # (weights, optimizer state, log-softmax and loss stay fp32); on a CPU with AMX a SmolLM2-135M update
     # ran 1.5x (SDPA) to 2x (eager attention) faster, rollouts 1.3x (benchmarks/bench_precision.py)
@@ -293,6 +297,12 @@ class TrainConfig:
              "is_cap", "must be a number > 1 (weights are bounded by min(w, C) or kept in [1/C, C])")
         need(isinstance(self.max_staleness, int) and not isinstance(self.max_staleness, bool)
              and self.max_staleness >= 0, "max_staleness", "must be an integer >= 0 (0 = synchronous)")
+        need(self.num_threads is None or (isinstance(self.num_threads, int) and not isinstance(self.num_threads, bool)
+                                          and self.num_threads >= 1), "num_threads",
+             "must be an integer >= 1, or None (torch's choice)")
+        from .threads import THREAD_SPLITS
+
+        need(self.num_threads_split in THREAD_SPLITS, "num_threads_split", f"choose one of {THREAD_SPLITS}")
         need(isinstance(self.rollout_timeout_s, (int, float)) and self.rollout_timeout_s > 0, "rollout_timeout_s",
              "must be a number of seconds > 0 (allow for the longest generation round)")
         worker = self.rollout_worker or (isinstance(self.max_staleness, int) and self.max_staleness > 0)

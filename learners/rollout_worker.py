@@ -204,6 +204,9 @@ class RolloutWorker:
         self._done: dict[int, Done] = {}
         self._last_event = time.monotonic()
         self.restarts = 0
+        #: The highest ticket any worker process of this handle has reported starting (``None``: none yet):
+        #: every command sent before that ticket has been executed (tickets must grow across restarts).
+        self.started_through: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     @property
@@ -299,6 +302,8 @@ class RolloutWorker:
             self._check_health()
             return
         self._last_event = time.monotonic()
+        if isinstance(event, (Started, Done)):
+            self.started_through = max(event.ticket, self.started_through if self.started_through is not None else event.ticket)
         if isinstance(event, Ready):
             self._ready = True
         if isinstance(event, Failed):

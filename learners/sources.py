@@ -118,11 +118,13 @@ class EngineSource:
         self.env.close()
 
 
-def make_rollout_source(cfg: TrainConfig, task: Any, engine: Any, *, tokenizer: Any, model: Any = None) -> Any:
+def make_rollout_source(cfg: TrainConfig, task: Any, engine: Any, *, tokenizer: Any, model: Any = None,
+                        threads: Any = None) -> Any:
     """The rollout source of a run: with ``cfg.uses_rollout_worker`` an
     :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` (a worker process with its own engine copy built
-    from ``model.config``), else an :class:`EngineSource` over ``engine`` (multi-turn tasks play episodes
-    through :class:`TurnGeneration`). Incompatible settings are refused by :class:`TrainConfig` itself."""
+    from ``model.config``, sharing the learner's :class:`~dapo_env.learners.threads.ThreadBudget` ``threads``),
+    else an :class:`EngineSource` over ``engine`` (multi-turn tasks play episodes through
+    :class:`TurnGeneration`). Incompatible settings are refused by :class:`TrainConfig` itself."""
     from .engine import SamplingParams
 
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
@@ -130,7 +132,7 @@ def make_rollout_source(cfg: TrainConfig, task: Any, engine: Any, *, tokenizer: 
     if cfg.uses_rollout_worker:
         from .async_rollout import make_async_source
 
-        return make_async_source(cfg, task, tokenizer, model, engine=engine, sampling=sampling)
+        return make_async_source(cfg, task, tokenizer, model, engine=engine, sampling=sampling, threads=threads)
     generation = (TurnGeneration(engine, sampling, seed=cfg.seed) if is_multi_turn(task)
                   else ResponseGeneration(engine, sampling, seed=cfg.seed, group_size=cfg.group_size))
     return EngineSource(make_group_env(cfg, task, tokenizer), generation, seed=cfg.seed)

@@ -45,6 +45,7 @@ from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, r
 from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
 from .run_folder import eval_samples_path, write_eval_samples
 from .sources import make_rollout_source
+from .threads import LEARNER, ThreadBudget, mean_threads
 from .update import behaviour_logprobs, derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
 from dapo_env.types import Group
 
@@ -154,7 +155,9 @@ class Trainer:
             autocast_dtype=autocast_dtype(cfg.precision), **cfg.engine_options)
         self.optimizer, self.scheduler = make_optimizer(self.model, cfg)
         self.advantage = get_advantage(cfg.advantage)
-        self.source = make_rollout_source(cfg, self.task, self.engine, tokenizer=tokenizer, model=self.rollout_model)
+        self.threads = learner_threads(cfg, self.model)
+        self.source = make_rollout_source(cfg, self.task, self.engine, tokenizer=tokenizer, model=self.rollout_model,
+                                          threads=self.threads)
         self.sampler = make_sampler(cfg, self.source)
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
         self.step, self.optimizer_steps, self._records = 0, 0, []
@@ -233,6 +236,8 @@ class Trainer:
         """Sample -> batch -> advantages -> old log-probs -> update -> record (one record, combined over ranks)."""
         cfg, t0 = self.cfg, time.perf_counter()
         weights_version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
+        if self.threads is not None:
+            self.threads.take_counts()  # the evaluation's units since the last step are not this step's
         rollout = self.sampler.sample()
         groups = self._balanced(rollout.groups)
         deferred = len(rollout.groups) - len(groups)
@@ -262,14 +267,18 @@ class Trainer:
             is_correction=cfg.is_correction is not None))
         self.step += 1
         self._publish()
+        learner_threads_mean = mean_threads(self.threads.take_counts()) if self.threads is not None else None
+        if learner_threads_mean is not None:  # this step's units of work (perf/: it follows timing)
+            record["perf/learner_threads_mean"] = learner_threads_mean
         record.update(self._clock(t0))
         return self.collective.reduce_record(record)
 
     def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
         """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
         update's own forward gives them. With ``keep_surplus=True`` and no ``is_correction``, a stale sample's (one
-        from older weights) are the engine's at sampling time, the behaviour policy's; with an ``is_correction``
-        they are recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
+        from older weights) are the engine's at sampling time, the behaviour policy's (a batch of only such samples,
+        the usual one of an asynchronous run, needs no forward pass for them); with an ``is_correction`` they are
+        recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
         cfg = self.cfg
         stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
                              device=self.device)  # (N,)
@@ -277,6 +286,8 @@ class Trainer:
         if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
                 and not behaviour):
             return None
+        if behaviour and bool((stale & batch.has_rollout_logprobs).all()):  # every row is the engine's: no pass
+            return batch.rollout_logprobs.to(self.device, torch.float32, copy=True)  # = behaviour_logprobs(old, ...)
         old = batch_logprobs(self.model, batch, micro_batch_size=cfg.micro_batch_size, temperature=cfg.temperature,
                              precision=cfg.precision)
         return behaviour_logprobs(old, batch.rollout_logprobs, batch.has_rollout_logprobs, stale) if behaviour else old
@@ -391,6 +402,18 @@ class Trainer:
     def plot(self) -> Path:
         return plot_metrics(read_metrics(self.metrics_log.path), self.run_dir / "curves.png",
                             title=f"{self.cfg.run_name} ({self.cfg.preset_name})")
+
+
+def learner_threads(cfg: TrainConfig, model: Any) -> ThreadBudget | None:
+    """With a rollout worker, the :class:`~dapo_env.learners.threads.ThreadBudget` of ``cfg.num_threads``
+    torch threads (``None``: torch's count now) that the learner shares with it, attached to the learner's
+    ``model`` (each layer's forward and backward runs with the learner's threads of that moment); ``None`` without a worker (the learner keeps ``cfg.num_threads``). Rollout workers run on one
+    process only (``collective.local_config`` refuses more), so ``model`` is the plain HF model."""
+    if not cfg.uses_rollout_worker:
+        return None
+    budget = ThreadBudget(cfg.num_threads or torch.get_num_threads(), cfg.num_threads_split)
+    budget.attach(model, LEARNER)
+    return budget
 
 
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, **kwargs: Any) -> TrainResult:

@@ -20,10 +20,18 @@ def test_settings_share_one_cpu_budget(bench, tmp_path):
     sync = bench.run_config("tiny", "sync", seed=1, steps=3, threads=2, out_dir=str(tmp_path))
     stale = bench.run_config("tiny", "staleness_2", seed=1, steps=3, threads=2, out_dir=str(tmp_path),
                              is_correction="token-truncate")
-    assert (sync.max_staleness, sync.num_threads, sync.uses_rollout_worker, sync.is_correction) == (0, 1, False, None)
+    assert (sync.max_staleness, sync.num_threads, sync.uses_rollout_worker, sync.is_correction) == (0, 2, False, None)
     big = bench.run_config("smollm2", "sync", seed=1, steps=3, threads=2, out_dir=str(tmp_path), model_dir="m")
     assert big.num_threads == 2 and big.model == "m" and big.warmstart_steps == 0
-    assert (stale.max_staleness, stale.num_threads, stale.is_correction) == (2, 1, "token-truncate")
+    assert (stale.max_staleness, stale.num_threads, stale.num_threads_split, stale.is_correction) == (
+        2, 2, "work-conserving", "token-truncate")
+    static = bench.run_config("smollm2", "staleness_1", seed=1, steps=3, threads=4, out_dir=str(tmp_path),
+                              model_dir="m", thread_split="static")
+    assert (static.num_threads, static.num_threads_split) == (4, "static")
+    # equal total threads: the sync run's T against the async run's learner + worker shares
+    assert [bench.total_threads(c) for c in (sync, stale, static)] == [2, 2, 4]
+    assert bench.total_threads(bench.run_config("tiny", "staleness_1", seed=1, steps=3, threads=1,
+                                                out_dir=str(tmp_path))) == 2  # 1 + 1: over a budget of 1
     assert sync.run_name != stale.run_name and sync.warmstart_steps == stale.warmstart_steps > 0
     with pytest.raises(ValueError, match="unknown workload"):
         bench.run_config("huge", "sync", seed=0, steps=1, threads=1, out_dir=str(tmp_path))
@@ -56,6 +64,10 @@ def test_overlap_efficiency_is_the_speedup_over_the_amdahl_bound_of_the_same_see
     assert out["overlap_efficiency_staleness_1"] == pytest.approx((0.9 + 0.75) / 2)
     assert out["equal_total_threads_staleness_1"] is True and out["equal_total_threads_staleness_2"] is False
     assert bench.amdahl_bound(0.8) == pytest.approx(1.25)
+    table = bench.results_table({"workloads": {"tiny": {"steps": 2, **out}}}).splitlines()
+    assert table[0].split()[:6] == ["workload", "setting", "steps/s", "speedup", "rollout", "share"]
+    # staleness_1: 1.35 steps/s, speed-up 1.35, share 0.10, bound 1.67, efficiency 0.82, equal threads
+    assert table[2].split()[:8] == ["tiny", "staleness_1", "1.350", "1.35", "0.10", "1.67", "0.82", "true"]
 
 
 @pytest.mark.slow

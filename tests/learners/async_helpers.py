@@ -40,10 +40,11 @@ class EchoJob:
 
 class _FakeRounds:
     def __init__(self, job: FakeRoundJob) -> None:
-        self.job, self.version = job, None
+        self.job, self.version, self.weights_sum = job, None, 0.0
 
     def load_weights(self, version: int, tensors: Mapping[str, torch.Tensor]) -> None:
         self.version = version
+        self.weights_sum = float(sum(t.sum() for t in tensors.values()))
 
     def run(self, request: Any) -> Any:
         from dapo_env.learners.async_rollout import RoundResult
@@ -60,7 +61,8 @@ class _FakeRounds:
         for pid in request.problem_ids:
             bits = zlib.crc32(f"{pid}:{request.seed}".encode())  # stable across processes
             correct = tuple((bits >> k) % 2 == 0 for k in range(self.job.group_size))
-            completions = tuple(Completion(f"{pid}|{request.seed}|{request.policy_step}|{k}", num_tokens=3)
+            tail = f"|w={self.weights_sum:g}" if self.job.report_weights else ""
+            completions = tuple(Completion(f"{pid}|{request.seed}|{request.policy_step}|{k}{tail}", num_tokens=3)
                                 for k in range(self.job.group_size))
             groups.append(Group(pid, f"prompt {pid}", completions, tuple(1.0 if c else -1.0 for c in correct),
                                 correct, (True,) * self.job.group_size, ({"round": request.round},) * self.job.group_size))
@@ -70,12 +72,25 @@ class _FakeRounds:
 @dataclass(frozen=True)
 class FakeRoundJob:
     """Answers RoundRequests with made-up groups after ``seconds``; every sample's text records
-    ``problem|seed|version|k``. Dies (exit code 3) whenever it reaches ``crash_round``."""
+    ``problem|seed|version|k`` (and ``|w=<sum of the loaded weights>`` with ``report_weights``). Dies (exit
+    code 3) whenever it reaches ``crash_round``."""
 
     group_size: int = 2
     seconds: float = 0.0
     crash_round: int | None = None
+    report_weights: bool = False
 
     def build(self) -> _FakeRounds:
         torch.set_num_threads(1)
         return _FakeRounds(self)
+
+
+def flip_worker_flag(budget: Any, seen: Any, go: Any, release: Any) -> None:
+    """In a spawned process: report the worker's threads, then mark the worker busy until ``release``."""
+    from dapo_env.learners.threads import WORKER
+
+    seen.put(budget.threads(WORKER))
+    with budget.working(WORKER):
+        go.set()  # the learner now sees a busy worker
+        release.wait(60)
+    seen.put("done")

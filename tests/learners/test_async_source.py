@@ -89,6 +89,36 @@ def test_rounds_follow_the_sync_stream_within_the_bound(max_staleness: int) -> N
     assert all(s["time/rollout_wait_s"] >= 0 and s["async/worker_restarts"] == 0 for s in stats)
 
 
+def test_reused_weight_buffers_never_change_weights_a_round_has_not_loaded() -> None:
+    # step k publishes weights summing to 4k. Round 3 is issued after step 1's weights, behind round 2 (0.3 s of
+    # work); steps 2 and 3 then publish at once. Step 3's weights must not go into step 1's shared buffer while
+    # the worker has not loaded it yet, or round 3 would run with them; later steps reuse the buffers.
+    source = make_source(2, job=FakeRoundJob(group_size=G, seconds=0.3, report_weights=True))
+    seen = []
+
+    def draw(k: int, r: int) -> None:
+        texts = [c.text for g in source.rollout((k, r)).groups for c in g.completions]
+        seen.extend((int(t.split("|")[2]), float(t.split("|w=")[1])) for t in texts)
+
+    try:
+        source.publish(0, {"w": torch.zeros(4)})
+        draw(0, 0)
+        source.publish(1, {"w": torch.full((4,), 1.0)})
+        draw(1, 0)  # issues round 3 with step 1's weights
+        for k in (2, 3):  # step 2 draws nothing
+            source.publish(k, {"w": torch.full((4,), float(k))})
+        for k in range(3, 9):
+            for r in range(2 if k == 3 else 1):  # step 3 draws rounds 2 and 3 (round 3 is 2 steps old: kept)
+                draw(k, r)
+            source.publish(k + 1, {"w": torch.full((4,), float(k + 1))})
+        buffers = len(source._buffers)
+    finally:
+        source.close()
+    assert 1 in {v for v, _ in seen}  # round 3 really ran with step 1's weights, from a buffer
+    assert all(total == 4.0 * version for version, total in seen), seen
+    assert buffers < 9  # reused, not one per step
+
+
 def test_versions_are_deterministic_and_resume_is_lossless() -> None:
     first = make_source(1)
     try:
