@@ -236,8 +236,7 @@ class Trainer:
         """Sample -> batch -> advantages -> old log-probs -> update -> record (one record, combined over ranks)."""
         cfg, t0 = self.cfg, time.perf_counter()
         weights_version = self.engine.weights_version  # fresh samples carry it; surplus groups an older one
-        if self.threads is not None:
-            self.threads.take_counts()  # the evaluation's units since the last step are not this step's
+        self._thread_counts()  # the evaluation's units since the last step are not this step's
         rollout = self.sampler.sample()
         groups = self._balanced(rollout.groups)
         deferred = len(rollout.groups) - len(groups)
@@ -267,11 +266,14 @@ class Trainer:
             is_correction=cfg.is_correction is not None))
         self.step += 1
         self._publish()
-        learner_threads_mean = mean_threads(self.threads.take_counts()) if self.threads is not None else None
-        if learner_threads_mean is not None:  # this step's units of work (perf/: it follows timing)
-            record["perf/learner_threads_mean"] = learner_threads_mean
-        record.update(self._clock(t0))
+        record.update(self._thread_counts(), **self._clock(t0))  # this step's units of work, then timing
         return self.collective.reduce_record(record)
+
+    def _thread_counts(self) -> dict[str, float]:
+        """Take the thread budget's counts since the last call: the learner's mean threads per unit of work
+        (empty without a budget, or when no unit ran)."""
+        mean = mean_threads(self.threads.take_counts()) if self.threads is not None else None
+        return {} if mean is None else {"perf/learner_threads_mean": mean}
 
     def _old_logprobs(self, batch: Any, groups: tuple[Group, ...]) -> torch.Tensor | None:
         """The old policy's (N, R) log-probs. ``None`` when one optimizer step covers the whole batch: the
