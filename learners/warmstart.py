@@ -57,6 +57,58 @@ def _batch(tokenizer: Any, rows: list[list[int]], labels: list[list[int]]) -> tu
     return ids, att, lab
 
 
+def _turns(labels: list[int]) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of a row's labelled turns: maximal runs of labels other than -100."""
+    spans, start = [], None
+    for i, label in enumerate([*labels, -100]):
+        if label != -100 and start is None:
+            start = i
+        elif label == -100 and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def turn_weights(labels: list[list[int]]) -> list[list[float]]:
+    """Per-position loss weights for a batch of label rows in which every turn index weighs the same.
+
+    A token of a row's ``t``-th labelled turn (a maximal run of labels other than -100) weighs
+    ``1 / (the number of tokens in the batch's t-th turns)``: the batch's first turns together weigh 1, its
+    second turns 1, and so on, however many and however long they are. The weight depends on the turn's index
+    only, never on what the turn says: at a branch (a long tool call or a one-token answer, both as turn 0) every
+    branch's tokens weigh the same, so the learned distribution over branches is the data's (a per-turn mean
+    would shrink a long branch's share by its length).
+
+    Example:
+        >>> turn_weights([[-100, 5, 6, 7, -100, 9, 2], [-100, 3]])  # turn 0: 3 + 1 tokens; turn 1: 2
+        [[0.0, 0.25, 0.25, 0.25, 0.0, 0.5, 0.5], [0.0, 0.25]]
+    """
+    spans = [_turns(row) for row in labels]
+    lengths: dict[int, list[int]] = {}
+    for row_spans in spans:
+        for t, (start, end) in enumerate(row_spans):
+            lengths.setdefault(t, []).append(end - start)
+    weights = []
+    for row, row_spans in zip(labels, spans):
+        w = [0.0] * len(row)
+        for t, (start, end) in enumerate(row_spans):
+            w[start:end] = [1.0 / sum(lengths[t])] * (end - start)
+        weights.append(w)
+    return weights
+
+
+def _loss(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, lab: torch.Tensor,
+          weights: torch.Tensor | None) -> torch.Tensor:
+    """Next-token cross-entropy: the mean over labelled tokens, or with ``weights`` (N, T) their weighted mean."""
+    if weights is None:
+        return model(input_ids=ids, attention_mask=att, labels=lab).loss
+    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+    target, w = lab[:, 1:], weights[:, 1:]
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.clamp(min=0).reshape(-1),
+                                           reduction="none").view_as(w)
+    return (ce * w).sum() / w.sum()
+
+
 def _rows(tokenizer: Any, task: Any, chosen: list[Problem], others: list[Problem],
           response_fn: Callable[[Problem], str], chat: Any, max_turns: int | None,
           max_episode_tokens: int | None,
@@ -97,7 +149,8 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
                check_every: int = 2, probe_size: int = 128, max_response_tokens: int = 16,
                task_kwargs: dict[str, Any] | None = None,
                response_fn: Callable[[Problem], str] = default_response, max_turns: int | None = None,
-               max_episode_tokens: int | None = None, turn_response: TurnResponse | None = None) -> dict[str, Any]:
+               max_episode_tokens: int | None = None, turn_response: TurnResponse | None = None,
+               weighting: str = "token") -> dict[str, Any]:
     """Fine-tune ``model`` in place on (prompt, correct response) pairs of ``task``'s train split.
 
     Args:
@@ -117,6 +170,11 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training).
         turn_response: a multi-turn task's per-turn target (:data:`TurnResponse`), used instead of
             ``response_fn`` of a random other problem.
+        weighting: ``"token"`` (every labelled token weighs the same: the mean over the batch's tokens) or
+            ``"turn"`` (every turn index weighs the same, :func:`turn_weights`). In an episode whose first turn is
+            a 50-token tool call and whose answer is one token, ``"token"`` gives the answer 1/50 of the episode's
+            loss, too little for the tiny model to learn to read the tool's reply (its answer loss stays at
+            ln(n_values) for 400 steps); ``"turn"`` gives the answers (the second turns) as much weight as the first turns.
 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
@@ -124,6 +182,8 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     from .engine import HFEngine
     from .evaluation import evaluate
 
+    if weighting not in ("token", "turn"):
+        raise ValueError(f"weighting must be 'token' or 'turn', got {weighting!r}")
     t0 = time.perf_counter()
     problems = task.load(split="train", **(task_kwargs or {}))
     rng = np.random.default_rng([seed, 7919])
@@ -150,10 +210,16 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         idx = rng.integers(len(problems), size=batch_size)
         chosen = [problems[int(i)] for i in idx]
         others = [problems[int(i)] for i in rng.integers(len(problems), size=batch_size * 64)] if chat else []
-        ids, att, lab = _batch(tokenizer, *_rows(tokenizer, task, chosen, others, response_fn, chat, max_turns,
-                                                 max_episode_tokens, turn_response))
+        rows, labels = _rows(tokenizer, task, chosen, others, response_fn, chat, max_turns, max_episode_tokens,
+                             turn_response)
+        ids, att, lab = _batch(tokenizer, rows, labels)
+        weights = None
+        if weighting == "turn":
+            weights = torch.zeros(lab.shape, dtype=torch.float32)
+            for i, row_weights in enumerate(turn_weights(labels)):
+                weights[i, :len(row_weights)] = torch.tensor(row_weights)
         model.train()
-        loss = model(input_ids=ids, attention_mask=att, labels=lab).loss
+        loss = _loss(model, ids, att, lab, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -179,4 +245,4 @@ def warm_start_for(cfg: Any) -> Callable[[torch.nn.Module, Any, Any], dict[str, 
     return run
 
 
-__all__ = ["TurnResponse", "default_response", "warm_start", "warm_start_for"]
+__all__ = ["TurnResponse", "default_response", "turn_weights", "warm_start", "warm_start_for"]
