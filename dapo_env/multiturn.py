@@ -133,6 +133,10 @@ class TurnRequest:
         tokens_left: tokens left in the episode's ``max_episode_tokens`` budget (``None``: no budget).
         tools: the tools rendered into the conversation, in OpenAI form (``{"type": "function", ...}``), for
             engines that send ``messages`` with ``tools=`` (``None``: no tools shown).
+        tool_format: the format the episode's parser reads calls in (with ``tools``): an engine that talks to a
+            chat server writes the server's parsed ``tool_calls`` back as text in it
+            (:func:`~dapo_env.tools.from_openai_message`) and sends earlier calls as ``tool_calls``
+            (:func:`~dapo_env.tools.to_openai_messages`), so one parser reads every call.
     """
 
     key: str
@@ -143,6 +147,7 @@ class TurnRequest:
     context_token_ids: tuple[int, ...] | None = None
     tokens_left: int | None = None
     tools: tuple[Mapping[str, Any], ...] | None = None
+    tool_format: str | None = None
 
 
 class Episode:
@@ -221,7 +226,8 @@ class Episode:
             tools = tuple(spec.to_openai() for spec in self.interaction.specs)  # type: ignore[attr-defined]
         return TurnRequest(key=self.key, turn=len(self.turns), group=group,
                            messages=tuple(system + [dict(m) for m in self.messages]), text=text,
-                           context_token_ids=context, tokens_left=left, tools=tools)
+                           context_token_ids=context, tokens_left=left, tools=tools,
+                           tool_format=None if tools is None else self.tool_format)
 
     @staticmethod
     def _sampled(chat: ChatTokens, completion: Completion) -> tuple[tuple[int, ...], tuple[float, ...] | None]:

@@ -386,6 +386,87 @@ def from_openai_tool_calls(tool_calls: Any) -> list[ToolCall]:
     return calls
 
 
+# --- the OpenAI chat wire form ------------------------------------------------------------------------------------
+def to_openai_messages(messages: Sequence[Mapping[str, Any]], tool_format: str) -> list[dict[str, Any]]:
+    """An episode's chat messages as an OpenAI-spec chat server takes them with ``tools=``.
+
+    An assistant message whose text holds calls in ``tool_format`` becomes ``{"role": "assistant", "content":
+    None, "tool_calls": [...]}`` (ids ``call_<message>_<k>``; a call whose arguments could not be read is sent
+    with ``{}``), and the ``tool`` messages that follow it get the ``tool_call_id`` of the call they answer, in
+    order. The assistant's text around its calls (a reasoning block, say) is not sent: servers render
+    ``tool_calls`` themselves, and most templates drop earlier turns' reasoning. Other messages pass as they are.
+
+    Example:
+        >>> msgs = to_openai_messages([{"role": "user", "content": "Key a."},
+        ...                            {"role": "assistant", "content": '{"name": "lookup", "parameters": {"key": "a"}}'},
+        ...                            {"role": "tool", "content": "3"}], "llama3")
+        >>> msgs[1]["tool_calls"][0]["function"], msgs[2]["tool_call_id"] == msgs[1]["tool_calls"][0]["id"]
+        ({'name': 'lookup', 'arguments': '{"key": "a"}'}, True)
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []  # ids of the last assistant message's calls not yet answered
+    for i, message in enumerate(messages):
+        message = dict(message)
+        role, content = message.get("role"), message.get("content")
+        if role == "assistant" and isinstance(content, str):
+            calls = [c for c in parse_tool_calls(content, tool_format) if c.name is not None]
+            if calls:
+                pending = [f"call_{i}_{k}" for k in range(len(calls))]
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)}}
+                    for call_id, c in zip(pending, calls)]}
+            else:
+                pending = []
+        elif role == "tool":
+            if pending:
+                message["tool_call_id"] = pending.pop(0)
+            else:  # an answer to a call the server could not be shown (unreadable): plain feedback
+                message["role"] = "user"
+        out.append(message)
+    return out
+
+
+_RAW = "__dapo_raw_arguments_{}__"
+
+
+def from_openai_message(message: Mapping[str, Any], tool_format: str) -> str:
+    """A chat answer's ``message`` as the text a model in ``tool_format`` writes: its ``content``, then each of
+    its ``tool_calls`` written in the format, so the same parser reads them with the same statuses as in
+    training. Arguments that are not a JSON object are written as the server sent them (the parser then reports
+    ``invalid_json`` or ``bad_arguments``). Never raises.
+
+    Example:
+        >>> text = from_openai_message({"content": None, "tool_calls": [
+        ...     {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"key": "a"}'}},
+        ...     {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"key": '}}]}, "hermes")
+        >>> [(c.name, c.status) for c in parse_tool_calls(text, "hermes")]
+        [('lookup', 'ok'), (None, 'invalid_json')]
+    """
+    content = message.get("content") if isinstance(message, Mapping) else None
+    text = content if isinstance(content, str) else ""
+    items = message.get("tool_calls") if isinstance(message, Mapping) else None
+    if not isinstance(items, (list, tuple)) or not items:
+        return text
+    calls, raws = [], {}
+    for k, (item, call) in enumerate(zip(items, from_openai_tool_calls(items))):
+        if call.status == "ok" and call.arguments is not None:
+            calls.append((call.name or "", call.arguments))
+            continue
+        function = item.get("function") if isinstance(item, Mapping) else None
+        raw = function.get("arguments") if isinstance(function, Mapping) else None
+        key = _RAW.format(k)
+        raws[json.dumps({key: 0})] = raw if isinstance(raw, str) else json.dumps(raw)
+        calls.append((call.name or "", {key: 0}))
+    try:
+        rendered = format_tool_call(tool_format, calls)
+    except Exception:  # a format that cannot write these calls (fenced: one code argument): the text alone
+        return text
+    for placeholder, raw in raws.items():
+        rendered = rendered.replace(placeholder, raw)
+    return f"{text}\n{rendered}" if text.strip() else rendered
+
+
 __all__ = ["TOOL_PARSERS", "TOOL_STATUSES", "ToolCall", "ToolParser", "ToolStatus", "callable_text",
-           "detect_tool_format", "format_tool_call", "from_openai_tool_calls", "get_tool_parser", "parse_fenced",
-           "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls", "register_tool_parser"]
+           "detect_tool_format", "format_tool_call", "from_openai_message", "from_openai_tool_calls", "get_tool_parser", "parse_fenced",
+           "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls", "register_tool_parser", "to_openai_messages"]

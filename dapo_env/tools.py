@@ -49,8 +49,9 @@ from typing import Any, Literal
 from dapo_env.types import Completion, History, Interaction, Problem, ToolSpec, Turn, VerifyResult
 from dapo_env.tool_parsers import (TOOL_PARSERS, TOOL_STATUSES, ToolCall, ToolParser, _is_type,
                                    _json_type, callable_text, detect_tool_format, format_tool_call,
-                                   from_openai_tool_calls, get_tool_parser, parse_fenced, parse_hermes, parse_llama3,
-                                   parse_mistral, parse_tool_calls, register_tool_parser)
+                                   from_openai_message, from_openai_tool_calls, get_tool_parser, parse_fenced,
+                                   parse_hermes, parse_llama3, parse_mistral, parse_tool_calls, register_tool_parser,
+                                   to_openai_messages)
 
 _INJECTED = "problem"  # a tool parameter of this name receives the episode's Problem (not shown to the model)
 
@@ -469,6 +470,6 @@ def tool_use_stats(infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 __all__ = ["TOOL_PARSERS", "TOOL_STATUSES", "Tool", "ToolCall", "ToolParser", "ToolSpec", "ToolUse", "call_tools",
-           "callable_text", "detect_tool_format", "format_tool_call", "from_openai_tool_calls", "get_tool_parser",
-           "parse_fenced", "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls", "register_tool_parser",
-           "tool", "tool_messages", "tool_use_stats", "validate_arguments"]
+           "callable_text", "detect_tool_format", "format_tool_call", "from_openai_message", "from_openai_tool_calls",
+           "get_tool_parser", "parse_fenced", "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls",
+           "register_tool_parser", "to_openai_messages", "tool", "tool_messages", "tool_use_stats", "validate_arguments"]

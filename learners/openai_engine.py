@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from dapo_env.tools import from_openai_message, to_openai_messages
 from dapo_env.types import Completion
 
 from .engine_io import WeightsLike
@@ -65,6 +66,9 @@ ON_ERROR = ("record", "raise")
 ENDPOINT_ERROR = "error:endpoint"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _NO_ROUTE = frozenset({404, 405, 501})
+#: How a chat request offers tools, tried in order until the server takes one: automatic tool choice (the
+#: server parses calls), ``tool_choice: "none"`` (tools shown, calls left in the text), no tools at all.
+_TOOL_MODES: tuple[dict[str, str] | None, ...] = ({}, {"tool_choice": "none"}, None)
 
 
 class EndpointError(OSError):
@@ -250,6 +254,8 @@ class _Call:
     prompt: str | tuple[int, ...] | None = None
     messages: tuple[Mapping[str, str], ...] | None = None
     n: int = 1
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    tool_format: str | None = None
 
 
 class OpenAIEngine:
@@ -282,6 +288,7 @@ class OpenAIEngine:
         self._api = None if config.api == "auto" else config.api
         self._vllm: bool | None = None
         self._turns = {"requests": 0, "failed": 0}
+        self._tool_mode = 0  # index into _TOOL_MODES: how this server takes tools (learned on its first refusal)
         if config.require_token_ids:
             self.check_trainable()
 
@@ -376,7 +383,8 @@ class OpenAIEngine:
             if ids is not None and self.tokenizer is not None and self._resolved_api() == "completions":
                 calls.append(_Call(row=i, budget=budget, seed=seed, prompt=tuple(int(t) for t in ids)))
             else:
-                calls.append(_Call(row=i, budget=budget, seed=seed, messages=tuple(request.messages)))
+                calls.append(_Call(row=i, budget=budget, seed=seed, messages=tuple(request.messages),
+                                   tools=request.tools, tool_format=request.tool_format))
         answers = self._run(calls, sampling)
         for call, answer in zip(calls, answers):
             results[call.row] = answer
@@ -433,7 +441,7 @@ class OpenAIEngine:
                                     "tokenizer (text prompts)")
             messages = ({"role": "user", "content": call.prompt},)
         try:
-            return [self._chat(messages, call, sampling)]
+            return self._chat(messages, call, sampling)
         except _NoRoute as exc:
             raise EndpointError(f"{exc}: the server has neither a completions nor a chat API at "
                                 f"{self.config.base_url}") from None
@@ -477,16 +485,43 @@ class OpenAIEngine:
             out.append(self._completion(choice, answer if call.n == 1 else {}, ids, logprobs, prompt_ids, call.budget))
         return out
 
-    def _chat(self, messages: Sequence[Mapping[str, str]], call: _Call, sampling: SamplingParams) -> Completion:
+    def _chat(self, messages: Sequence[Mapping[str, str]], call: _Call, sampling: SamplingParams) -> list[Completion]:
+        """``call.n`` answers from the chat API. With tools, the episode's calls go as ``tool_calls`` and the
+        server's parsed calls come back as text in the episode's format (one parser for every call). A server
+        that refuses ``tools`` with automatic tool choice (vLLM without ``--enable-auto-tool-choice``: HTTP 400)
+        is asked with ``tool_choice: "none"`` (the template still shows the tools, the model's text carries its
+        calls), and without tools if it refuses that too; what worked is kept for later requests."""
         body = self._sampling_fields(call, sampling)
-        body["messages"] = [dict(m) for m in messages]
-        answer = self.client.request("POST", f"{self.config.base_url}/chat/completions", body)
-        (choice,) = _choices(answer, 1)
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            raise EndpointError(f"malformed chat answer: no message in {str(choice)[:120]}")
-        return self._completion({**choice, "text": message.get("content") or ""}, answer, None, None, None,
-                                call.budget)
+        fmt = call.tool_format if call.tools else None
+        body["messages"] = to_openai_messages(messages, fmt) if fmt else [dict(m) for m in messages]
+        url = f"{self.config.base_url}/chat/completions"
+        if not fmt:
+            answer = self.client.request("POST", url, body)
+        else:
+            answer = None
+            for mode in range(self._tool_mode, len(_TOOL_MODES)):
+                choice_mode = _TOOL_MODES[mode]
+                if choice_mode is not None:
+                    body.update(tools=[dict(t) for t in call.tools or ()], **choice_mode)
+                else:
+                    body.pop("tools", None)
+                    body.pop("tool_choice", None)
+                try:
+                    answer = self.client.request("POST", url, body)
+                    break
+                except EndpointError as exc:
+                    if "HTTP 400" not in str(exc) or choice_mode is None:
+                        raise
+                    self._tool_mode = max(self._tool_mode, mode + 1)  # refused: the next mode, from now on
+        out = []
+        for choice in _choices(answer, call.n):
+            message = choice.get("message")
+            if not isinstance(message, dict):
+                raise EndpointError(f"malformed chat answer: no message in {str(choice)[:120]}")
+            text = from_openai_message(message, fmt) if fmt else (message.get("content") or "")
+            out.append(self._completion({**choice, "text": text}, answer if call.n == 1 else {}, None, None, None,
+                                        call.budget))
+        return out
 
     def _completion(self, choice: Mapping[str, Any], answer: Mapping[str, Any], ids: Sequence[int] | None,
                     logprobs: Sequence[float] | None, prompt_ids: Sequence[int] | None, budget: int) -> Completion:

@@ -14,6 +14,11 @@ checked first):
 
 ``version`` makes ``GET /version`` answer like vLLM's (``{"version": ...}``), so clients send vLLM's extras.
 
+Tools, as the OpenAI API specifies them: ``message(body) -> dict`` answers a chat request with a whole assistant
+message (``content`` and ``tool_calls`` with ids and JSON-string ``arguments``), as a server that parses calls
+does. ``refuse_tools`` answers 400 to a chat request with ``tools``: ``"auto"`` unless it asks for
+``tool_choice: "none"`` (as vLLM without ``--enable-auto-tool-choice``), ``"all"`` whatever it asks.
+
 A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs:
 ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
 once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
@@ -42,10 +47,12 @@ class FaultServer:
     def __init__(self, *, answer: Callable[[str], str] = largest_number, faults: Iterable[str] = (),
                  rule: Callable[[dict[str, Any]], str | None] | None = None, stall_s: float = 5.0,
                  delay_s: float = 0.0, retry_after: str = "0", chat_only: bool = False,
-                 version: str | None = None) -> None:
+                 version: str | None = None, message: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 refuse_tools: str | None = None) -> None:
         self.answer, self.rule, self.stall_s, self.delay_s = answer, rule, stall_s, delay_s
         self.retry_after, self.chat_only, self.version = retry_after, chat_only, version
         self.faults = list(faults)
+        self.message, self.refuse_tools = message, refuse_tools
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -147,6 +154,10 @@ class FaultServer:
                 if not chat and (server.chat_only or self.path.rstrip("/") != "/v1/completions"):
                     self._send(404, b'{"error": "no such route"}')
                     return
+                if chat and body.get("tools") and (server.refuse_tools == "all" or (
+                        server.refuse_tools == "auto" and body.get("tool_choice") != "none")):
+                    self._send(400, b'{"error": "\\"auto\\" tool choice requires --enable-auto-tool-choice"}')
+                    return
                 if chat:
                     prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
                 else:
@@ -155,8 +166,9 @@ class FaultServer:
                 text = server.answer(prompt)
                 tokens = len(text.split())
                 count = int(body.get("n") or 1)
-                choices = [{"index": i, "finish_reason": "stop",
-                            **({"message": {"role": "assistant", "content": text}} if chat else {"text": text})}
+                reply = server.message(body) if chat and server.message else {"role": "assistant", "content": text}
+                choices = [{"index": i, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+                            **({"message": reply} if chat else {"text": text})}
                            for i in reversed(range(count))]  # out of order: clients must sort by index
                 payload = {"id": "x", "object": "chat.completion" if chat else "text_completion", "model": body.get("model"),
                            "choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": tokens * count,
