@@ -42,6 +42,7 @@ def _run(tmp_path: Path, seed: int) -> tuple[bool, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # up to three runs of ~7 CPU-minutes each
 def test_guess_run_lifts_held_out_success_by_40_points_above_the_feedback_ignoring_bound(tmp_path: Path) -> None:
     """At least two of seeds 0-2 gain 40 points of held-out success, end above k/n, within the CPU budget."""
     outcomes: list[tuple[bool, str]] = []
