@@ -55,6 +55,10 @@ def test_long_responses_driver_writes_points_fits_and_the_ratio(bench, tmp_path)
     assert bench.main(["--long-responses", "--lengths", "64", "128", "--model-shape", "micro", "--out", str(out)]) == 0
     saved = json.loads(out.read_text())
     assert [p["length"] for p in saved["points"]["off"]] == [64, 128] == [p["length"] for p in saved["points"]["on"]]
-    assert saved["longest_both_fit"] == 128 and saved["checkpointing_memory_ratio"] > 0
+    # micro's activations are 1-2 MB: the allocator's page reuse can make a point's RSS growth 0, so the RSS ratio
+    # is only non-negative here and is flagged unresolved; the saved-activations ratio below is exact
+    assert saved["longest_both_fit"] == 128 and saved["checkpointing_memory_ratio"] >= 0
+    off_mb = next(p["memory_mb"] for p in saved["points"]["off"] if p["length"] == 128)
+    assert saved["checkpointing_memory_ratio_resolved"] is (off_mb >= bench.RSS_RESOLUTION_MB)
     assert set(saved["fits"]) == {"off", "on"} == set(saved["fits_saved_activations"])
     assert 0 < saved["checkpointing_saved_activations_ratio"] < 0.5
