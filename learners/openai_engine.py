@@ -490,22 +490,25 @@ class OpenAIEngine:
         server's parsed calls come back as text in the episode's format (one parser for every call). A server
         that refuses ``tools`` with automatic tool choice (vLLM without ``--enable-auto-tool-choice``: HTTP 400)
         is asked with ``tool_choice: "none"`` (the template still shows the tools, the model's text carries its
-        calls), and without tools if it refuses that too; what worked is kept for later requests."""
+        calls), and without tools if it refuses that too: then the episode's messages go as the in-process engine
+        renders them (calls left in the assistant's text, no ``tool_calls``). What worked is kept for later
+        requests."""
         body = self._sampling_fields(call, sampling)
         fmt = call.tool_format if call.tools else None
-        body["messages"] = to_openai_messages(messages, fmt) if fmt else [dict(m) for m in messages]
+        plain = [dict(m) for m in messages]
         url = f"{self.config.base_url}/chat/completions"
         if not fmt:
-            answer = self.client.request("POST", url, body)
+            answer = self.client.request("POST", url, {**body, "messages": plain})
         else:
-            answer = None
+            wire = to_openai_messages(messages, fmt)
             for mode in range(self._tool_mode, len(_TOOL_MODES)):
                 choice_mode = _TOOL_MODES[mode]
                 if choice_mode is not None:
-                    body.update(tools=[dict(t) for t in call.tools or ()], **choice_mode)
-                else:
+                    body.update(messages=wire, tools=[dict(t) for t in call.tools or ()], **choice_mode)
+                else:  # no tools: nothing in the request may refer to them
                     body.pop("tools", None)
                     body.pop("tool_choice", None)
+                    body["messages"] = plain
                 try:
                     answer = self.client.request("POST", url, body)
                     break

@@ -114,6 +114,16 @@ def test_a_server_refusing_automatic_tool_choice_is_still_evaluated(refuse: str,
     assert all(b.get("tool_choice") == expected_choice for b in answered)
     assert all(("tools" in b) == (expected_choice is not None) for b in answered)
     assert len(server.bodies) == (1 if refuse == "auto" else 2) + 8  # 4 episodes x (call, answer)
+    second = [m for b in answered if len(b["messages"]) == 3 for m in b["messages"]]  # the answer turns
+    assert len(second) == 4 * 3
+    calls = [m for m in second if m["role"] == "assistant"]
+    if expected_choice is None:  # no tools: the call stays in the model's text, as in-process
+        assert all("tool_calls" not in m and "<tool_call>" in m["content"] for m in calls)
+        assert all("tool_call_id" not in m for m in second)
+    else:  # tools shown: the call goes as tool_calls, answered by id
+        assert all(m["tool_calls"][0]["function"]["name"] == "lookup" for m in calls)
+        assert all(m["tool_call_id"] == c["tool_calls"][0]["id"]
+                   for c, m in zip(calls, [m for m in second if m["role"] == "tool"]))
 
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
