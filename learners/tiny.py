@@ -31,7 +31,12 @@ DEFAULT_ALPHABET = string.digits + string.ascii_letters + string.punctuation + "
 #: given through ``apply_chat_template(..., tools=...)`` are rendered compactly (a character-level model pays
 #: for every character) as one first line, ``tools: lookup(key), run_tests(code)``: each tool's name and its
 #: parameters' names; without tools the rendering is unchanged. A model answers with a call in any native
-#: format (``tool_format="llama3"`` is the shortest) and tool results come back as ``tool: ...`` lines.
+#: format (``tool_format="llama3"`` is the shortest) and tool results come back as ``tool: ...`` lines. An
+#: assistant message in the OpenAI form (``content: None`` and ``tool_calls``, as a chat server receives earlier
+#: turns) renders its calls in the Hermes form (``<tool_call>`` JSON ``</tool_call>``, what ``format_tool_call``
+#: writes), so a served tiny model that calls in Hermes sees the text it wrote; Hermes because vLLM's ``hermes``
+#: parser needs no special token (``llama3_json`` needs ``<|python_tag|>`` in the vocabulary). Content given as
+#: OpenAI parts renders its text parts.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% if tools %}tools: "
@@ -39,7 +44,16 @@ CHAT_TEMPLATE = (
     "{{ f['name'] }}({{ (f['parameters']['properties'] if f['parameters'] is defined and f['parameters']['properties'] "
     "is defined else {}) | list | join(', ') }}){% if not loop.last %}, {% endif %}{% endfor %}{{ '\\n' }}{% endif %}"
     "{% for message in messages %}"
-    "{{ message['role'] }}: {{ message['content'] }}\n"
+    "{{ message['role'] }}: {% if message['content'] is string %}{{ message['content'] }}"
+    "{% elif message['content'] is iterable and message['content'] is not mapping %}"
+    "{% for part in message['content'] %}{% if part is mapping and part['type'] == 'text' %}{{ part['text'] }}"
+    "{% endif %}{% endfor %}{% endif %}"
+    "{% if message['tool_calls'] is defined and message['tool_calls'] %}"
+    "{% if message['content'] is string and message['content'] %}{{ '\\n' }}{% endif %}"
+    "{% for c in message['tool_calls'] %}{% set f = c['function'] if c['function'] is defined else c %}"
+    "{{ '<tool_call>\\n' }}{\"name\": {{ f['name'] | tojson }}, \"arguments\": "
+    "{% if f['arguments'] is string %}{{ f['arguments'] }}{% else %}{{ f['arguments'] | tojson }}{% endif %}}"
+    "{{ '\\n</tool_call>' }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}{% endif %}{{ '\\n' }}"
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}assistant: {% endif %}"

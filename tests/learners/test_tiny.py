@@ -40,6 +40,25 @@ def test_chat_template() -> None:
     assert text == "<bos>user: 1+1?\nassistant: "
 
 
+def test_chat_template_renders_openai_tool_calls_as_the_hermes_text_the_model_wrote() -> None:
+    from dapo_env.tools import format_tool_call, to_openai_messages
+
+    tok = build_tokenizer()
+    written = format_tool_call("hermes", [("lookup", {"key": "a"}), ("lookup", {"key": "b"})])
+    episode = [{"role": "user", "content": "Keys a, b?"}, {"role": "assistant", "content": written},
+               {"role": "tool", "content": "3"}, {"role": "tool", "content": "4"}]
+    wire = to_openai_messages(episode, "hermes")
+    assert wire[1]["content"] is None and len(wire[1]["tool_calls"]) == 2
+    render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)  # noqa: E731
+    assert render(wire) == render(episode) == f"<bos>user: Keys a, b?\nassistant: {written}\n<eos>tool: 3\ntool: 4\nassistant: "
+    # the transformers form (arguments as a dict, no "function" wrapper) and text beside the calls
+    hf = [{"role": "assistant", "content": "Looking.", "tool_calls": [{"name": "lookup", "arguments": {"key": "a"}}]}]
+    assert render(hf) == ('<bos>assistant: Looking.\n<tool_call>\n{"name": "lookup", "arguments": {"key": "a"}}\n'
+                          '</tool_call>\n<eos>assistant: ')
+    parts = [{"role": "user", "content": [{"type": "text", "text": "1+"}, {"type": "image_url"}, {"type": "text", "text": "1?"}]}]
+    assert render(parts) == "<bos>user: 1+1?\nassistant: "
+
+
 def test_model_shape_and_validation() -> None:
     tok = build_tokenizer()
     model = build_tiny_model(tok, hidden_size=64, layers=2, heads=2, seed=0)
