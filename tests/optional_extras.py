@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import os
 from types import ModuleType
 
 import pytest
@@ -41,3 +42,14 @@ def skip_reason(module: str, what: str) -> str:
 def require(module: str, what: str) -> ModuleType:
     """Import ``module`` or skip the calling test/fixture with :func:`skip_reason`."""
     return pytest.importorskip(module, reason=skip_reason(module, what))
+
+
+#: CI's vLLM stage sets ``DAPO_REQUIRE_VLLM=1``: there a missing vLLM fails its tests instead of skipping them.
+REQUIRE_VLLM = os.environ.get("DAPO_REQUIRE_VLLM") == "1"
+
+
+def vllm_marks(what: str) -> list[pytest.MarkDecorator]:
+    """A vLLM test module's ``pytestmark``: marked ``vllm``, skipped with :func:`skip_reason` where vLLM is not
+    importable (unless ``DAPO_REQUIRE_VLLM=1``)."""
+    return [pytest.mark.vllm, pytest.mark.skipif(not is_installed("vllm") and not REQUIRE_VLLM,
+                                                 reason=skip_reason("vllm", what))]

@@ -8,12 +8,10 @@ importable, failing instead under ``DAPO_REQUIRE_VLLM=1``.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import pytest
-from optional_extras import skip_reason
+from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
 from dapo_env.learners.engine import HFEngine, SamplingParams, make_engine
@@ -22,10 +20,7 @@ from dapo_env.learners.openai_engine import EndpointConfig, OpenAIEngine
 from dapo_env.learners.server import VLLMServer
 from dapo_env.learners.trainer import train
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    not HAS_VLLM and os.environ.get("DAPO_REQUIRE_VLLM") != "1",
-    reason=skip_reason("vllm", "the tests against a real vllm serve"))]
+pytestmark = vllm_marks("the tests against a real vllm serve")
 
 SAME = ("task", "task_kwargs", "split", "size", "max_response_tokens", "chat_template", "verifier", "prompt_template")
 

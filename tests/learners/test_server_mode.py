@@ -8,7 +8,6 @@ Runs in CI's vLLM stage; skipped where vLLM is not importable (failing under ``D
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -17,19 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
-from optional_extras import skip_reason
+from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import HFEngine, SamplingParams, make_engine, weights_fingerprint
+from dapo_env.learners.engine import HFEngine, SamplingParams, weights_fingerprint
 from dapo_env.learners.server import SERVER_URL_ENV, ServerEngine, VLLMServer
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    not HAS_VLLM and os.environ.get("DAPO_REQUIRE_VLLM") != "1",
-    reason=skip_reason("vllm", "the server-mode tests"))]
+pytestmark = vllm_marks("the server-mode tests")
 
 PROMPTS = ["12+7=", "What is 3*4? Answer:", "Largest of 3 17 5?"]
 GREEDY = SamplingParams(temperature=0.0, max_response_tokens=12)

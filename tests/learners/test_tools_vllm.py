@@ -11,16 +11,14 @@ importable, failing instead under ``DAPO_REQUIRE_VLLM=1``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from optional_extras import skip_reason
+from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
 from dapo_env.learners.eval_run import evaluate_checkpoint, evaluate_endpoint, read_samples
@@ -29,10 +27,7 @@ from dapo_env.learners.trainer import train
 from dapo_env.learners.warmstart import warm_start
 from dapo_env.tools import format_tool_call
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    not HAS_VLLM and os.environ.get("DAPO_REQUIRE_VLLM") != "1",
-    reason=skip_reason("vllm", "the tests against a real vllm serve"))]
+pytestmark = vllm_marks("the tool-call tests against a real vllm serve")
 
 TASK_KWARGS = {"n_values": 4, "n_keys": 2, "max_tool_calls": 1, "tool_format": "hermes"}
 SAME = ("task", "task_kwargs", "split", "size", "max_response_tokens", "chat_template", "verifier", "prompt_template",

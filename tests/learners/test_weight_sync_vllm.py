@@ -12,24 +12,19 @@ Skipped where vLLM is not importable (failing under ``DAPO_REQUIRE_VLLM=1``).
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
-from optional_extras import skip_reason
+from optional_extras import vllm_marks
 
 from dapo_env.learners.engine import weights_fingerprint
 from dapo_env.learners.server import ServerEngine, VLLMServer, vllm_command
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.weight_sync import ServerControl, ServerInfo, control_request
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    not HAS_VLLM and os.environ.get("DAPO_REQUIRE_VLLM") != "1",
-    reason=skip_reason("vllm", "the NCCL weight-sync tests"))]
+pytestmark = vllm_marks("the NCCL weight-sync tests")
 
 #: Every call NcclWeightSync makes, with a body of the shape it sends.
 CALLS = [("get_world_size", None), ("init_weight_transfer_engine", {"master_address": "127.0.0.1"}),
