@@ -7,25 +7,20 @@ Needs vLLM and peft: skipped here (with the reason under ``-rs``); the vLLM CI s
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterator
 
 import pytest
 import torch
-from optional_extras import skip_reason
+from optional_extras import REQUIRE_VLLM, is_installed, skip_reason, vllm_marks
 
 from dapo_env.learners.engine import HFEngine, SamplingParams, weights_fingerprint
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-HAS_PEFT = importlib.util.find_spec("peft") is not None
-REQUIRE_VLLM = os.environ.get("DAPO_REQUIRE_VLLM") == "1"
-
 pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not HAS_VLLM and not REQUIRE_VLLM, reason=skip_reason("vllm", "the vLLM LoRA tests")),
-    pytest.mark.skipif(not HAS_PEFT and not REQUIRE_VLLM, reason=skip_reason("peft", "the vLLM LoRA tests")),
+    *vllm_marks("the vLLM LoRA tests"),
+    pytest.mark.skipif(not is_installed("peft") and not REQUIRE_VLLM,
+                       reason=skip_reason("peft", "the vLLM LoRA tests")),
 ]
 
 PROMPTS = ["12+7=", "What is 3*4? Answer:", "<bos>user: 9-2?\nassistant: "]

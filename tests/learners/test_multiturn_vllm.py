@@ -6,23 +6,19 @@ Skips (reason under ``-rs``) where vLLM is not importable; the vLLM CI stage (``
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 from collections.abc import Iterator
 
 import pytest
 import torch
-from optional_extras import skip_reason
+from optional_extras import vllm_marks
 
 from dapo_env import EpisodeGroupEnv, TurnRequest
 from dapo_env.learners.engine import SamplingParams, TurnEngine
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-REQUIRE_VLLM = os.environ.get("DAPO_REQUIRE_VLLM") == "1"
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not HAS_VLLM and not REQUIRE_VLLM,
-                                                   reason=skip_reason("vllm", "the vLLM multi-turn tests"))]
+pytestmark = vllm_marks("the vLLM multi-turn tests")
 
 
 @pytest.fixture(scope="module")

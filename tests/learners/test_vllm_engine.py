@@ -7,7 +7,6 @@ The rest (lazy import, engine choice, error messages) run everywhere.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from optional_extras import skip_reason
+from optional_extras import REQUIRE_VLLM, is_installed, skip_reason
 
 from dapo_env.learners import vllm_engine as ve
 from dapo_env.learners.engine import (
@@ -29,8 +28,7 @@ from dapo_env.learners.engine import (
 )
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-REQUIRE_VLLM = os.environ.get("DAPO_REQUIRE_VLLM") == "1"
+HAS_VLLM = is_installed("vllm")
 needs_vllm = pytest.mark.skipif(
     not HAS_VLLM and not REQUIRE_VLLM,
     reason=skip_reason("vllm", "the vLLM engine's tests"),
