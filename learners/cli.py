@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import PRESETS, TrainConfig, build_config, preset
-from .engine import engine_names
+from .engines import engine_names
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
@@ -149,7 +149,7 @@ def _lora_arguments(p: argparse.ArgumentParser) -> None:
 
 def _async_arguments(p: argparse.ArgumentParser) -> None:
     """Policy loss, rollout correction and asynchronous rollouts (TrainConfig fields of the same names)."""
-    from .losses import IS_CORRECTIONS, POLICY_LOSSES
+    from .algo.losses import IS_CORRECTIONS, POLICY_LOSSES
 
     p.add_argument("--loss", choices=sorted(POLICY_LOSSES),
                    help=f"policy loss: ppo-clip (DAPO's clipped surrogate) or cispo (MiniMax-M1's clipped IS "
@@ -284,8 +284,8 @@ def _serve_transfer(args: argparse.Namespace) -> str | None:
 def _cmd_serve(args: argparse.Namespace) -> int:
     import time
 
-    from .server import SERVER_URL_ENV, VLLMServer
-    from .vllm_engine import INSTALL_HINT, vllm_installed
+    from .engines.server import SERVER_URL_ENV, VLLMServer
+    from .engines.vllm_engine import INSTALL_HINT, vllm_installed
 
     if not vllm_installed():
         raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
@@ -330,7 +330,7 @@ def _reverify_parser(sub: Any) -> None:
 
 
 def _cmd_reverify(args: argparse.Namespace) -> int:
-    from .reverify import reverify
+    from .run.reverify import reverify
 
     outcome = reverify(args.eval_dir, verifier=args.verifier)
     old = json.loads((args.eval_dir / "summary.json").read_text()) if (args.eval_dir / "summary.json").is_file() else {}
@@ -388,7 +388,7 @@ def _report_parser(sub: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .run.report import write_report
 
     print(f"dapo-env report: {write_report(args.run_dir, out=args.out)}")
     return 0
@@ -435,7 +435,7 @@ def _tiny_preset_for(task: str | None) -> str:
         return "tiny"
     from dapo_env.tasks import get_task
 
-    from .rollout import is_multi_turn
+    from .rollout.setup import is_multi_turn
 
     try:
         return "guess" if is_multi_turn(get_task(task)) else "tiny"
@@ -479,7 +479,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .eval_run import evaluate_checkpoint, evaluate_endpoint
+    from .run.eval_run import evaluate_checkpoint, evaluate_endpoint
 
     try:
         if args.endpoint:
@@ -621,8 +621,8 @@ def _import_from_working_directory(verifier: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dapo-env`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.pretrained.main
-        from .pretrained import main as prepare_model
+    if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.models.pretrained.main
+        from .models.pretrained import main as prepare_model
 
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)

@@ -189,8 +189,8 @@ class TrainConfig:
         need(self.clip_low >= 0.0 and self.clip_low < 1.0, "clip_low", "must be in [0, 1)")
         need(self.clip_high >= 0.0, "clip_high", "must be >= 0 (use clip_high=clip_low for symmetric)")
         need(self.clip_c is None or self.clip_c > 1.0, "clip_c", "dual clip needs a constant > 1, or None")
-        from .engine import engine_names  # the registries (imported here: config itself needs no torch)
-        from .losses import ADVANTAGES, AGGREGATIONS, RATIO_LEVELS
+        from .engines import engine_names  # the registries (imported here: config itself needs no torch)
+        from .algo.losses import ADVANTAGES, AGGREGATIONS, RATIO_LEVELS
 
         need(isinstance(self.keep_surplus, bool), "keep_surplus",
              "must be true (carry surplus groups, behaviour-policy log-probs) or false (discard them, the paper's "
@@ -204,7 +204,7 @@ class TrainConfig:
         need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
         need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
         need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
-        from .batch import PACKINGS
+        from .algo.batch import PACKINGS
 
         need(self.packing in PACKINGS, "packing", f"choose one of {PACKINGS} (docs/performance.md)")
         need(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing", "must be true or false")
@@ -264,7 +264,7 @@ class TrainConfig:
 
     @property
     def lora(self) -> Any:
-        """The run's :class:`~dapo_env.learners.lora.LoraSettings`, or ``None`` for full fine-tuning.
+        """The run's :class:`~dapo_env.learners.models.lora.LoraSettings`, or ``None`` for full fine-tuning.
 
         Example:
             >>> TrainConfig(lora_rank=8, lora_target_modules="q_proj,v_proj").lora.target_modules
@@ -274,14 +274,14 @@ class TrainConfig:
         """
         if not self.lora_rank:
             return None
-        from .lora import LoraSettings
+        from .models.lora import LoraSettings
 
         return LoraSettings(rank=self.lora_rank, alpha=self.lora_alpha, dropout=self.lora_dropout,
                             target_modules=self.lora_target_modules)
 
     def _check_async(self) -> None:
         """The policy-loss, rollout-correction and asynchronous-rollout fields."""
-        from .losses import IS_CORRECTIONS, POLICY_LOSSES
+        from .algo.losses import IS_CORRECTIONS, POLICY_LOSSES
 
         def need(ok: bool, name: str, msg: str) -> None:
             if not ok:
@@ -300,7 +300,7 @@ class TrainConfig:
         need(self.num_threads is None or (isinstance(self.num_threads, int) and not isinstance(self.num_threads, bool)
                                           and self.num_threads >= 1), "num_threads",
              "must be an integer >= 1, or None (torch's choice)")
-        from .threads import THREAD_SPLITS
+        from .rollout.threads import THREAD_SPLITS
 
         need(self.num_threads_split in THREAD_SPLITS, "num_threads_split", f"choose one of {THREAD_SPLITS}")
         need(isinstance(self.rollout_timeout_s, (int, float)) and self.rollout_timeout_s > 0, "rollout_timeout_s",

@@ -227,7 +227,7 @@ def _open_folder(out_dir: Path, manifest: dict[str, Any], overwrite: bool) -> li
 def _split_failed(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(graded, failed)``: a sample whose request failed is not an answer (``evaluation.is_failed``); the
     last record of a sample wins (a resume appends the re-run of a failed one)."""
-    from .evaluation import is_failed
+    from ..evaluation import is_failed
 
     latest = {(r["index"], bool(r["greedy"]), r["sample"]): r for r in records}
     graded = [r for r in latest.values() if not is_failed(r)]
@@ -322,15 +322,15 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     """
     from tqdm.auto import tqdm
 
-    from .evaluation import evaluate
-    from .update import derive_seed
+    from ..evaluation import evaluate
+    from ..algo.update import derive_seed
 
     out_dir = Path(out_dir)
     manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
     kept, retry = _split_failed(_open_folder(out_dir, manifest, overwrite))
     retry_keys = {(r["index"], bool(r["greedy"])) for r in retry}  # failed before: re-run exactly these
     done = {(r["index"], bool(r["greedy"]), r["sample"]) for r in kept}
-    from .rollout import is_multi_turn
+    from ..rollout.setup import is_multi_turn
 
     # episodes always run through the chat template (exact tokens), as the trainer's evaluation does
     chat = tokenizer if settings.chat_template or is_multi_turn(task) else None
@@ -523,11 +523,11 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
         model: the served model's name.
         out_dir: the eval folder (default ``evals/<model>-<task>-<split>-n<K>``).
         api, concurrency, timeout_s, retries, api_key_env: see
-            :class:`~dapo_env.learners.openai_engine.EndpointConfig`.
+            :class:`~dapo_env.learners.engines.openai_engine.EndpointConfig`.
         overrides: :class:`EvalSettings` fields (``task`` is required).
     """
-    from .openai_engine import EndpointConfig, OpenAIEngine
-    from .rollout import is_multi_turn
+    from ..engines.openai_engine import EndpointConfig, OpenAIEngine
+    from ..rollout.setup import is_multi_turn
 
     if "task" not in overrides:
         raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
@@ -585,14 +585,14 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 
 def eval_task(settings: EvalSettings) -> Any:
     """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
-    from .rollout import task_with
+    from ..rollout.setup import task_with
 
     return task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
 
 
 def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
     """The problems an eval covers: the first ``settings.size`` of its split (all when ``None``)."""
-    from .evaluation import load_eval_problems
+    from ..evaluation import load_eval_problems
 
     size = settings.size if settings.size is not None else len(task.load(split=settings.split,
                                                                           **dict(settings.task_kwargs)))
@@ -605,8 +605,8 @@ def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
 def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str) -> Any:
     """The trainer's engine factory with the run's engine, device and precision; HF batches
     ``settings.batch_size`` rows per forward (the trainer's 256 by default)."""
-    from .batch import autocast_dtype
-    from .engine import make_engine, resolve_engine_kind
+    from ..algo.batch import autocast_dtype
+    from ..engines import make_engine, resolve_engine_kind
 
     kind = resolve_engine_kind(settings.engine)
     extra = {"batch_size": settings.batch_size} if kind == "hf" else {}

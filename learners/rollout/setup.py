@@ -1,7 +1,7 @@
 """The trainer's glue to the env layer: the task, the group env, the sampler, and the run's prompt rendering.
 
-The rollout sources that use them live in :mod:`~dapo_env.learners.sources` (in-process) and
-:mod:`~dapo_env.learners.async_rollout` (a worker process). Verification and reward shaping are never re-implemented here: training rewards come from
+The rollout sources that use them live in :mod:`~dapo_env.learners.rollout.sources` (in-process) and
+:mod:`~dapo_env.learners.rollout.async_source` (a worker process). Verification and reward shaping are never re-implemented here: training rewards come from
 ``GroupVectorEnv`` (verifier, reward map, overlong penalty/filter); for a multi-turn task (one with an
 interaction, e.g. ``GuessNumber-v0``) from ``EpisodeGroupEnv``, whose groups hold whole episodes
 (:class:`~dapo_env.types.Trajectory`) recorded token by token through the tokenizer's chat template.
@@ -20,7 +20,7 @@ from typing import Any
 
 from dapo_env.types import Group
 
-from .config import TrainConfig
+from ..config import TrainConfig
 
 #: ``info`` key of every training sample: the training step whose weights generated it (its ``policy_step``).
 POLICY_STEP = "policy_step"
