@@ -169,7 +169,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
                           max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:
         env.reset(options={"indices": list(range(len(problems)))})
-        groups = env.rollout(generate)
+        groups = env.rollout(generate).groups
     engine.release()  # the episodes have ended: drop their kept caches
     return tuple(
         _failed_sample(p, g.prompt, k, failures[(b, k)]) if (b, k) in failures else

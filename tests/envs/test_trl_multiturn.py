@@ -216,7 +216,7 @@ def test_hidden_table_through_its_lookup_tool() -> None:
     environments, completions, rewards = roll_out_like_grpo_trainer(factory, rows, reader)
     assert rewards == [1.0, 1.0] and all(e.solved for e in environments)
     assert environments[0].episode.turns[0].text.startswith("<tool_call>")
-    assert [c["status"] for c in environments[0].episode.tool_calls] == ["ok"]
+    assert [c.status for c in environments[0].episode.tool_calls] == ["ok"]
 
 
 def test_tool_calls_after_the_end_and_bad_calls_are_answered_not_raised() -> None:
