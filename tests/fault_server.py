@@ -35,6 +35,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def request_text(body: dict[str, Any]) -> str:
+    """What a request asks, as text: a completions request's prompt, or a chat request's messages joined."""
+    if "messages" in body:
+        return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    prompt = body.get("prompt")
+    return prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
+
+
 def largest_number(prompt: str) -> str:
     """The default answer: the largest integer in the prompt (the right answer to Largest-v0)."""
     numbers = [int(x) for x in re.findall(r"-?\d+", prompt)]
@@ -158,12 +166,7 @@ class FaultServer:
                         server.refuse_tools == "auto" and body.get("tool_choice") != "none")):
                     self._send(400, b'{"error": "\\"auto\\" tool choice requires --enable-auto-tool-choice"}')
                     return
-                if chat:
-                    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-                else:
-                    prompt = body.get("prompt")
-                    prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
-                text = server.answer(prompt)
+                text = server.answer(request_text(body))
                 tokens = len(text.split())
                 count = int(body.get("n") or 1)
                 reply = server.message(body) if chat and server.message else {"role": "assistant", "content": text}
