@@ -48,6 +48,8 @@ SHORT_SHARE = 0.05
 
 def split_reasoning(text: str) -> tuple[str, str]:
     """``(final content, reasoning)`` of a response's text: think blocks cut out (see the module docstring)."""
+    if _OPEN not in text and _CLOSE not in text:
+        return text, ""  # no think block: the text as it came
     parts = [m.strip() for m in _BLOCK.findall(text)]
     rest = _BLOCK.sub("", text)
     if _CLOSE in rest:  # the block was opened in the prompt: all before the last </think> is reasoning
