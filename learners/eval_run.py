@@ -607,7 +607,7 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
 
     if "task" not in overrides:
         raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
-    template = overrides.get("chat_template")
+    template, explicit = overrides.get("chat_template"), api
     if api is None:
         api = "completions" if template is False else "chat"
     if api not in APIS:
@@ -618,8 +618,8 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
     overrides["chat_template"] = api == "chat"
     settings = settings_from_run({}, engine="openai", **overrides)
     task = eval_task(settings)
-    if is_multi_turn(task):
-        if api == "completions":
+    if is_multi_turn(task):  # episodes always go over chat (as before: --no-chat-template changes nothing there)
+        if explicit == "completions":
             raise ValueError(f"{settings.task} is multi-turn: its episodes are played over the chat API; drop --api "
                              "completions")
         api = "chat"
