@@ -13,7 +13,11 @@ attempt). It holds up to two token buckets and one "not before" time:
   goes out once the bucket is full (it could never fit otherwise), and leaves the debt;
 - **a shared pause**: an answer of 429 pauses every request of the pacer, not only the one that got it, for
   the server's ``Retry-After`` (else the retry's own backoff). Without it, ``concurrency`` threads retrying on
-  their own would keep hitting a server that has asked them all to wait: a request storm.
+  their own would keep hitting a server that has asked them all to wait: a request storm;
+- **a learned request rate**: the first 429 of a pause also sets a request rate no faster than the one the
+  server accepted, 0.9 times (the answers it gave in the last minute, at least one) / (the time they took, at
+  least the pause): after the pause the ``concurrency`` waiting requests go out spaced at that rate instead of
+  all at once into the same limit. A 429 under a learned rate halves it. It applies only below ``rpm``.
 
 Time and sleep are injectable, so the pacing is tested exactly without waiting.
 
@@ -60,6 +64,8 @@ class TokenBucket:
     stamp: float
 
     def refill(self, now: float) -> None:
+        if now <= self.stamp:  # a bucket that starts later (after a pause) fills from then on
+            return
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
 
@@ -91,9 +97,11 @@ class Pacer:
     paused_until: float = 0.0
     waited_s: float = 0.0
     pauses: int = 0
+    learned_rpm: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _requests: TokenBucket | None = field(default=None, repr=False)
     _tokens: TokenBucket | None = field(default=None, repr=False)
+    _answered: list[float] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm"):
@@ -110,7 +118,7 @@ class Pacer:
     @property
     def active(self) -> bool:
         """Whether this pacer limits anything (a pause after a 429 always applies)."""
-        return self._requests is not None or self._tokens is not None
+        return self._requests is not None or self._tokens is not None or self.pauses > 0
 
     def acquire(self, tokens: int = 1) -> float:
         """Wait until one request of about ``tokens`` prompt tokens may go out, take it from the buckets, and
@@ -135,24 +143,40 @@ class Pacer:
             waited += delay
 
     def settle(self, estimated: int, actual: int | None) -> None:
-        """Replace a request's estimated tokens by the ``actual`` tokens the server reported (prompt +
-        completion); ``None``: the server reported none, the estimate stands."""
-        if self._tokens is None or actual is None:
-            return
+        """A request was answered: replace its estimated tokens by the ``actual`` tokens the server reported
+        (prompt + completion; ``None``: the estimate stands)."""
         with self._lock:
-            self._tokens.take(float(actual - estimated), self.clock())
+            now = self.clock()
+            self._answered = [t for t in self._answered if now - t <= 60.0] + [now]
+            if self._tokens is not None and actual is not None:
+                self._tokens.take(float(actual - estimated), now)
 
     def pause(self, seconds: float) -> None:
-        """Hold every request of this pacer for ``seconds`` from now (the server answered 429)."""
+        """Hold every request of this pacer for ``seconds`` from now (the server answered 429), and learn a
+        request rate the server accepts (see the module docstring)."""
         with self._lock:
-            until = self.clock() + max(0.0, seconds)
+            now = self.clock()
+            seconds = max(0.0, seconds)
+            fresh = now >= self.paused_until  # the first 429 of this pause (the others were already in flight)
+            until = now + seconds
             if until > self.paused_until:
                 self.paused_until = until
                 self.pauses += 1
+            if not fresh:
+                return
+            recent = [t for t in self._answered if now - t <= 60.0]
+            rate = 0.9 * max(1, len(recent)) / max(seconds, 1.0, now - recent[0] if recent else 0.0)
+            if self.learned_rpm is not None:
+                rate = min(rate, self.learned_rpm / 60.0 / 2.0)
+            if self.rpm is not None and rate * 60.0 >= self.rpm:
+                return
+            self.learned_rpm = rate * 60.0
+            self._requests = TokenBucket(rate=rate, capacity=1.0, level=1.0, stamp=until)
 
     def stats(self) -> dict[str, float | int | None]:
         """What the pacing did: the limits, seconds waited in all, and pauses after a 429."""
-        return {"rpm": self.rpm, "tpm": self.tpm, "waited_s": round(self.waited_s, 3), "pauses_after_429": self.pauses}
+        return {"rpm": self.rpm, "tpm": self.tpm, "waited_s": round(self.waited_s, 3), "pauses_after_429": self.pauses,
+                "learned_rpm": None if self.learned_rpm is None else round(self.learned_rpm, 2)}
 
 
 __all__ = ["Pacer", "TokenBucket", "estimate_tokens"]

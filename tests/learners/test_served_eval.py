@@ -125,8 +125,15 @@ def test_token_buckets_space_requests_and_carry_token_debt() -> None:
     pacer.settle(10, 40)  # the answer was long: 30 tokens of debt
     assert pacer.acquire(5) == pytest.approx(3.5)  # pay 30 back, then 5 more
     pacer, clock = _fake_pacer()
+    for _ in range(10):  # 10 answers in 1 s, then a 429 asking for 2 s: at most 0.9 * 10 / 2 requests a second
+        pacer.acquire()
+        pacer.settle(1, None)
+        clock[0] += 0.1
     pacer.pause(2.0)
-    assert pacer.acquire() == 2.0 and pacer.stats()["pauses_after_429"] == 1
+    pacer.pause(2.0)  # a request that was in flight: the same pause, learned once
+    assert pacer.acquire() == pytest.approx(2.0) and pacer.stats()["pauses_after_429"] == 1
+    assert pacer.learned_rpm == pytest.approx(0.9 * 10 / 2.0 * 60)
+    assert pacer.acquire() == pytest.approx(1 / 4.5)  # spaced at the learned rate
 
 
 def test_a_rate_limited_server_is_evaluated_without_a_request_storm(tmp_path: Path) -> None:
@@ -134,9 +141,11 @@ def test_a_rate_limited_server_is_evaluated_without_a_request_storm(tmp_path: Pa
     with FaultServer(rate_limit=(4, 1.0)) as server:  # 4 requests a second, 429 + Retry-After beyond
         unpaced = _eval(server, tmp_path / "unpaced", *args)
         storm = server.rejected
-    # without limits, the first 429 pauses every request for its Retry-After: a few 429s, no storm
+    # without limits, the first 429 pauses every request for its Retry-After and sets a request rate under the
+    # one the server let through: the requests in flight then get their 429s, and few more come (no storm)
     assert unpaced["failed"]["samples"] == 0 and unpaced["metrics"]["greedy"]["value"] == 1.0
-    assert storm <= 2 * 8 and unpaced["pacing"]["pauses_after_429"] >= 1
+    assert storm <= 8 + 2 and unpaced["pacing"]["pauses_after_429"] >= 1
+    assert 0 < unpaced["pacing"]["learned_rpm"] < 4 * 60
     with FaultServer(rate_limit=(4, 1.0)) as server:
         paced = _eval(server, tmp_path / "paced", *args, "--rpm", "180")  # 3 a second: under the limit
         assert server.rejected == 0 and server.requests == 12
