@@ -171,7 +171,9 @@ def _eval_parser(sub: Any) -> None:
         description="Evaluate a checkpoint. Inside a run folder (runs/<name>/checkpoints/step_N/model, or runs/<name> "
                     "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
-                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
+                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval. With "
+                    "--endpoint, evaluate a served model over chat. `dapo-env eval compare DIR...` compares evals "
+                    "(see `dapo-env eval compare --help`).")
     p.add_argument("--model", required=True, metavar="PATH|NAME",
                    help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder; with "
                         "--endpoint, the served model's name (required, no default)")
