@@ -622,6 +622,9 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
         if explicit == "completions":
             raise ValueError(f"{settings.task} is multi-turn: its episodes are played over the chat API; drop --api "
                              "completions")
+        if judge_endpoint or judge_model:
+            raise ValueError(f"{settings.task} is multi-turn: its environment grades each episode turn by turn, so "
+                             "there is no single answer for a judge; drop --judge-endpoint/--judge-model")
         api = "chat"
     if (price_in is None) != (price_out is None) or any(p is not None and p < 0 for p in (price_in, price_out)):
         raise ValueError("pass both --price-in and --price-out (dollars per million tokens, >= 0), or neither")

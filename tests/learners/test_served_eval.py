@@ -202,3 +202,32 @@ def test_a_judge_sees_only_the_rules_negatives_and_its_errors_stay_out(tmp_path:
     assert main(["reverify", str(out)]) == 0
     again = json.loads((out / "reverify-task.summary.json").read_text())
     assert again["judge"] == summary["judge"] and again["metrics"] == summary["metrics"]
+
+
+def test_a_dead_judge_is_a_judge_error_and_the_next_run_asks_again(tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    args = (*LARGEST, "--limit", "10", "--judge-model", "judge")
+    with FaultServer(answer=judging(_words, _verdict)) as server:
+        dead = _eval(server, out, *args, "--judge-endpoint", "http://127.0.0.1:9/v1")  # nothing listens there
+        evaluated = server.requests
+        asked = dead["judge"]["asked"]
+        assert asked > 0 and dead["judge"]["errors"] == asked and dead["judge"]["flipped"] == 0
+        # the errors (all the negatives) leave the rule+judge score: what is left was right by the rules
+        assert dead["judge"]["metrics"]["greedy"]["value"] == 1.0 and dead["judge"]["problems"] == 10 - asked
+        again = _eval(server, out, *args, "--judge-endpoint", server.url)
+        assert server.requests - evaluated == asked  # only the judge's questions: no answer generated again
+    assert again["metrics"] == dead["metrics"] and again["judge"]["asked"] == asked
+    assert again["judge"]["errors"] + again["judge"]["flipped"] <= asked
+
+
+def test_judge_and_api_misuse_is_refused_in_one_line(capsys) -> None:
+    base = ["eval", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main([*base, "--task", "GuessNumber-v0", "--judge-endpoint", "http://127.0.0.1:9/v1",
+                 "--judge-model", "j"]) == 2
+    assert "no single answer for a judge" in capsys.readouterr().err
+    assert main([*base, "--task", "Largest-v0", "--api", "chat", "--no-chat-template"]) == 2
+    assert "disagree" in capsys.readouterr().err
+    assert main([*base, "--task", "Largest-v0", "--judge-model", "j"]) == 2
+    assert "needs both --judge-endpoint URL and --judge-model NAME" in capsys.readouterr().err
+    assert main([*base, "--task", "Largest-v0", "--price-in", "1"]) == 2
+    assert "pass both --price-in and --price-out" in capsys.readouterr().err
