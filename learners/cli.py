@@ -202,7 +202,8 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--judge-endpoint", metavar="URL",
                    help="with --endpoint: a judge model's server; answers the rule verifier scores 0 go to it, and "
                         "the summary shows rule-only and rule+judge scores (default: rules only)")
-    p.add_argument("--judge-model", metavar="NAME", help="with --judge-endpoint: the judge model's served name")
+    p.add_argument("--judge-model", metavar="NAME",
+                   help="with --judge-endpoint: the judge model's served name (required with it; default: none)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="with --endpoint: seconds one attempt of a request may take (default: 120)")
     p.add_argument("--retries", type=int, default=4, metavar="N",

@@ -361,9 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the paired test compares: greedy verdicts or per-problem pass rates (avg@n); auto = "
                         "avg when both evals sampled, else greedy (default: auto)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the paired test (default: 0.05)")
-    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as markdown")
-    p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML page with a plot")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write rows and pairs as JSON")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as markdown (default: none)")
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML page with a plot (default: none)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write rows and pairs as JSON (default: none)")
     return p
 
 
