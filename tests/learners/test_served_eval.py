@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fault_server import FaultServer, judging, largest_number, request_text  # noqa: E402
+from fault_server import FaultServer, judging, request_text  # noqa: E402
 
 from dapo_env.learners.cli import main  # noqa: E402
 from dapo_env.learners.engine import SamplingParams  # noqa: E402
