@@ -237,8 +237,10 @@ def test_factory_validation_pickling_and_reward_errors() -> None:
     factory = trl_environment_factory("GuessNumber-v0", tool=GUESS, reward_map=(-1.0, 1.0), size=4)
     clone = pickle.loads(pickle.dumps(factory))
     assert clone().reset(**clone.dataset(limit=1)[0]) is None and clone.reward.reward_map == (-1.0, 1.0)
-    with pytest.raises(TypeError, match="environments="):
-        factory.reward(completions=["x"])
+    with pytest.raises(TypeError, match="completions="):
+        factory.reward(environments=[factory()])
+    with pytest.raises(ValueError, match=r"without 'problem_id'.*factory.dataset\(\)"):
+        factory.reward(completions=["x"])  # no environments= (the async worker): replaying needs the row's problem
     with pytest.raises(ValueError, match="2 completions but 1 environments"):
         factory.reward(completions=["x", "y"], environments=[factory()])
     with pytest.raises(TypeError, match="trl_environment_factory"):
