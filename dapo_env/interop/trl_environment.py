@@ -466,9 +466,11 @@ class TRLEnvironmentFactory:
 
     def dataset(self, *, limit: int | None = None, system_prompt: str | None = None) -> Any:
         """The task's problems as TRL rows (:func:`to_hf_dataset` with ``chat=True``): ``prompt`` holds the
-        problem's prompt and ``problem_id`` lets ``reset`` play that problem, so the G rollouts of a row share it."""
+        problem's prompt and ``problem_id`` lets ``reset`` play that problem, so the G rollouts of a row share it.
+        A problem whose reference cannot be read is kept (warned about; its episodes score ``None``) unless the
+        factory has ``strict_references=True``."""
         return to_hf_dataset(self.task, self.split, chat=True, system_prompt=system_prompt, limit=limit,
-                             data_files=self.data_files, **self.task_kwargs)
+                             data_files=self.data_files, strict_references=self.strict_references, **self.task_kwargs)
 
 
 def trl_environment_factory(task: str | Task, *, split: str | None = None, data_files: Any = None,

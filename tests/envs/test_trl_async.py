@@ -1,0 +1,206 @@
+"""Our TRL adapters under TRL 1.16's ``AsyncGRPOTrainer`` and the unscorable-row contract of both trainers.
+
+``AsyncGRPOTrainer`` runs its rollouts in ``_AsyncRolloutLoop`` (``trl/experimental/async_grpo/
+async_rollout_worker.py``), in a spawned process that talks to a vLLM server over aiohttp. Here the real class
+runs in-process: its ``__init__`` probes our environment factory (``inspect.getmembers`` on the instance's class:
+``reset``, ``get_reward``, the tools), and its real ``_generate_loop`` / ``_score_loop`` play rollouts (pooled
+environments reset in its thread pool, the prompt built from the observation, TRL's own tool-call parsing and
+``_execute_tool_calls``) and score them in ``_score_group`` (reward functions called with ``completions=,
+prompts=, completion_ids=`` and the row's columns, ``None`` turned into NaN and advantage 0). Only
+``_generate_one_turn``, the one HTTP request to vLLM, is replaced by a scripted policy that returns token ids
+(neither vLLM nor aiohttp is installed here). ``GRPOTrainer``'s reward path is its real ``_calculate_rewards``
+on a tiny local model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import pickle
+import queue
+import runpy
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dapo_env.interop import InteropWarning, trl_environment_factory, trl_reward_function
+from dapo_env.types import InvalidReference
+
+worker = pytest.importorskip("trl.experimental.async_grpo.async_rollout_worker")
+
+ROOT = Path(__file__).resolve().parents[2]
+UNREADABLE = ("We first count the pairs of socks in the drawer.\nThen we multiply the pairs by two to get the "
+              "number of socks, which gives the total that we wanted.")  # a worked solution with no final answer
+ROWS = [{"problem": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "7"},
+        {"problem": "Ann has 2 pens and finds 2 more. How many pens does she have?", "answer": UNREADABLE}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    """examples/trl_multiturn.py's tokenizer: byte-level BPE with TRL's copy of the Qwen2.5 template, so TRL's
+    ``add_response_schema`` and ``parse_response`` read ``<tool_call>`` blocks."""
+    example = runpy.run_path(str(ROOT / "examples" / "trl_multiturn.py"))
+    texts = [r["problem"] for r in ROWS] + ["print(3+4) The answer is \\boxed{7}. ```output 7 ``` python code"]
+    return example["build_tokenizer"](texts)
+
+
+@pytest.fixture()
+def data_file(tmp_path: Path) -> str:
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    return str(path)
+
+
+class ScriptedLoop(worker._AsyncRolloutLoop):
+    """TRL's rollout loop with a scripted model in place of the vLLM request: a rollout with tools first runs
+    ``print(3+4)`` through the ``python`` tool, then answers; answers alternate between 7 and 8."""
+
+    answers = 0
+
+    async def _generate_one_turn(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+        seen = self.tokenizer.decode(prompt_ids)
+        if self.tools and "```output" not in seen:
+            text = '<tool_call>\n{"name": "python", "arguments": {"code": "print(3+4)"}}\n</tool_call>'
+        else:
+            ScriptedLoop.answers += 1
+            text = f"The answer is \\boxed{{{7 + ScriptedLoop.answers % 2}}}."
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        return ids, [-0.5] * len(ids)
+
+
+def run_worker(tokenizer: Any, dataset: Any, *, groups: int, num_generations: int = 4,
+               **kwargs: Any) -> tuple[ScriptedLoop, list[Any]]:
+    """Build TRL's loop as ``_child_main`` does (``PartialState()``, then the loop from the keywords that
+    ``AsyncRolloutWorker.start`` pickles into the spawned process, round-tripped through pickle together here)
+    and run its real generate and score loops until ``groups`` groups are scored; returns the loop and the
+    scored samples."""
+    from accelerate.state import PartialState
+
+    PartialState()
+    loop_kwargs = pickle.loads(pickle.dumps(dict(
+        model_name="tiny", dataset=dataset, processing_class=tokenizer, eos_token_ids=[tokenizer.eos_token_id],
+        num_generations=num_generations, max_inflight_tasks=num_generations, max_tool_calling_iterations=2,
+        **kwargs)))
+    loop = ScriptedLoop(**loop_kwargs, rollout_buffer=queue.Queue(), model_version_value=mp.Value("i", 0),
+                        heartbeat_value=mp.Value("d", 0.0), failed_event=mp.Event(),
+                        exception_info_queue=queue.Queue(maxsize=1), metrics_queue=queue.Queue())
+
+    async def until_scored(stop: asyncio.Event) -> None:
+        while loop._total_groups_scored < groups:
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        await asyncio.wait_for(asyncio.gather(loop._generate_loop(stop_event=stop), loop._score_loop(stop_event=stop),
+                                              until_scored(stop)), timeout=60)
+
+    try:
+        loop._loop.run_until_complete(main())
+    finally:
+        loop._tool_pool.shutdown(wait=True)
+        loop._loop.close()
+    samples = []
+    while not loop.rollout_buffer.empty():
+        samples.append(loop.rollout_buffer.get_nowait())
+    return loop, samples
+
+
+def by_row(samples: list[Any], name: str) -> dict[int, list[list[tuple[float, float]]]]:
+    """``dataset row -> its groups -> [(reward from the named function, advantage)]``, one pair per conversation
+    (a conversation may be several training rows). Groups take the two rows in turn."""
+    groups: dict[int, dict[int, tuple[float, float]]] = {}
+    for sample in samples:
+        groups.setdefault(sample.group_id, {})[id(sample.completion)] = (sample.metrics[f"rewards/{name}"],
+                                                                         sample.advantage)
+    rows: dict[int, list[list[tuple[float, float]]]] = {}
+    for group_id, conversations in sorted(groups.items()):
+        assert len(conversations) == 4
+        rows.setdefault(group_id % 2, []).append(list(conversations.values()))
+    return rows
+
+
+def check_scored(groups: list[list[tuple[float, float]]]) -> None:
+    """Answers 7 (right) and 8 (wrong) both came up; above-mean rewards got positive advantages."""
+    rewards = [r for group in groups for r, _ in group]
+    assert set(rewards) == {0.0, 1.0}
+    for group in groups:
+        mean = sum(r for r, _ in group) / len(group)
+        assert all((a > 0) == (r > mean) for r, a in group)
+
+
+def check_unscorable(groups: list[list[tuple[float, float]]]) -> None:
+    """Every rollout of the unreadable row: NaN reward, advantage 0 (left out), and the run went on."""
+    assert groups and all(math.isnan(r) and a == 0.0 for group in groups for r, a in group)
+
+
+def test_async_worker_probes_plays_and_scores_the_factory_with_an_unreadable_reference(
+        tokenizer: Any, data_file: str) -> None:
+    factory = trl_environment_factory("GSM8KTool-v0", data_files=data_file)
+    with pytest.warns(InteropWarning, match="1 of 2 references cannot be read"):
+        dataset = factory.dataset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop, samples = run_worker(tokenizer, dataset, groups=4, reward_funcs=[factory.reward],
+                                   environment_factory=factory)
+    # the probe: reset and the task's python tool; no get_reward (the reward comes from factory.reward)
+    assert loop._env_reward_types == [] and loop.reward_func_names == ["GSM8KTool_episode_reward"]
+    assert [t.__name__ for t in loop._env_tools[None]] == ["python"]
+    rows = by_row(samples, "GSM8KTool_episode_reward")
+    check_scored(rows[0])  # problem 0 (answer 7): the tool call ran in TRL's loop; the replay scored the answers
+    check_unscorable(rows[1])  # problem 1: its reference cannot be read
+    assert loop.reward_funcs[0].unscorable == {"invalid_reference": 4 * len(rows[1])}  # the worker's copy counted
+    assert sum("unscorable (invalid_reference)" in str(w.message) for w in caught) == 1  # once per cause
+    completion = next(s.completion for s in samples if s.group_id == 0)
+    assert completion[1] == {"role": "tool", "name": "python", "content": "```output\n7\n```\nYou may run code 2 more times."}
+
+
+def test_async_worker_scores_a_plain_reward_function_with_none_for_the_unreadable_row(tokenizer: Any) -> None:
+    from datasets import Dataset
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"]}
+                                 for r in ROWS])
+    reward = trl_reward_function("GSM8K-v0")
+    with pytest.warns(InteropWarning, match="unscorable"):
+        loop, samples = run_worker(tokenizer, dataset, groups=4, reward_funcs=[reward])
+    rows = by_row(samples, "GSM8K_reward")
+    check_scored(rows[0])
+    check_unscorable(rows[1])
+    assert loop.reward_funcs[0].unscorable == {"invalid_reference": 4 * len(rows[1])}
+
+
+def test_replay_that_diverges_from_the_rollout_is_unscorable(data_file: str) -> None:
+    """Without environments= the reward replays the completion's tool calls; a recorded reply the replay does not
+    reproduce (an environment that is not deterministic given its problem) makes the row unscorable."""
+    factory = trl_environment_factory("GSM8KTool-v0", data_files=data_file, strict_references=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InteropWarning)  # the unreadable row 1 (warned once per process)
+        row = factory.dataset()[0]
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "python", "arguments": {"code": "print(3+4)"}}}]}
+    honest = [call, {"role": "tool", "name": "python", "content": "```output\n7\n```\nYou may run code 2 more times."},
+              {"role": "assistant", "content": "\\boxed{7}"}]
+    forged = [call, {"role": "tool", "name": "python", "content": "```output\n8\n```"}, honest[-1]]
+    exhausted = [call]  # the worker stopped at max_tool_calling_iterations: the call was never run
+    columns = {k: [v] * 3 for k, v in row.items() if k != "prompt"}
+    with pytest.warns(InteropWarning, match="replay_diverged"):
+        rewards = factory.reward(completions=[honest, forged, exhausted], prompts=[row["prompt"]] * 3,
+                                 completion_ids=[[1]] * 3, **columns)
+    assert rewards == [1.0, None, 0.0] and factory.reward.unscorable == {"replay_diverged": 1}
+
+
+def test_strict_references_keep_the_raise(data_file: str) -> None:
+    strict = trl_environment_factory("GSM8KTool-v0", data_files=data_file, strict_references=True)
+    with pytest.raises(InvalidReference, match="reference 1"):
+        strict.dataset()
+    environment = strict()
+    environment.reset(problem_id="1")
+    with pytest.raises(InvalidReference):
+        environment.python(code="print(1)")
+    reward = trl_reward_function("GSM8K-v0", strict_references=True)
+    with pytest.raises(InvalidReference, match="reference 1"):
+        reward(prompts=["p", "q"], completions=["\\boxed{7}", "\\boxed{4}"], answer=["7", UNREADABLE])
