@@ -204,3 +204,80 @@ def test_strict_references_keep_the_raise(data_file: str) -> None:
     reward = trl_reward_function("GSM8K-v0", strict_references=True)
     with pytest.raises(InvalidReference, match="reference 1"):
         reward(prompts=["p", "q"], completions=["\\boxed{7}", "\\boxed{4}"], answer=["7", UNREADABLE])
+
+
+def test_grpo_trainer_reward_path_with_one_unreadable_reference(tmp_path: Path) -> None:
+    """A batch through the real ``GRPOTrainer._calculate_rewards`` (tiny local model): the unreadable row's
+    reward is NaN (TRL's None), the other rows are scored, and the run's metric says how many were dropped."""
+    import os
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tok = build_tokenizer()
+    model = build_tiny_model(tok, hidden_size=32, layers=1, heads=1, seed=0)
+    rows = [{"prompt": r["problem"], "answer": r["answer"]} for r in ROWS * 2]
+    config = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                        max_completion_length=8, report_to="none", use_cpu=True, save_strategy="no",
+                        disable_tqdm=True, dataloader_num_workers=0)
+    reward = trl_reward_function("GSM8K-v0")
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=Dataset.from_list(rows),
+                          processing_class=tok)
+    completions = ["\\boxed{7}", "\\boxed{4}", "\\boxed{8}", "\\boxed{4}"]
+    inputs = [{**row, "completion": c} for row, c in zip(rows, completions)]
+    with pytest.warns(InteropWarning, match="invalid_reference"):
+        rewards = trainer._calculate_rewards(inputs, [r["prompt"] for r in rows], completions, [[5]] * 4)
+    assert rewards.shape == (4, 1) and rewards[0, 0].item() == 1.0 and rewards[2, 0].item() == 0.0
+    assert math.isnan(rewards[1, 0].item()) and math.isnan(rewards[3, 0].item())
+    assert reward.unscorable == {"invalid_reference": 2}
+    assert trainer._pending_metrics["rewards/GSM8K_reward/unscorable"] == [0.5]
+
+
+class FlakyVerifier:
+    """Grades like MathVerifier, but its "sandbox" fails on responses that say ``crash`` and it raises on ``raise``:
+    verification errors, not the model's mistakes."""
+
+    def __init__(self) -> None:
+        from dapo_env.verifiers import MathVerifier
+
+        self.math = MathVerifier()
+
+    def __call__(self, response: str, reference: Any) -> Any:
+        from dapo_env.types import VerifyResult
+
+        if "crash" in response:
+            return VerifyResult(False, 0.0, None, "sandbox_error:OSError")
+        if "raise" in response:
+            raise RuntimeError("the verifier broke")
+        return self.math(response, reference)
+
+
+def test_errored_verifications_are_unscorable_in_trl_and_counted_in_verl() -> None:
+    from env_helpers import ListSource, toy_problems
+
+    from dapo_env.interop import compute_score
+    from dapo_env.interop.verl import UNSCORABLE
+    from dapo_env.tasks import Task, register_task, unregister_task
+
+    task = Task(name="FlakyToy", source=ListSource(toy_problems(2)), verifier=FlakyVerifier())
+    register_task(task, overwrite=True)
+    try:
+        reward = trl_reward_function("FlakyToy-v0")
+        with pytest.warns(InteropWarning) as caught:
+            scores = reward(prompts=["p"] * 4, completions=["Answer: 3", "crash", "raise", "crash again"],
+                            answer=["3"] * 4)
+        assert scores == [1.0, None, None, None]
+        assert reward.unscorable == {"verifier_error:sandbox_error:OSError": 2, "verifier_error:error:RuntimeError": 1}
+        assert len([w for w in caught if "unscorable" in str(w.message)]) == 2  # once per cause
+        before = UNSCORABLE.counts["verifier_error:error:RuntimeError"]
+        with pytest.warns(InteropWarning, match="verl cannot skip a sample") if not before else warnings.catch_warnings():
+            result = compute_score("FlakyToy-v0", "raise", "3", {})
+        assert result == {"score": 0.0, "acc": False, "pred": ""}  # verl cannot skip: 0.0, like its prime manager
+        assert UNSCORABLE.counts["verifier_error:error:RuntimeError"] == before + 1
+        with pytest.raises(InvalidReference, match=r"drop or repair this row"):
+            compute_score("FlakyToy-v0", "Answer: 3", UNREADABLE, {})
+    finally:
+        unregister_task(task.env_id)
