@@ -323,17 +323,17 @@ class EpisodeReward:
         replays: list[TRLEnvironment] = []
         causes: list[tuple[str, str] | None] = [None] * n
         if environments is None:
-            if self.factory is None:
-                raise TypeError(f"{self.__name__} was built without its factory, so it needs environments=: use "
-                                "factory.reward of trl_environment_factory(...)")
             rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
                      and not isinstance(v, str) and len(v) == n} for i in range(n)]
-            environments = []
-            for i, (completion, row) in enumerate(zip(completions, rows)):
-                environment, causes[i] = self._replay(completion, row)
-                environments.append(environment)
-                if environment is not None:
-                    replays.append(environment)
+            self._check_replayable(rows)
+            try:
+                for i, (completion, row) in enumerate(zip(completions, rows)):
+                    replays.append(self._borrow())
+                    causes[i] = self._replay(replays[-1], completion, row)
+            except BaseException:
+                self._give_back(replays)
+                raise
+            environments = replays
         else:
             if len(environments) != n:
                 raise ValueError(f"{n} completions but {len(environments)} environments")
@@ -346,24 +346,23 @@ class EpisodeReward:
         try:
             return self._rewards(environments, causes, columns.get("log_metric"))
         finally:
-            with self._lock:
-                self._spare.extend(replays)
+            self._give_back(replays)
 
-    def _rewards(self, environments: Sequence[TRLEnvironment | None], causes: list[tuple[str, str] | None],
+    def _rewards(self, environments: Sequence[TRLEnvironment], causes: list[tuple[str, str] | None],
                  log_metric: Any) -> list[float | None]:
         from dapo_env.episodes import shape_episode
         from dapo_env.shaping import Shaping
 
         shaping, rewards = Shaping(reward_map=self.reward_map), []
         for environment, cause in zip(environments, causes):
-            cause = cause or (environment.unscorable if environment is not None else None)
-            if cause is not None or environment is None:
-                self.log.record(*(cause or ("unplayable", "no environment")))
+            cause = cause or environment.unscorable
+            if cause is not None:
+                self.log.record(*cause)
                 rewards.append(None)
                 continue
             truncated = environment.episode is not None and environment.episode.truncated
             rewards.append(shape_episode(environment.episode_return, None, truncated, shaping)[0])
-        played = [e for e, r in zip(environments, rewards) if e is not None and r is not None]
+        played = [e for e, r in zip(environments, rewards) if r is not None]
         if callable(log_metric) and environments:
             if played:
                 log_metric(f"rewards/{self.__name__}/solved", sum(e.solved for e in played) / len(played))
@@ -372,19 +371,31 @@ class EpisodeReward:
             log_metric(f"rewards/{self.__name__}/unscorable", (len(environments) - len(played)) / len(environments))
         return rewards
 
-    def _replay(self, completion: Any, row: dict[str, Any]) -> tuple[TRLEnvironment, tuple[str, str] | None]:
-        """Replay one completion in an environment of this reward's own: ``(environment, None)`` once played,
-        ``(environment, (cause, detail))`` when the replay diverged from the rollout. Rows need ``problem_id``."""
-        if row.get("problem_id") is None:
+    def _check_replayable(self, rows: list[dict[str, Any]]) -> None:
+        if self.factory is None:
+            raise TypeError(f"{self.__name__} was built without its factory, so it needs environments=: use "
+                            "factory.reward of trl_environment_factory(...)")
+        if any(row.get("problem_id") is None for row in rows):
             raise ValueError(f"{self.__name__} got no environments= (AsyncGRPOTrainer never passes them) and a row "
                              "without 'problem_id', so it cannot replay the rollout's problem: pass "
                              "train_dataset=factory.dataset()")
+
+    def _borrow(self) -> TRLEnvironment:
+        with self._lock:
+            if self._spare:
+                return self._spare.pop()
         factory = self.factory
         if factory is None:
             raise TypeError(f"{self.__name__} was built without its factory: use factory.reward")
+        return factory()
+
+    def _give_back(self, environments: list[TRLEnvironment]) -> None:
         with self._lock:
-            environment = self._spare.pop() if self._spare else None
-        environment = environment or factory()
+            self._spare.extend(environments)
+
+    def _replay(self, environment: TRLEnvironment, completion: Any, row: dict[str, Any]) -> tuple[str, str] | None:
+        """Replay one completion in ``environment`` (one of this reward's own): ``reset(**row)``, the tool calls
+        TRL ran, then the final message. ``None`` once played; ``(cause, detail)`` when the replay diverged."""
         environment.reset(**row)
         tools = environment._tools()
         messages = completion if isinstance(completion, Sequence) and not isinstance(completion, str) else []
@@ -409,12 +420,12 @@ class EpisodeReward:
         if replies != recorded:
             where = next((k for k, (a, b) in enumerate(zip(replies, recorded)) if a != b), min(len(replies),
                                                                                               len(recorded)))
-            return environment, ("replay_diverged", (
+            return ("replay_diverged", (
                 f"problem {row.get('problem_id')}: replaying the completion's tool calls gave a different reply to "
                 f"call {where} than the rollout got, so the episode the model saw cannot be scored; its environment "
                 "is not deterministic given its problem (score with environments=: GRPOTrainer)"))
         environment._finish(completion)
-        return environment, None
+        return None
 
 
 class TRLEnvironmentFactory:
