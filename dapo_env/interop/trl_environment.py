@@ -257,11 +257,20 @@ _ENVIRONMENT_CLASSES: dict[tuple[str, tuple[ToolSpec, ...]], type] = {}
 _classes_lock = threading.Lock()
 
 
-def _environment_class(task_name: str, specs: tuple[ToolSpec, ...]) -> type:
+def _get_reward(self: TRLEnvironment) -> float | None:
+    """The episode's return, mapped by ``reward_map``; ``None`` when the episode cannot be scored. TRL calls it
+    once per finished rollout; the final message (an answer without a tool call) is not part of the episode."""
+    return self._factory.reward.score(self)
+
+
+def _environment_class(task_name: str, specs: tuple[ToolSpec, ...], owns_reward: bool) -> type:
+    """The environment class for a task's tools; with ``owns_reward`` it also defines ``get_reward()``."""
     with _classes_lock:
-        key = (task_name, specs)
+        key = (task_name, specs, owns_reward)
         if key not in _ENVIRONMENT_CLASSES:
-            methods = {spec.name: _tool_method(spec) for spec in specs}
+            methods: dict[str, Any] = {spec.name: _tool_method(spec) for spec in specs}
+            if owns_reward:
+                methods["get_reward"] = _get_reward
             _ENVIRONMENT_CLASSES[key] = type(f"{task_name}Environment", (TRLEnvironment,),
                                              {**methods, "__module__": __name__})
         return _ENVIRONMENT_CLASSES[key]
@@ -319,6 +328,10 @@ class EpisodeReward:
         if completions is None:
             raise TypeError(f"{self.__name__} needs completions=: pass it to GRPOTrainer or AsyncGRPOTrainer as "
                             "reward_funcs=[factory.reward] (TRL passes completions= and the row's columns)")
+        if self.factory is not None and self.factory.owns_reward:
+            raise TypeError(f"the environments of {self.factory!r} own their reward (owns_reward=True): TRL scores "
+                            f"them through get_reward(), so {self.__name__} would count every episode twice; pass "
+                            "reward_funcs=None")
         n = len(completions)
         replays: list[TRLEnvironment] = []
         causes: list[tuple[str, str] | None] = [None] * n
@@ -347,6 +360,11 @@ class EpisodeReward:
             return self._rewards(environments, causes, columns.get("log_metric"))
         finally:
             self._give_back(replays)
+
+    def score(self, environment: TRLEnvironment) -> float | None:
+        """One episode's reward as it stands (no final message played): its return mapped by ``reward_map``,
+        ``None`` (logged and counted) when unscorable. What ``get_reward()`` returns with ``owns_reward=True``."""
+        return self._rewards([environment], [None], None)[0]
 
     def _rewards(self, environments: Sequence[TRLEnvironment], causes: list[tuple[str, str] | None],
                  log_metric: Any) -> list[float | None]:
@@ -439,7 +457,7 @@ class TRLEnvironmentFactory:
     def __init__(self, task: str | Task, *, split: str | None = None, data_files: Any = None,
                  prompt_template: str | None = None, tool: Tool | Callable[..., str] | None = None,
                  max_turns: int | None = None, reward_map: tuple[float, float] | None = None, seed: int = 0,
-                 strict_references: bool = False, **task_kwargs: Any) -> None:
+                 strict_references: bool = False, owns_reward: bool = False, **task_kwargs: Any) -> None:
         from dapo_env.multiturn import check_budget
 
         check_budget("max_turns", max_turns)
@@ -453,6 +471,7 @@ class TRLEnvironmentFactory:
         self.split, self.data_files, self.max_turns, self.seed = split, data_files, max_turns, seed
         self.task_kwargs = dict(task_kwargs)
         self.strict_references = bool(strict_references)
+        self.owns_reward = bool(owns_reward)
         self.reward = EpisodeReward(f"{self.task.name}_episode_reward", reward_map, factory=self)
         self._made = 0
         self._lock = threading.Lock()
@@ -473,7 +492,7 @@ class TRLEnvironmentFactory:
     def __call__(self) -> TRLEnvironment:
         with self._lock:
             number, self._made = self._made, self._made + 1
-        return _environment_class(self.task.name, tuple(t.spec for t in self.tools))(self, number)
+        return _environment_class(self.task.name, tuple(t.spec for t in self.tools), self.owns_reward)(self, number)
 
     def dataset(self, *, limit: int | None = None, system_prompt: str | None = None) -> Any:
         """The task's problems as TRL rows (:func:`to_hf_dataset` with ``chat=True``): ``prompt`` holds the
@@ -487,7 +506,7 @@ class TRLEnvironmentFactory:
 def trl_environment_factory(task: str | Task, *, split: str | None = None, data_files: Any = None,
                             prompt_template: str | None = None, tool: Tool | Callable[..., str] | None = None,
                             max_turns: int | None = None, reward_map: tuple[float, float] | None = None,
-                            seed: int = 0, strict_references: bool = False,
+                            seed: int = 0, strict_references: bool = False, owns_reward: bool = False,
                             **task_kwargs: Any) -> TRLEnvironmentFactory:
     """A multi-turn task as TRL's ``environment_factory`` (TRL 1.16's ``GRPOTrainer`` and ``AsyncGRPOTrainer``).
 
@@ -504,7 +523,8 @@ def trl_environment_factory(task: str | Task, *, split: str | None = None, data_
     train_dataset=factory.dataset()``. ``GRPOTrainer`` hands ``factory.reward`` the environments it ran
     (``environments=``); ``AsyncGRPOTrainer``'s worker never does, so ``factory.reward`` replays each completion's
     tool calls in an environment of its own (same problem, same arguments) and checks that the replies match.
-    The environments define no ``get_reward``: TRL never shows an environment the final message. An episode
+    The environments define no ``get_reward`` (TRL never shows an environment the final message) unless
+    ``owns_reward=True``. An episode
     whose reference cannot be read (answered as a tool error, raised with ``strict_references=True``), whose
     verification errored, or whose replay diverged scores ``None`` (see :class:`EpisodeReward`).
 
@@ -519,6 +539,11 @@ def trl_environment_factory(task: str | Task, *, split: str | None = None, data_
         seed: rollouts of rows without ``problem_id`` draw problems from ``seed + k`` for the k-th instance.
         strict_references: raise :class:`~dapo_env.types.InvalidReference` when a problem's reference cannot be
             read, instead of answering the turn with an error and scoring the episode ``None``.
+        owns_reward: the environments own their reward: their class defines ``get_reward()``, which both
+            trainers call once per finished rollout (a reward source named after the class), and
+            ``factory.reward`` refuses to score (pass ``reward_funcs=None``). The final message is then NOT
+            played (TRL never shows it to an environment): only for tasks whose episodes end through their tools
+            (a guess, a test run that passes); it saves the replay ``AsyncGRPOTrainer`` needs otherwise.
         **task_kwargs: passed to ``task.load`` (knobs such as ``max_attempts=`` or ``n=``).
 
     Example:
@@ -537,4 +562,4 @@ def trl_environment_factory(task: str | Task, *, split: str | None = None, data_
     """
     return TRLEnvironmentFactory(task, split=split, data_files=data_files, prompt_template=prompt_template,
                                  tool=tool, max_turns=max_turns, reward_map=reward_map, seed=seed,
-                                 strict_references=strict_references, **task_kwargs)
+                                 strict_references=strict_references, owns_reward=owns_reward, **task_kwargs)

@@ -90,5 +90,5 @@ class UnscorableLog:
                           "this cause are only counted", InteropWarning, stacklevel=3)
 
 
-__all__ = ["INVALID_REFERENCE", "TRL_UNSCORABLE_OUTCOME", "UnscorableLog", "VERIFIER_ERROR_PREFIXES", "VERIFIER_ERROR_REASONS",
-           "verification_error"]
+__all__ = ["INVALID_REFERENCE", "TRL_UNSCORABLE_OUTCOME", "VERIFIER_ERROR_PREFIXES", "VERIFIER_ERROR_REASONS",
+           "UnscorableLog", "verification_error"]

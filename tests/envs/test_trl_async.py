@@ -56,24 +56,27 @@ def data_file(tmp_path: Path) -> str:
 
 
 class ScriptedLoop(worker._AsyncRolloutLoop):
-    """TRL's rollout loop with a scripted model in place of the vLLM request: a rollout with tools first runs
-    ``print(3+4)`` through the ``python`` tool, then answers; answers alternate between 7 and 8."""
+    """TRL's rollout loop with a scripted model in place of the vLLM request: a rollout with tools first makes
+    ``tool_call`` (``print(3+4)`` through the ``python`` tool), then answers; the answers to one prompt alternate
+    between 7 and 8 (so both come up, whatever order the rollouts finish in)."""
 
-    answers = 0
+    answers: dict[str, int] = {}
+    tool_call = {"name": "python", "arguments": {"code": "print(3+4)"}}
 
     async def _generate_one_turn(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
         seen = self.tokenizer.decode(prompt_ids)
-        if self.tools and "```output" not in seen:
-            text = '<tool_call>\n{"name": "python", "arguments": {"code": "print(3+4)"}}\n</tool_call>'
+        if self.tools and "<tool_response>" not in seen:
+            text = f"<tool_call>\n{json.dumps(self.tool_call)}\n</tool_call>"
         else:
-            ScriptedLoop.answers += 1
-            text = f"The answer is \\boxed{{{7 + ScriptedLoop.answers % 2}}}."
+            asked = seen.split("<tool_response>")[0]
+            self.answers[asked] = self.answers.get(asked, 0) + 1
+            text = f"The answer is \\boxed{{{7 + self.answers[asked] % 2}}}."
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         return ids, [-0.5] * len(ids)
 
 
 def run_worker(tokenizer: Any, dataset: Any, *, groups: int, num_generations: int = 4,
-               **kwargs: Any) -> tuple[ScriptedLoop, list[Any]]:
+               loop_cls: type[ScriptedLoop] = ScriptedLoop, **kwargs: Any) -> tuple[ScriptedLoop, list[Any]]:
     """Build TRL's loop as ``_child_main`` does (``PartialState()``, then the loop from the keywords that
     ``AsyncRolloutWorker.start`` pickles into the spawned process, round-tripped through pickle together here)
     and run its real generate and score loops until ``groups`` groups are scored; returns the loop and the
@@ -85,7 +88,7 @@ def run_worker(tokenizer: Any, dataset: Any, *, groups: int, num_generations: in
         model_name="tiny", dataset=dataset, processing_class=tokenizer, eos_token_ids=[tokenizer.eos_token_id],
         num_generations=num_generations, max_inflight_tasks=num_generations, max_tool_calling_iterations=2,
         **kwargs)))
-    loop = ScriptedLoop(**loop_kwargs, rollout_buffer=queue.Queue(), model_version_value=mp.Value("i", 0),
+    loop = loop_cls(**loop_kwargs, rollout_buffer=queue.Queue(), model_version_value=mp.Value("i", 0),
                         heartbeat_value=mp.Value("d", 0.0), failed_event=mp.Event(),
                         exception_info_queue=queue.Queue(maxsize=1), metrics_queue=queue.Queue())
 
@@ -110,32 +113,34 @@ def run_worker(tokenizer: Any, dataset: Any, *, groups: int, num_generations: in
     return loop, samples
 
 
-def by_row(samples: list[Any], name: str) -> dict[int, list[list[tuple[float, float]]]]:
-    """``dataset row -> its groups -> [(reward from the named function, advantage)]``, one pair per conversation
-    (a conversation may be several training rows). Groups take the two rows in turn."""
-    groups: dict[int, dict[int, tuple[float, float]]] = {}
+def by_row(samples: list[Any], name: str) -> dict[int, list[list[tuple[float, float, str]]]]:
+    """``dataset row -> its groups -> [(reward from the named function, advantage, final message)]``, one per
+    conversation (a conversation may be several training rows). Groups take the two rows in turn."""
+    groups: dict[int, dict[int, tuple[float, float, str]]] = {}
     for sample in samples:
-        groups.setdefault(sample.group_id, {})[id(sample.completion)] = (sample.metrics[f"rewards/{name}"],
-                                                                         sample.advantage)
-    rows: dict[int, list[list[tuple[float, float]]]] = {}
+        groups.setdefault(sample.group_id, {})[id(sample.completion)] = (
+            sample.metrics[f"rewards/{name}"], sample.advantage, sample.completion[-1]["content"])
+    rows: dict[int, list[list[tuple[float, float, str]]]] = {}
     for group_id, conversations in sorted(groups.items()):
         assert len(conversations) == 4
         rows.setdefault(group_id % 2, []).append(list(conversations.values()))
     return rows
 
 
-def check_scored(groups: list[list[tuple[float, float]]]) -> None:
-    """Answers 7 (right) and 8 (wrong) both came up; above-mean rewards got positive advantages."""
-    rewards = [r for group in groups for r, _ in group]
-    assert set(rewards) == {0.0, 1.0}
+def check_scored(groups: list[list[tuple[float, float, str]]]) -> None:
+    """Each final answer got its grade (7 right, 8 wrong; both came up), and above-mean rewards got positive
+    advantages."""
+    finals = [final for group in groups for _, _, final in group]
+    assert {"\\boxed{7}" in f for f in finals} == {True, False}
     for group in groups:
-        mean = sum(r for r, _ in group) / len(group)
-        assert all((a > 0) == (r > mean) for r, a in group)
+        assert all(r == (1.0 if "\\boxed{7}" in final else 0.0) for r, _, final in group)
+        mean = sum(r for r, _, _ in group) / len(group)
+        assert all((a > 0) == (r > mean) for r, a, _ in group)
 
 
-def check_unscorable(groups: list[list[tuple[float, float]]]) -> None:
+def check_unscorable(groups: list[list[tuple[float, float, str]]]) -> None:
     """Every rollout of the unreadable row: NaN reward, advantage 0 (left out), and the run went on."""
-    assert groups and all(math.isnan(r) and a == 0.0 for group in groups for r, a in group)
+    assert groups and all(math.isnan(r) and a == 0.0 for group in groups for r, a, _ in group)
 
 
 def test_async_worker_probes_plays_and_scores_the_factory_with_an_unreadable_reference(
@@ -145,7 +150,7 @@ def test_async_worker_probes_plays_and_scores_the_factory_with_an_unreadable_ref
         dataset = factory.dataset()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        loop, samples = run_worker(tokenizer, dataset, groups=4, reward_funcs=[factory.reward],
+        loop, samples = run_worker(tokenizer, dataset, groups=2, reward_funcs=[factory.reward],
                                    environment_factory=factory)
     # the probe: reset and the task's python tool; no get_reward (the reward comes from factory.reward)
     assert loop._env_reward_types == [] and loop.reward_func_names == ["GSM8KTool_episode_reward"]
@@ -156,7 +161,8 @@ def test_async_worker_probes_plays_and_scores_the_factory_with_an_unreadable_ref
     assert loop.reward_funcs[0].unscorable == {"invalid_reference": 4 * len(rows[1])}  # the worker's copy counted
     assert sum("unscorable (invalid_reference)" in str(w.message) for w in caught) == 1  # once per cause
     completion = next(s.completion for s in samples if s.group_id == 0)
-    assert completion[1] == {"role": "tool", "name": "python", "content": "```output\n7\n```\nYou may run code 2 more times."}
+    assert completion[1] == {"role": "tool", "name": "python",
+                             "content": "```output\n7\n```\nYou may run code 2 more times."}
 
 
 def test_async_worker_scores_a_plain_reward_function_with_none_for_the_unreadable_row(tokenizer: Any) -> None:
@@ -166,11 +172,47 @@ def test_async_worker_scores_a_plain_reward_function_with_none_for_the_unreadabl
                                  for r in ROWS])
     reward = trl_reward_function("GSM8K-v0")
     with pytest.warns(InteropWarning, match="unscorable"):
-        loop, samples = run_worker(tokenizer, dataset, groups=4, reward_funcs=[reward])
+        loop, samples = run_worker(tokenizer, dataset, groups=2, reward_funcs=[reward])
     rows = by_row(samples, "GSM8K_reward")
     check_scored(rows[0])
     check_unscorable(rows[1])
     assert loop.reward_funcs[0].unscorable == {"invalid_reference": 4 * len(rows[1])}
+
+
+def guess(number: str) -> str:
+    """Submit one guess.
+
+    Args:
+        number: an integer from 1 to 16
+    """
+    return f"Answer: {number}"
+
+
+class GuessEight(ScriptedLoop):
+    tool_call = {"name": "guess", "arguments": {"number": "8"}}
+
+
+def test_async_worker_with_environments_that_own_their_reward(tokenizer: Any) -> None:
+    """``owns_reward=True``: the probe finds ``get_reward`` (a reward source named after the class, no reward
+    function needed), the worker calls it with no argument after each rollout, and ``factory.reward`` refuses to
+    count the episodes a second time."""
+    factory = trl_environment_factory("GuessNumber-v0", tool=guess, size=2, owns_reward=True)
+    dataset = factory.dataset()
+    expected = []
+    for row in dataset:  # what one guess of 8 earns on each problem, asked of our environment directly
+        environment = factory()
+        environment.reset(**row)
+        environment.guess(number="8")
+        expected.append(environment.get_reward())
+    loop, samples = run_worker(tokenizer, dataset, groups=2, loop_cls=GuessEight, environment_factory=factory,
+                               reward_funcs=[])  # AsyncGRPOTrainer(reward_funcs=None) hands its worker []
+    name = type(factory()).__name__
+    assert loop._env_reward_types == [type(factory())] and loop.reward_func_names == [name]
+    assert [t.__name__ for t in loop._env_tools[None]] == ["guess"]
+    for row, groups in by_row(samples, name).items():
+        assert all(r == expected[row] for group in groups for r, _, _ in group)  # the final message is not played
+    with pytest.raises(TypeError, match="own their reward"):
+        factory.reward(completions=["x"], environments=[factory()])
 
 
 def test_replay_that_diverges_from_the_rollout_is_unscorable(data_file: str) -> None:
@@ -273,7 +315,8 @@ def test_errored_verifications_are_unscorable_in_trl_and_counted_in_verl() -> No
         assert reward.unscorable == {"verifier_error:sandbox_error:OSError": 2, "verifier_error:error:RuntimeError": 1}
         assert len([w for w in caught if "unscorable" in str(w.message)]) == 2  # once per cause
         before = UNSCORABLE.counts["verifier_error:error:RuntimeError"]
-        with pytest.warns(InteropWarning, match="verl cannot skip a sample") if not before else warnings.catch_warnings():
+        once = pytest.warns(InteropWarning, match="verl cannot skip a sample")  # once per cause and process
+        with once if not before else warnings.catch_warnings():
             result = compute_score("FlakyToy-v0", "raise", "3", {})
         assert result == {"score": 0.0, "acc": False, "pred": ""}  # verl cannot skip: 0.0, like its prime manager
         assert UNSCORABLE.counts["verifier_error:error:RuntimeError"] == before + 1

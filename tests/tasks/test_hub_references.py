@@ -2,7 +2,8 @@
 
 A TRL user passes the dataset's columns as they are (``answer`` of GSM8K is the whole worked solution ending in
 ``#### 18``); verl passes ``data_source``, ``solution_str``, ``ground_truth`` and ``extra_info``. For each task
-id: the right answer scores 1, a wrong one 0, and an unreadable reference raises ``InvalidReference`` (TRL: with ``strict_references=True``; by default ``None``).
+id: the right answer scores 1, a wrong one 0, and an unreadable reference raises ``InvalidReference`` (TRL: with
+``strict_references=True``; by default the row scores ``None``).
 Rows come from the shipped samples (examples/data), from ``$DAPO_ENV_DATA`` where present, or, for hub
 datasets with no shipped sample, one row written here in that hub's schema.
 """
