@@ -37,7 +37,9 @@ def verification_error(result: VerifyResult) -> str | None:
     Example:
         >>> verification_error(VerifyResult(False, 0.0, None, "sandbox_error:OSError"))
         'verifier_error:sandbox_error:OSError'
-        >>> verification_error(VerifyResult(False, 0.5, "...", "tests_failed:1/2")) is None
+        >>> verification_error(VerifyResult(False, 0.0, "x", "timeout"))  # the verifier's own limit
+        'verifier_error:timeout'
+        >>> verification_error(VerifyResult(False, 0.5, "...", "tests_failed:1/2")) is None  # the model's failure
         True
     """
     reason = str(result.reason)
