@@ -415,7 +415,8 @@ VERL_NAMES = [  # (data_source as verl's preprocessors / default_compute_score w
 @pytest.mark.parametrize(("data_source", "response", "truth"), VERL_NAMES)
 def test_verl_data_source_names(data_source: str, response: str, truth: str) -> None:
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a name verl writes is known: no fallback warning
+        # a name verl writes is known: no fallback warning (a one-time unscorable note under load is not one)
+        warnings.filterwarnings("error", message=".*unknown data_source")
         right = compute_score(data_source, response, truth, {"index": 0})
         wrong = compute_score(data_source, response, "9999")
     assert right == {"score": 1.0, "acc": True, "pred": right["pred"]} and right["pred"]
