@@ -160,7 +160,7 @@ class TaskReward:
         elif self.answer_column == "answer" and set(self.reference_columns) & set(columns):  # the hub's columns
             references = [None] * n
         else:
-            passed = sorted(k for k in columns if k not in _TRL_KEYWORDS)
+            passed = sorted(k for k in columns if k not in TRL_KEYWORDS)
             raise MissingReferenceColumn(
                 f"no {self.answer_column!r} column among the dataset columns {passed}: pass "
                 f"trl_reward_function(..., answer_column=<the column that holds the reference answers>)"
@@ -175,7 +175,7 @@ class TaskReward:
         ``prepare_reference``. An unreadable one is ``_UNREADABLE`` (logged and counted), or raises with
         ``strict_references=True``."""
         n = len(references)
-        rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
+        rows = [{k: v[i] for k, v in columns.items() if k not in TRL_KEYWORDS and isinstance(v, Sequence)
                  and not isinstance(v, str) and len(v) == n} for i in range(n)]
         if self.verifier is not None:
             readers = [self.reader] * n
@@ -231,7 +231,7 @@ class TaskReward:
             return self._pool.map(verifier, texts, references)
 
 
-_TRL_KEYWORDS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+TRL_KEYWORDS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
 _UNREADABLE = object()  # a row whose reference could not be read
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from dapo_env.envs import resolve_task
 from dapo_env.interop.datasets import to_hf_dataset
 from dapo_env.interop.routing import warn_once
-from dapo_env.interop.trl import _TRL_KEYWORDS, content_text
+from dapo_env.interop.trl import TRL_KEYWORDS, content_text
 from dapo_env.interop.unscorable import INVALID_REFERENCE, TRL_UNSCORABLE_OUTCOME, UnscorableLog, verification_error
 from dapo_env.tasks import Task
 from dapo_env.tools import Tool, ToolUse, format_tool_call, tool as make_tool, validate_arguments
@@ -336,7 +336,7 @@ class EpisodeReward:
         replays: list[TRLEnvironment] = []
         causes: list[tuple[str, str] | None] = [None] * n
         if environments is None:
-            rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
+            rows = [{k: v[i] for k, v in columns.items() if k not in TRL_KEYWORDS and isinstance(v, Sequence)
                      and not isinstance(v, str) and len(v) == n} for i in range(n)]
             self._check_replayable(rows)
             try:
