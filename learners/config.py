@@ -96,7 +96,7 @@ class TrainConfig:
     batch_size: int = 512  # prompts (groups) per training step
     mini_batch_size: int = 32  # groups per optimizer step
     micro_batch_size: int = 16  # sequences per forward/backward (gradient accumulation)
-    packing: str = "off"  # micro-batch layout (batch.PACKINGS): "off" pad to the batch, "length", "pack"
+    packing: str = "auto"  # micro-batch layout (batch.PACKINGS): "auto" (pack where exact), "off", "length", "pack"
     gradient_checkpointing: bool = False  # recompute decoder activations in the backward (less memory, ~1.3x work)
     temperature: float = 1.0
     top_p: float = 1.0

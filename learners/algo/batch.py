@@ -161,9 +161,10 @@ def turn_layout(completions: Sequence[TrainSample], response_len: int) -> tuple[
 #: ``"off"`` every row padded to the whole batch; ``"length"`` rows sorted by length into micro-batches, each
 #: cut to its own longest prompt and response; ``"pack"`` the mini-batch's sequences packed end to end into
 #: rows as long as its longest one (position ids restart at each sequence, so attention stays within it),
-#: ``micro_batch_size`` such rows per forward. The loss and its gradients are the same in all three (global
-#: denominators); only the padding differs.
-PACKINGS = ("off", "length", "pack")
+#: ``micro_batch_size`` such rows per forward; ``"auto"`` (the default) is ``"pack"`` where the model's attention
+#: keeps packed sequences apart, else ``"length"`` (:func:`~dapo_env.learners.algo.logprobs.resolve_packing`).
+#: The loss and its gradients are the same in all of them (global denominators); only the padding differs.
+PACKINGS = ("auto", "off", "length", "pack")
 
 
 def sequence_lengths(batch: SequenceBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,6 +188,9 @@ def micro_batches(batch: SequenceBatch, rows: torch.Tensor, size: int, packing: 
     """
     if packing not in PACKINGS:
         raise ValueError(f"packing {packing!r}: choose one of {PACKINGS}")
+    if packing == "auto":
+        raise ValueError("packing='auto' depends on the model: resolve it first with "
+                         "dapo_env.learners.algo.logprobs.resolve_packing(packing, model)")
     if packing != "off":
         prompt, response = sequence_lengths(batch, rows)
         key = response * (batch.prompt_len + 1) + prompt  # response length first, then prompt length
