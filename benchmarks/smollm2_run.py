@@ -102,7 +102,7 @@ def score(engine: Any, task: Any, problems: Sequence[Any], *, max_response_token
     (avg@k), through the project's one evaluation function (a truncated response counts as wrong).
     ``greedy_no_answer`` is the share of greedy responses without a readable ``Answer:`` line (format
     failures, as opposed to wrong numbers)."""
-    from dapo_env.learners.evaluation import evaluate
+    from dapo_env.learners.run.evaluation import evaluate
 
     greedy = evaluate(engine, task, problems, max_response_tokens=max_response_tokens, seed=seed)
     out = {"greedy": greedy.accuracy,

@@ -4,7 +4,7 @@ The trainer writes ``eval/step_<N>.jsonl`` at every evaluation; for a run folder
 run), this script makes them: for every kept checkpoint (and step 0: the weights at the start of RL,
 ``init_weights.pt``) it decodes greedily the run's own held-out problems (``eval_split``, first
 ``eval_size``, same task knobs, prompt template and token limit as the run's ``eval/accuracy``) through the
-project's one evaluation function (``dapo_env.learners.evaluation.evaluate``) and writes
+project's one evaluation function (``dapo_env.learners.run.evaluation.evaluate``) and writes
 ``eval/step_<N>.jsonl`` (one ``EvalSample`` per problem; a truncated response counts as wrong). Then it
 writes ``report.html``. CPU is enough for the tiny default run (seconds per checkpoint).
 
@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from dapo_env.learners.run.checkpoint import list_checkpoints
 from dapo_env.learners.config import TrainConfig
 from dapo_env.learners.engines import HFEngine
-from dapo_env.learners.evaluation import evaluate, load_eval_problems
+from dapo_env.learners.run.evaluation import evaluate, load_eval_problems
 from dapo_env.learners.run.report import write_report
 from dapo_env.learners.rollout.setup import resolve_task
 from dapo_env.learners.run.run_folder import EvalSample, eval_samples_path, write_eval_samples

@@ -1,10 +1,11 @@
 """The bundled DAPO learner (needs torch and transformers; the environment layer never imports this).
 
 Rooms: :mod:`.engines` (rollout engines, serving, weight sync), :mod:`.rollout` (sources, the asynchronous
-worker, the thread budget), :mod:`.algo` (losses, advantages, batch, log-probs, update), :mod:`.models` (the
-tiny model, pretrained loading, LoRA) and :mod:`.run` (run folder, checkpoints, eval runs, reverify, report);
-the core loop (:mod:`.trainer`, :mod:`.config`, :mod:`.evaluation`, :mod:`.metrics`, :mod:`.collective`,
-:mod:`.distributed`, :mod:`.warmstart`) and the command line (:mod:`.cli`, :mod:`.train`) sit here.
+worker, the thread budget), :mod:`.algo` (losses, advantages, batch, log-probs, update, the collective),
+:mod:`.models` (the tiny model, pretrained loading, LoRA) and :mod:`.run` (evaluation, run folder,
+checkpoints, eval runs, reverify, report, compare); the core loop (:mod:`.trainer`, :mod:`.config`,
+:mod:`.metrics`, :mod:`.distributed`, :mod:`.warmstart`) and the command line (:mod:`.cli`, :mod:`.train`) sit
+here.
 
 The public names are imported on first use, so ``import dapo_env.learners`` costs nothing until one is
 needed (and ``import dapo_env`` never imports torch). A module's path from before the rooms
@@ -33,9 +34,9 @@ _LAZY = {
     "TrainConfig": "config", "preset": "config", "build_config": "config",
     "policy_loss": "algo.losses", "group_advantages": "algo.losses", "register_aggregation": "algo.losses",
     "HFEngine": "engines", "SamplingParams": "engines", "make_engine": "engines", "register_engine": "engines",
-    "update_policy": "algo.update", "evaluate": "evaluation",
-    "Collective": "collective", "LocalCollective": "collective", "DDPCollective": "collective",
-    "FSDPCollective": "collective", "train_distributed": "distributed",
+    "update_policy": "algo.update", "evaluate": "run.evaluation",
+    "Collective": "algo.collective", "LocalCollective": "algo.collective", "DDPCollective": "algo.collective",
+    "FSDPCollective": "algo.collective", "train_distributed": "distributed",
 }
 
 #: module path before the rooms (relative to this package) -> its path now.
@@ -47,8 +48,8 @@ MOVED_MODULES: dict[str, str] = {
     "sources": "rollout.sources", "async_rollout": "rollout.async_source", "rollout_worker": "rollout.worker",
     "threads": "rollout.threads",
     "losses": "algo.losses", "turn_credit": "algo.turn_credit", "update": "algo.update", "batch": "algo.batch",
-    "logprobs": "algo.logprobs",
-    "eval_run": "run.eval_run", "reverify": "run.reverify", "report": "run.report", "svg_chart": "run.svg_chart",
+    "logprobs": "algo.logprobs", "collective": "algo.collective",
+    "evaluation": "run.evaluation", "eval_run": "run.eval_run", "reverify": "run.reverify", "report": "run.report", "svg_chart": "run.svg_chart",
     "run_folder": "run.run_folder", "checkpoint": "run.checkpoint",
     "tiny": "models.tiny", "pretrained": "models.pretrained", "lora": "models.lora",
 }
@@ -56,11 +57,11 @@ MOVED_MODULES: dict[str, str] = {
 if TYPE_CHECKING:
     from .algo.losses import group_advantages, policy_loss, register_aggregation
     from .algo.update import update_policy
-    from .collective import Collective, DDPCollective, FSDPCollective, LocalCollective
+    from .algo.collective import Collective, DDPCollective, FSDPCollective, LocalCollective
     from .config import TrainConfig, build_config, preset
     from .distributed import train_distributed
     from .engines import HFEngine, SamplingParams, make_engine, register_engine
-    from .evaluation import evaluate
+    from .run.evaluation import evaluate
     from .trainer import Trainer, TrainingInterrupted, TrainResult, train
 
 

@@ -1,7 +1,7 @@
 """Data-parallel training under ``torchrun``: join the process group and run the ONE training loop with a
-data-parallel :class:`~dapo_env.learners.collective.Collective` (plain all-reduce, or FSDP2).
+data-parallel :class:`~dapo_env.learners.algo.collective.Collective` (plain all-reduce, or FSDP2).
 
-How a step is split over the ranks is in :mod:`dapo_env.learners.collective`; commands and measured
+How a step is split over the ranks is in :mod:`dapo_env.learners.algo.collective`; commands and measured
 figures are in ``docs/scaling.md``. A checkpoint holds every rank's sampler and RNG state; resume needs
 the same world size. The run folder rules are those of one process (a fresh run refuses a non-empty
 folder unless ``overwrite``).
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .collective import DDPCollective, FSDPCollective, World
+from .algo.collective import DDPCollective, FSDPCollective, World
 from .config import TrainConfig
 from .trainer import TrainResult, train
 
@@ -59,7 +59,7 @@ def init_distributed(device: str = "cpu", *, environ: Mapping[str, str] | None =
 def train_distributed(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, fsdp: bool = False,
                       **kwargs: Any) -> TrainResult:
     """:func:`~dapo_env.learners.trainer.train` on the process group torchrun set up (joined here), with a
-    :class:`~dapo_env.learners.collective.DDPCollective` (``fsdp=True``: an ``FSDPCollective``).
+    :class:`~dapo_env.learners.algo.collective.DDPCollective` (``fsdp=True``: an ``FSDPCollective``).
 
     Example:
         >>> # torchrun --nproc-per-node 2 script.py, where script.py calls:

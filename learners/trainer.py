@@ -5,7 +5,7 @@ One step (:meth:`Trainer.train_step`): sample a batch of informative groups from
 sequence batch, group advantages, the old policy's log-probs, then :func:`~dapo_env.learners.algo.update.update_policy`
 (mini-batches, accumulation with global denominators, clipping, optimizer steps, a weight push to the
 engine after each), then the step's metrics. The same loop runs on one process or on W data-parallel
-ranks: a :class:`~dapo_env.learners.collective.Collective` supplies what differs.
+ranks: a :class:`~dapo_env.learners.algo.collective.Collective` supplies what differs.
 
 Example:
     >>> from dapo_env.learners.config import preset
@@ -35,10 +35,10 @@ from tqdm.auto import tqdm
 from .run import checkpoint as ckpt
 from .algo.batch import autocast_dtype, batch_logprobs, build_sequence_batch, logprob_mismatch
 from .run.checkpoint import build_model
-from .collective import Collective, LocalCollective
+from .algo.collective import Collective, LocalCollective
 from .config import TrainConfig
 from .engines import RolloutEngine, make_engine, weights_fingerprint
-from .evaluation import evaluate, load_eval_problems
+from .run.evaluation import evaluate, load_eval_problems
 from .models.lora import adapter_state_dict, has_lora
 from .algo.losses import TurnRewards, get_advantage
 from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record

@@ -180,7 +180,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
     """
     from .engines import HFEngine
-    from .evaluation import evaluate
+    from .run.evaluation import evaluate
 
     if weighting not in ("token", "turn"):
         raise ValueError(f"weighting must be 'token' or 'turn', got {weighting!r}")

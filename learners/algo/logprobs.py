@@ -397,7 +397,7 @@ def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]
     their activations in the backward (Hugging Face's non-reentrant activation checkpointing), then the
     model's own setting is restored. A no-op when ``enabled`` is False or the model already checkpoints.
 
-    ``model`` is an HF ``PreTrainedModel`` or the FSDP learner (:class:`~dapo_env.learners.collective.ShardedPolicy`,
+    ``model`` is an HF ``PreTrainedModel`` or the FSDP learner (:class:`~dapo_env.learners.algo.collective.ShardedPolicy`,
     whose wrapped model is switched: FSDP2's hooks stay outside the recomputed layers). The switch reaches
     LoRA adapters (peft injects them into the same layers) and needs no input gradients (non-reentrant).
 
@@ -414,7 +414,7 @@ def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]
         return
     from transformers import PreTrainedModel
 
-    from ..collective import ShardedPolicy
+    from .collective import ShardedPolicy
 
     hf = model.module if isinstance(model, ShardedPolicy) else model
     if not isinstance(hf, PreTrainedModel) or not hf.supports_gradient_checkpointing:

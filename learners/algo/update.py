@@ -4,7 +4,7 @@ clipping, optimizer and scheduler steps, and a callback after every optimizer st
 The batch's groups are shuffled (seeded, members kept together) into mini-batches of
 ``mini_batch_size`` groups; each mini-batch is one optimizer step, accumulated over micro-batches of
 ``micro_batch_size`` sequences. Every micro-batch's loss divides by the token and sequence counts of
-the WHOLE mini-batch, summed over data-parallel ranks by the :class:`~dapo_env.learners.collective.Collective`
+the WHOLE mini-batch, summed over data-parallel ranks by the :class:`~dapo_env.learners.algo.collective.Collective`
 (verl #5625), so the result does not depend on the micro-batch or rank split.
 
 Metrics, one rule for all: within an optimizer step a metric is the sum of the micro-batches' shares
@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from .batch import SequenceBatch, autocast, layout_logprobs, micro_batch_layouts
-from ..collective import Collective, LocalCollective
+from .collective import Collective, LocalCollective
 from .losses import get_policy_loss, masked_mean, rollout_correction
 from .logprobs import resolve_packing
 

@@ -1,11 +1,11 @@
 """Rollout engines: the protocol every engine implements and its sampling settings.
 
 :class:`RolloutEngine` is the one protocol the trainer codes against (single-turn sampling, multi-turn
-turns, weight pushes and their check). :class:`~dapo_env.learners.hf_engine.HFEngine` implements it with a
-plain ``transformers`` model on CPU or GPU (:mod:`~dapo_env.learners.hf_engine`), and
-:class:`~dapo_env.learners.vllm_engine.VLLMEngine` (optional extra) with vLLM. What goes into and comes out
+turns, weight pushes and their check). :class:`~dapo_env.learners.engines.hf_engine.HFEngine` implements it with a
+plain ``transformers`` model on CPU or GPU (:mod:`~dapo_env.learners.engines.hf_engine`), and
+:class:`~dapo_env.learners.engines.vllm_engine.VLLMEngine` (optional extra) with vLLM. What goes into and comes out
 of an engine (prompt encoding, turn budgets, EOS ids, ids -> ``Completion``) is written once for both in
-:mod:`~dapo_env.learners.engine_io`.
+:mod:`~dapo_env.learners.engines.engine_io`.
 
 Conventions every engine follows:
 - ``generate(prompts, n, sampling)`` returns one list per prompt, each with ``n`` :class:`Completion`.

@@ -101,7 +101,7 @@ class EvalEntry:
 def load_eval(path: str | Path) -> EvalEntry:
     """An eval folder's summary and its per-problem greedy verdicts and pass rates (avg@n over complete problems)."""
     from .eval_run import SAMPLES_FILE, SUMMARY_FILE, read_samples
-    from ..evaluation import is_failed
+    from .evaluation import is_failed
 
     path = Path(path)
     if not (path / SUMMARY_FILE).is_file():

@@ -227,7 +227,7 @@ def _open_folder(out_dir: Path, manifest: dict[str, Any], overwrite: bool) -> li
 def _split_failed(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(graded, failed)``: a sample whose request failed is not an answer (``evaluation.is_failed``); the
     last record of a sample wins (a resume appends the re-run of a failed one)."""
-    from ..evaluation import is_failed
+    from .evaluation import is_failed
 
     latest = {(r["index"], bool(r["greedy"]), r["sample"]): r for r in records}
     graded = [r for r in latest.values() if not is_failed(r)]
@@ -327,7 +327,7 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     """
     from tqdm.auto import tqdm
 
-    from ..evaluation import evaluate
+    from .evaluation import evaluate
     from ..algo.update import derive_seed
 
     out_dir = Path(out_dir)
@@ -711,7 +711,7 @@ def eval_task(settings: EvalSettings) -> Any:
 
 def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
     """The problems an eval covers: the first ``settings.size`` of its split (all when ``None``)."""
-    from ..evaluation import load_eval_problems
+    from .evaluation import load_eval_problems
 
     size = settings.size if settings.size is not None else len(task.load(split=settings.split,
                                                                           **dict(settings.task_kwargs)))

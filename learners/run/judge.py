@@ -66,7 +66,7 @@ def judge_prompt(question: str, reference: Any, response: str) -> str:
 def wants_judge(record: Mapping[str, Any]) -> bool:
     """Whether a record goes to the judge: graded (no failed request), scored 0 by the rules, with final
     content, not cut at the token limit, and without a verdict yet (never judged, or a judge error)."""
-    from ..evaluation import is_failed
+    from .evaluation import is_failed
 
     return (not is_failed(record) and not record["correct"] and bool(str(record.get("completion", "")).strip())
             and record.get("finish_reason") != "length" and (not record.get("judge") or bool(judge_error(record))))
@@ -101,7 +101,7 @@ class Judge:
 
     Args:
         settings: the judge model.
-        engine: the engine that asks it (an :class:`~dapo_env.learners.openai_engine.OpenAIEngine` over chat
+        engine: the engine that asks it (an :class:`~dapo_env.learners.engines.openai_engine.OpenAIEngine` over chat
             that records failures; built from ``settings`` with ``endpoint_options`` when not given).
     """
 

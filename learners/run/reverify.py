@@ -41,7 +41,7 @@ from .eval_run import (
     read_samples,
     summarize_eval,
 )
-from ..evaluation import is_failed
+from .evaluation import is_failed
 from .run_folder import write_text_atomic
 
 

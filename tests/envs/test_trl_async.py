@@ -256,7 +256,7 @@ def test_grpo_trainer_reward_path_with_one_unreadable_reference(tmp_path: Path) 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tok = build_tokenizer()

@@ -97,7 +97,7 @@ def test_flags_override_the_config_file_and_task_knobs_follow_the_task(tmp_path:
 
 
 def test_incompatible_settings_are_refused_by_the_config_naming_the_fix() -> None:
-    from dapo_env.learners.collective import World, shard_config
+    from dapo_env.learners.algo.collective import World, shard_config
 
     with pytest.raises(ValueError, match="TrainConfig.rollout_worker: GuessNumber-v0 is multi-turn.*max_staleness=0"):
         preset("guess", rollout_worker=True)

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from dapo_env.learners.algo.batch import build_sequence_batch, response_logprobs
-from dapo_env.learners.collective import World, rank_seed, reduce_records, shard_config
+from dapo_env.learners.algo.collective import World, rank_seed, reduce_records, shard_config
 from dapo_env.learners.config import preset
 from dapo_env.learners.algo.losses import group_advantages
 from dapo_env.learners.models.tiny import build_tiny_model  # noqa: F401  (imports transformers' Llama before forking)
@@ -97,7 +97,7 @@ def _rank_main(rank: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
     from dapo_env import GroupVectorEnv
-    from dapo_env.learners.collective import DDPCollective, FSDPCollective
+    from dapo_env.learners.algo.collective import DDPCollective, FSDPCollective
     from dapo_env.sampler import DynamicSampler, EnvSource
 
     torch.set_num_threads(1)

@@ -258,7 +258,7 @@ def test_docstring_examples_run(name: str) -> None:
 
 def test_the_one_evaluation_function_plays_multi_turn_episodes() -> None:
     """``learners.evaluation.evaluate`` (the trainer's held-out path too) plays a multi-turn task's episodes."""
-    from dapo_env.learners.evaluation import evaluate
+    from dapo_env.learners.run.evaluation import evaluate
 
     task = get_task("GuessNumber-v0")
     loaded = task.load(split="test")

@@ -22,7 +22,7 @@ from dapo_env.learners.algo.batch import build_sequence_batch, logprob_mismatch
 from dapo_env.learners.cli import build_parser, config_from_args
 from dapo_env.learners.config import preset
 from dapo_env.learners.engines import HFEngine, SamplingParams
-from dapo_env.learners.evaluation import evaluate
+from dapo_env.learners.run.evaluation import evaluate
 from dapo_env.learners.algo.losses import group_advantages
 from dapo_env.learners.metrics import read_metrics, strip_timing
 from dapo_env.learners.rollout.setup import make_group_env, resolve_task, shaping_options

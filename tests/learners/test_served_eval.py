@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import FaultServer, judging, request_text  # noqa: E402
 
 from dapo_env.learners.cli import main  # noqa: E402
-from dapo_env.learners.engine import SamplingParams  # noqa: E402
-from dapo_env.learners.eval_run import read_samples  # noqa: E402
-from dapo_env.learners.openai_engine import EndpointConfig, OpenAIEngine  # noqa: E402
+from dapo_env.learners.engines import SamplingParams  # noqa: E402
+from dapo_env.learners.run.eval_run import read_samples  # noqa: E402
+from dapo_env.learners.engines.openai_engine import EndpointConfig, OpenAIEngine  # noqa: E402
 from dapo_env.learners.engines.pacing import Pacer  # noqa: E402
 
 FAST = ["--retries", "1", "--timeout", "5", "--no-progress"]
@@ -94,7 +94,7 @@ def test_reasoning_is_stored_counted_and_never_graded(tmp_path: Path, field: str
 
 
 def test_counts_the_server_does_not_report_come_from_the_tokenizer_and_are_marked(tmp_path: Path) -> None:
-    from dapo_env.learners.tiny import build_tokenizer
+    from dapo_env.learners.models.tiny import build_tokenizer
 
     build_tokenizer().save_pretrained(tmp_path / "tok")  # one token per character
     with FaultServer(usage=False, reasoning=lambda body: "abc") as server:

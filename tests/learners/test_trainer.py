@@ -89,8 +89,10 @@ def test_custom_verifier_reward_is_what_the_loss_sees(tmp_path: Path, verifier: 
     rewards; their group advantages are exactly the advantages every policy_loss call receives."""
     from dapo_env import OverlongPenalty
 
+    # packing="off": micro-batches keep the mini-batch's row order, so each group's G rows reach the loss together
+    # (the packed layouts sort rows by length; their loss equals this one: tests/learners/test_packing.py)
     cfg = tiny_config(tmp_path, verifier=verifier, max_steps=1, checkpoint_every=0, plot_every=0, eval_every=0,
-                      max_gen_rounds=4)
+                      max_gen_rounds=4, packing="off")
     trainer = Trainer(cfg)
     batches, seen = [], []
     sample = trainer.sampler.sample

@@ -35,9 +35,9 @@ from dapo_env.envs import render_prompt
 from dapo_env.types import Problem
 from dapo_env.verifiers import as_verifier, verify_batch
 
-from .engines import RolloutEngine, SamplingParams
-from .engines.openai_engine import ENDPOINT_ERROR, endpoint_error
-from .run.run_folder import EvalSample
+from ..engines import RolloutEngine, SamplingParams
+from ..engines.openai_engine import ENDPOINT_ERROR, endpoint_error
+from .run_folder import EvalSample
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
     outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
     flat = [(p, prompt, k, c) for p, prompt, group in zip(problems, prompts, outs) for k, c in enumerate(group)]
     if served:
-        from .run.served import served_record
+        from .served import served_record
 
         split = [served_record(c, prompt, tokenizer=count_tokenizer) if endpoint_error(c) is None else (c.text, {})
                  for _, prompt, _, c in flat]
@@ -160,7 +160,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
 
     from dapo_env.episodes import EpisodeGroupEnv
 
-    from .algo.update import derive_seed
+    from ..algo.update import derive_seed
 
     if not problems:
         return ()
