@@ -37,6 +37,7 @@ import itertools
 import re
 
 from .math_conclusions import CORRECTION, conclusion_candidates
+from .math_cutoff import reads_cut_off
 from .math_statements import Candidate, clean, hedged, keyword_matches, last_matches, lowered, statement_candidates
 from .math_words import words_to_number
 
@@ -214,7 +215,7 @@ def select(response: str, found: list[Candidate]) -> Candidate | None:
 
 _NEGATED = re.compile(r"(?i)(?:\bnot\s+(?:equal\s+to\s+)?|n't\s+|\\neq?\s*|≠\s*)\$?$")
 _LAST_SPAN = re.compile(r"\$\$([^$]{1,1000})\$\$|\$([^$]{1,1000})\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
-_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
+_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])[-+]?(?:\d{1,2}:\d\d(?![\d:])|\d[\d,]*(?:\.\d+)?(?:[ \t]+\d+/\d+|\s*/\s*\d+)?%?)|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
 
 
 def lenient_answer(text: str) -> Candidate | None:
@@ -258,6 +259,18 @@ def _choice_letter(text: str) -> Candidate | None:
     return Candidate(found[-1].group(1), found[-1].start(1), found[-1].end(1), "span")
 
 
+def extract_candidate(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> Candidate | None:
+    """:func:`extract_answer`'s choice with its position in ``response`` (``answer_format`` ``"auto"`` or
+    ``"boxed"``): what comes right after it (a unit, ``p.m.``) can then be read too."""
+    found, unclosed = _scan(response, answer_format)
+    chosen = select(response, found)
+    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
+        return None  # the final box was cut off mid-way: the last commitment is incomplete
+    if chosen is None and extraction == "lenient" and not reads_cut_off(response):
+        chosen = lenient_answer(response)
+    return chosen
+
+
 def extract_answer(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> str | None:
     """The response's final answer under the extraction policy, or ``None`` if it never commits.
 
@@ -265,7 +278,8 @@ def extract_answer(response: str, *, answer_format: str = "auto", extraction: st
         response: the model's output.
         answer_format: ``"auto"`` (every kind of commitment), ``"boxed"`` (only ``\\boxed{}``/``\\fbox{}``)
             or ``"dapo"`` (the DAPO paper's rule: last ``Answer: X`` match in the last 300 characters).
-        extraction: ``"strict"`` (commitments only) or ``"lenient"`` (else the last math span or number).
+        extraction: ``"strict"`` (commitments only) or ``"lenient"`` (else the last math span or number,
+            unless the response reads as cut off mid-working: :func:`~dapo_env.verifiers.math_cutoff.reads_cut_off`).
 
     Example:
         >>> extract_answer("so x = 3.\\n\\nAnswer: $3$"), extract_answer("x is 3 or 4"), extract_answer("7")
@@ -274,14 +288,8 @@ def extract_answer(response: str, *, answer_format: str = "auto", extraction: st
     if answer_format == "dapo":
         matches = _DAPO_PATTERN.findall(response[-300:])
         return matches[-1] if matches else None
-    found, unclosed = _scan(response, answer_format)
-    chosen = select(response, found)
-    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
-        return None  # the final box was cut off mid-way: the last commitment is incomplete
-    if chosen is None and extraction == "lenient":
-        chosen = lenient_answer(response)
+    chosen = extract_candidate(response, answer_format=answer_format, extraction=extraction)
     return chosen.value[:MAX_ANSWER_CHARS] if chosen is not None else None
 
-
-__all__ = ["Candidate", "bare_answer", "boxes", "candidates", "extract_answer", "lenient_answer", "match_brace",
-           "select"]
+__all__ = ["Candidate", "bare_answer", "boxes", "candidates", "extract_answer", "extract_candidate", "lenient_answer",
+           "match_brace", "select"]

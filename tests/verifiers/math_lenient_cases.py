@@ -36,7 +36,7 @@ _SHORT = [
     ("\\sin^2 x + \\cos^2 x", "1", True), ("\\ln(e^2)", "2", True), ("\\frac{x^2-1}{x-1}", "x+1", True),
     ("\\binom{6}{2}", "15", True), ("6!", "720", True), ("\\sqrt[3]{8}", "2", True), ("0.\\overline{6}", "\\frac23", True),
     ("\\infty", "\\infty", True), ("(-\\infty, 0) \\cup (0, \\infty)", "\\mathbb{R}\\setminus\\{0\\}", True),
-    ("\\frac{3}{4}", "75\\%", True), ("x = 3", "3", True), ("3", "x=3", True), ("\\$12.50", "12.5", True),
+    ("x = 3", "3", True), ("3", "x=3", True), ("\\$12.50", "12.5", True),
     ("\\frac{1}{\\sqrt{3}}", "\\frac{\\sqrt{3}}{3}", True), ("\\left( 1, \\frac{1}{2} \\right)", "(1, 0.5)", True),
     ("sqrt(2)/2", "\\frac{1}{\\sqrt2}", True), ("2pi", "2\\pi", True), ("\\log_2 8", "3", True), ("12 times 11", "132", True),
 ]
@@ -275,6 +275,7 @@ _PERCENT = [  # percent vs proportion: a bare number is read in the gold's form
     ("Answer: 25 percent", "25\\%", True), ("Answer: 2.5\\%", "25\\%", False), ("Answer: 40\\%", "\\frac{2}{5}", True),
     ("Answer: 0.4", "40\\%", False), ("Answer: 12.5\\%", "12.5\\%", True), ("Answer: 12.5 percent", "0.125", True),
     ("The discount is 30%.", "30\\%", True), ("The discount is 30%.", "3\\%", False),
+    ("\\frac{3}{4}", "75\\%", False),  # round 3 listed it right; round 4 reads a bare number in the gold's form
 ]
 
 ROUND4_CASES: list[LenientCase] = [
