@@ -115,14 +115,26 @@ _BASE = re.compile(r"^\(?([0-9A-Za-z]{1,64})\)?_\{?\(?(\d{1,2})\)?\}?$")
 _PLAIN_NUMERAL = re.compile(r"[0-9A-Za-z]{1,64}")
 
 
+_BASE_WORDS = {w: i for i, w in enumerate("two three four five six seven eight nine ten eleven twelve thirteen "
+                                            "fourteen fifteen sixteen".split(), 2)}
+_WORD_BASE = re.compile(r"(?i)_\{?\s*(?:\\text\s*)?\{?\s*(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                        r"thirteen|fourteen|fifteen|sixteen)\s*\}?\s*\}?|\s+(?:in\s+)?base[\s-]+(\d{1,2})$")
+
+
+def _base_form(text: str) -> str:
+    """``1011_{\\text{two}}``, ``1011 in base 2`` -> ``1011_2``."""
+    return canonical(_WORD_BASE.sub(lambda m: "_" + str(_BASE_WORDS[m.group(1).lower()] if m.group(1) else m.group(2)),
+                                    clean_answer(text)))
+
+
 def base_verdict(pred: str, gold: str) -> bool | None:
     """Base-n numerals compared by value (the module docstring's policy); ``None`` unless one side is one."""
-    p, g = _numeral(canonical(pred)), _numeral(canonical(gold))
+    p, g = _numeral(_base_form(pred)), _numeral(_base_form(gold))
     if p is None and g is None:
         return None
     if p is not None and g is not None:
         return p[1] == g[1] and p[0] == g[0]
-    written, plain = (p, canonical(gold)) if p is not None else (g, canonical(pred))
+    written, plain = (p, _base_form(gold)) if p is not None else (g, _base_form(pred))
     if not _PLAIN_NUMERAL.fullmatch(plain) or not re.search(r"\d", plain):
         return None if p is not None else False
     value = _value(plain, written[1])

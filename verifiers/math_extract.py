@@ -237,10 +237,26 @@ def lenient_answer(text: str) -> Candidate | None:
     for m in last_matches(_LAST_NUMBER, outside, 1):
         number = Candidate(m.group(0).rstrip(",").strip(), offset + m.start(), offset + m.end(), "span")
     options = [c for c in (span, number) if c is not None]
-    chosen = max(options, key=lambda c: c.end) if options else _choice_letter(text)
+    chosen = max(options, key=lambda c: c.end) if options else (_number_in_words(text) or _choice_letter(text))
     if chosen is not None and _NEGATED.search(text, max(0, chosen.start - 16), chosen.start):
         return None  # "the answer is not 5": a value ruled out is no answer
     return chosen
+
+
+_CARDINAL = (r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+             r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|"
+             r"thousand|million|billion)")
+_NUMBER_WORDS = re.compile(rf"(?i)\b{_CARDINAL}(?:(?:[\s-]+|\s+and\s+){_CARDINAL})*\b")
+
+
+def _number_in_words(text: str) -> Candidate | None:
+    """The last number written in words in a response with no digits (``There are twelve students.``); a
+    lone ``one`` is a pronoun more often than a number."""
+    found = None
+    for m in last_matches(_NUMBER_WORDS, text, 1):
+        if m.group(0).lower() != "one" and words_to_number(m.group(0)) is not None:
+            found = Candidate(m.group(0), m.start(), m.end(), "span")
+    return found
 
 
 _LEADING_LETTER = re.compile(r"\s*\(?([A-E])[.):](?:\s|$)")

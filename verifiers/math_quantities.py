@@ -42,14 +42,18 @@ _LENGTH = {"mm": _F(1, 1000), "millimeter": _F(1, 1000), "millimetre": _F(1, 100
            "km": _F(1000), "kilometer": _F(1000), "kilometre": _F(1000), "in": _F(254, 10000), "inch": _F(254, 10000),
            "ft": _F(3048, 10000), "foot": _F(3048, 10000), "feet": _F(3048, 10000), "yd": _F(9144, 10000),
            "yard": _F(9144, 10000), "mi": _F(1609344, 1000), "mile": _F(1609344, 1000)}
-_TIME = {"s": _F(1), "sec": _F(1), "second": _F(1), "min": _F(60), "minute": _F(60), "h": _F(3600), "hr": _F(3600),
+_TIME = {"ms": _F(1, 1000), "millisecond": _F(1, 1000), "s": _F(1), "sec": _F(1), "second": _F(1), "min": _F(60), "minute": _F(60), "h": _F(3600), "hr": _F(3600),
          "hour": _F(3600), "day": _F(86400), "week": _F(604800)}
 _CALENDAR = {"month": _F(1), "year": _F(12), "decade": _F(120), "century": _F(1200)}
 _MASS = {"mg": _F(1, 1000), "milligram": _F(1, 1000), "g": _F(1), "gram": _F(1), "kg": _F(1000),
          "kilogram": _F(1000), "lb": _F(45359237, 100000), "pound": _F(45359237, 100000),
-         "oz": _F(28349523125, 10**9), "ounce": _F(28349523125, 10**9)}
-_VOLUME = {"ml": _F(1, 10**6), "milliliter": _F(1, 10**6), "millilitre": _F(1, 10**6), "l": _F(1, 1000),
-           "liter": _F(1, 1000), "litre": _F(1, 1000), "gallon": _F(3785411784, 10**12), "gal": _F(3785411784, 10**12)}
+         "oz": _F(28349523125, 10**9), "ounce": _F(28349523125, 10**9), "tonne": _F(10**6),
+         "metric ton": _F(10**6), "ton": _F(90718474, 100)}
+_CUP = _F(2365882365, 10**16)  # US customary, exact in cubic metres
+_VOLUME = {"ml": _F(1, 10**6), "milliliter": _F(1, 10**6), "millilitre": _F(1, 10**6), "cc": _F(1, 10**6),
+           "l": _F(1, 1000), "liter": _F(1, 1000), "litre": _F(1, 1000), "gallon": 16 * _CUP, "gal": 16 * _CUP,
+           "quart": 4 * _CUP, "qt": 4 * _CUP, "pint": 2 * _CUP, "pt": 2 * _CUP, "cup": _CUP, "tablespoon": _CUP / 16,
+           "tbsp": _CUP / 16, "teaspoon": _CUP / 48, "tsp": _CUP / 48}
 _SPEED = {"mph": _F(1609344, 3600000), "miles per hour": _F(1609344, 3600000), "mile per hour": _F(1609344, 3600000),
           "km/h": _F(1000, 3600), "km/hr": _F(1000, 3600), "kph": _F(1000, 3600), "kilometers per hour": _F(1000, 3600),
           "kilometres per hour": _F(1000, 3600), "m/s": _F(1), "meters per second": _F(1), "metres per second": _F(1),
@@ -67,6 +71,7 @@ UNITS: dict[str, tuple[str, Fraction]] = {
     **{k: ("calendar", v) for k, v in _CALENDAR.items()}, **{k: ("mass", v) for k, v in _MASS.items()},
     **{k: ("length^3", v) for k, v in _VOLUME.items()}, **{k: ("speed", v) for k, v in _SPEED.items()},
     **{k: ("money", v) for k, v in _MONEY.items()}, **_OTHER,
+    "acre": ("length^2", _F(40468564224, 10**7)), "hectare": ("length^2", _F(10000)), "ha": ("length^2", _F(10000)),
 }
 _IRREGULAR = {"feet": "feet", "inches": "inch", "centuries": "century", "hrs": "hr", "mins": "min", "secs": "sec",
               "lbs": "lb", "kms": "km", "cms": "cm"}
@@ -119,6 +124,7 @@ def clean_answer(text: str) -> str:
     for _ in range(3):
         s = _WRAPPER.sub(lambda m: " " + (m.group(1) if m.group(1) is not None else m.group(2)) + " ", s)
     s = _SPACING.sub(" ", s)
+    s = re.sub(r"(?<=[A-Za-z])\s*/\s*(?=[A-Za-z])", "/", s)  # "km / h"
     s = re.sub(r"\\boxed\s*\{(.*)\}", r"\1", s)
     s = s.replace("$", " ") if "\\$" not in s else s.replace("\\$", "\x00").replace("$", " ").replace("\x00", "\\$")
     s = s.strip().strip("*").strip().rstrip(".").strip()
