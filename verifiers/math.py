@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dapo_env.types import VerifyResult
-from .math_extract import EXTRACTIONS, extract_answer
-from .math_normalize import dapo_normalize
-from .references import math_gold, solution_answer
 
 from . import math_lenient
 from .math_choices import choice_gold
+from .math_extract import EXTRACTIONS, extract_answer
 from .math_grade import grade, symbolic_grade
+from .math_normalize import dapo_normalize
+from .references import math_gold, solution_answer
 
 _FORMATS = ("auto", "dapo", "boxed")
 

@@ -10,8 +10,9 @@ text visibly stops before its end:
 * a dangling end: an operator, ``=``, a comma, a colon or an opening bracket; a LaTeX operator
   (``\\times``, ``\\frac``); a word that cannot end a sentence (``the``, ``and``, ``we``, ``into``, ``is``);
 * working that stops without closing (a chat template's end tokens, ``<|im_end|>``, ``</s>``, are not text): two or more sentences or lines whose last one ends with no full
-  stop, ``!``, ``?`` or closing bracket or ``$``, unless that last line is itself a bare answer (a
-  final ``21`` under the working, as PRM800K's ``# Answer`` blocks and many models write it).
+  stop, ``!``, ``?``, closing bracket, quote, ``*`` or ``$``, unless that last line is itself a bare answer
+  (a final ``21`` under the working, as PRM800K's ``# Answer`` blocks and many models write it) or a
+  summary line (``Total: 42``).
 
 A one-line uncommitted answer (``Computing gives 12 and then 24``, ``Hmm, 42 maybe?``) is not cut off.
 
@@ -36,7 +37,8 @@ _DANGLING_COMMANDS = re.compile(r"\\(?:times|cdot|div|frac|dfrac|tfrac|sqrt|pm|m
                                 r"equiv|cup|cap|in|left|begin|quad|qquad|text|mathrm|boxed|to|implies|Rightarrow|"
                                 r"rightarrow|sum|prod|int|binom)\s*$")
 _OPEN_END = "=+-*/^_({[,:;\\&<>|"
-_CLOSED_END = ".!?)]}$"
+_CLOSED_END = ".!?)]}$*\"'`\u3002\uff01\uff1f"
+_SUMMARY_LINE = re.compile(r"[\W_]*[A-Za-z][A-Za-z ]{0,30}:\s*\S.{0,60}")  # "Total: 42" under the working
 _SENTENCE_BREAK = re.compile(r"(?:[A-Za-z0-9]{2}|[$)\]}])[.!?]\s+\S|\n\s*\S")  # "C. Because ..." is one answer
 _END_TOKENS = re.compile(r"(?:\s*(?:<\|[A-Za-z_]{1,30}\|>|</s>|<eos>)(?:\s*(?:user|assistant|system)\b)?)+\s*$")
 _MATH_INSIDE = re.compile(r"\\|\^|_|\{|=")
@@ -49,17 +51,21 @@ def reads_cut_off(text: str) -> bool:
         return False
     if _open_construct(text, tail):
         return True
+    bold = tail.endswith(("**", "__"))  # "That gives **42**": markdown bold closes what it wraps
+    tail = tail.rstrip("*_").rstrip() if bold else tail
+    if not tail:
+        return True
     if tail[-1] in _OPEN_END or _DANGLING_COMMANDS.search(tail):
         return True
     last_word = re.search(r"([A-Za-z']+)$", tail)
     if last_word is not None and last_word.group(1).lower() in _DANGLING_WORDS:
         return True
-    if tail[-1] in _CLOSED_END or not _SENTENCE_BREAK.search(tail.strip()):
+    if bold or tail[-1] in _CLOSED_END or not _SENTENCE_BREAK.search(tail.strip()):
         return False
     from .math_extract import bare_answer  # lazy: the extractor imports this module
 
-    last_line = tail.rsplit("\n", 1)[-1]
-    return "\n" not in tail or bare_answer(last_line) is None
+    last_line = tail.rsplit("\n", 1)[-1].strip()
+    return "\n" not in tail or (bare_answer(last_line) is None and not _SUMMARY_LINE.fullmatch(last_line))
 
 
 def _open_construct(text: str, tail: str) -> bool:

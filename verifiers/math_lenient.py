@@ -29,10 +29,16 @@ import re
 from fractions import Fraction
 
 from .math_choices import base_verdict, choice_verdict
+from .math_extract import (
+    MAX_ANSWER_CHARS,
+    bare_answer,
+    extract_answer,
+    extract_candidate,
+    lenient_answer,
+)
 from .math_grade import grade as strict_grade
-from .math_extract import MAX_ANSWER_CHARS, bare_answer, extract_answer, extract_candidate, lenient_answer
 from .math_normalize import canonical, parse_number
-from .math_quantities import UNITS, quantity_verdict, read_quantity
+from .math_quantities import quantity_verdict, read_quantity
 
 MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to stand for an exact value
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
@@ -110,7 +116,7 @@ def _without_label(text: str) -> str:
 
 
 _TAIL_WORD = re.compile(
-    r"(?i)\$?\s*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
+    r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
     r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
 _SHORT_UNITS = frozenset({"in", "m", "s", "h", "l", "g", "min", "mi", "ft", "cm", "mm", "km", "kg", "yd", "oz", "lb",
                           "hr", "sec", "rad", "deg", "ml", "gal", "cu", "sq"})

@@ -379,6 +379,8 @@ def quantity_verdict(pred: str, gold: str) -> bool | None:
     if g.dimension is not None:
         if p.dimension is None:  # a bare number stands in the gold's unit
             return numbers_equal(Number(p.value, p.decimals), Number(g.value, g.decimals))
+        if {p.dimension, g.dimension} in ({"deg", "celsius"}, {"deg", "fahrenheit"}):
+            return p.value == g.value  # "100 degrees" for 100 °C: the scale is the question's
         if p.dimension != g.dimension:
             return False
         return p.base == g.base
@@ -388,4 +390,4 @@ def quantity_verdict(pred: str, gold: str) -> bool | None:
         return p.value == g.value or p.value / 100 == g.value
     return numbers_equal(Number(p.value, p.decimals), Number(g.value, g.decimals))
 
-__all__ = ["Quantity", "UNITS", "clean_answer", "quantity_verdict", "read_quantity"]
+__all__ = ["UNITS", "Quantity", "clean_answer", "quantity_verdict", "read_quantity"]

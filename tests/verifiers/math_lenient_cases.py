@@ -161,40 +161,40 @@ _UNITS = [  # a gold with a unit needs the same quantity; a gold without one acc
     ("The tank holds $\\boxed{40}$ gallons.", "40 \\text{ L}", False), ("Final Answer: 2.5 kilometers", "2500 \\text{ m}", True),
 ]
 _TRUNCATION = [  # cut off mid-working: never right in lenient mode, whatever numbers the working holds
-    ("First, 3 \\times 4 = 12 apples in each row. Then there are 12 + 5 = 17 apples in total, but we still need "
-     "to subtract the", "17", False),
-    ("Let's compute the area. The rectangle is $8 \\times 5 = 40$. The triangle has area $\\frac{1}{2}\\cdot 4 "
-     "\\cdot 3 = 6$. So the shaded region is $40 - ", "40", False),
-    ("We need $x^2 - 5x + 6 = 0$, which factors as $(x-2)(x-3) = 0$, giving $x = 2$ or $x = 3$. Now we check "
-     "which root satisfies the second condition: substituting $x = 3$ into", "3", False),
-    ("<think>\nOkay, the price after the discount is 80 - 20 = 60 dollars. Then tax adds 6, so 66. Hmm wait, is "
-     "the tax on", "66", False),
+    (("First, 3 \\times 4 = 12 apples in each row. Then there are 12 + 5 = 17 apples in total, but we still need "
+     "to subtract the"), "17", False),
+    (("Let's compute the area. The rectangle is $8 \\times 5 = 40$. The triangle has area $\\frac{1}{2}\\cdot 4 "
+     "\\cdot 3 = 6$. So the shaded region is $40 - "), "40", False),
+    (("We need $x^2 - 5x + 6 = 0$, which factors as $(x-2)(x-3) = 0$, giving $x = 2$ or $x = 3$. Now we check "
+     "which root satisfies the second condition: substituting $x = 3$ into"), "3", False),
+    (("<think>\nOkay, the price after the discount is 80 - 20 = 60 dollars. Then tax adds 6, so 66. Hmm wait, is "
+     "the tax on"), "66", False),
     ("Step 1: 15 + 27 = 42.\nStep 2: 42 \\div 6 = 7.\nStep 3: Now multiply", "7", False),
     ("Step 1: 15 + 27 = 42.\nStep 2: 42 \\div 6 = 7", "7", False),
-    ("The sum of the first 10 odd numbers is $1 + 3 + 5 + \\cdots + 19 = 100$. To double-check, we use the "
-     "formula $n^2 = 10^2 = 1", "100", False),
-    ("Using the Pythagorean theorem, $c = \\sqrt{6^2 + 8^2} = \\sqrt{100} = 10$. The perimeter is therefore "
-     "$6 + 8 + 10 = 24$, and the area is $\\frac{1}{2} \\cdot 6 \\cdot", "24", False),
+    (("The sum of the first 10 odd numbers is $1 + 3 + 5 + \\cdots + 19 = 100$. To double-check, we use the "
+     "formula $n^2 = 10^2 = 1"), "100", False),
+    (("Using the Pythagorean theorem, $c = \\sqrt{6^2 + 8^2} = \\sqrt{100} = 10$. The perimeter is therefore "
+     "$6 + 8 + 10 = 24$, and the area is $\\frac{1}{2} \\cdot 6 \\cdot"), "24", False),
     ("Let $n$ be the number. Then $3n + 7 = 22$, so $3n = 15$ and $n = 5$. Next we", "5", False),
     ("So far we have 120 ways for the first part. For the second part we", "120", False),
-    ("The probability of heads on one toss is $\\frac{1}{2}$, so the probability of two heads is $\\frac{1}{4}$. "
-     "For three tosses the probability is $\\frac{1}{", "\\frac14", False),
+    (("The probability of heads on one toss is $\\frac{1}{2}$, so the probability of two heads is $\\frac{1}{4}$. "
+     "For three tosses the probability is $\\frac{1}{"), "\\frac14", False),
     ("Converting: 3 hours is 180 minutes, plus 45 minutes gives 225 minutes. In seconds this is 225 \\times", "225", False),
-    ("We compute $2^{10} = 1024$ and $2^{11} = 2048$. Since $1024 < 2000 < 2048$, the largest power of two below "
-     "2000 is", "1024", False),
-    ("The divisors of 36 are 1, 2, 3, 4, 6, 9, 12, 18, 36. Among these, the even ones are 2, 4, 6, 12, 18, 36, so "
-     "there are 6 even divisors and", "6", False),
-    ("Adding the equations gives $2x = 14$, so $x = 7$. Then $y = 10 - 7 = 3$, hence $xy = 21$. We are asked "
-     "for $x - y$, which is $7 - 3 =", "21", False),
-    ("Total cost: 4 \\times \\$2.50 = \\$10. She pays with a \\$20 bill, so the change is \\$20 - \\$10 = \\$10. "
-     "But wait, she also bought a drink for", "10", False),
-    ("The first train covers 60 \\times 2 = 120 km and the second 80 \\times 2 = 160 km, so together they cover "
+    (("We compute $2^{10} = 1024$ and $2^{11} = 2048$. Since $1024 < 2000 < 2048$, the largest power of two below "
+     "2000 is"), "1024", False),
+    (("The divisors of 36 are 1, 2, 3, 4, 6, 9, 12, 18, 36. Among these, the even ones are 2, 4, 6, 12, 18, 36, so "
+     "there are 6 even divisors and"), "6", False),
+    (("Adding the equations gives $2x = 14$, so $x = 7$. Then $y = 10 - 7 = 3$, hence $xy = 21$. We are asked "
+     "for $x - y$, which is $7 - 3 ="), "21", False),
+    (("Total cost: 4 \\times \\$2.50 = \\$10. She pays with a \\$20 bill, so the change is \\$20 - \\$10 = \\$10. "
+     "But wait, she also bought a drink for"), "10", False),
+    (("The first train covers 60 \\times 2 = 120 km and the second 80 \\times 2 = 160 km, so together they cover "
      "120 + 160 = 280 km. The remaining distance is 300 - 280 = 20 km, which they close at a combined speed "
-     "of 140 km/h, taking 20/140 = 1/7", "\\frac17", False),
-    ("Let me set up the recurrence $a_n = a_{n-1} + a_{n-2}$ with $a_1 = 1, a_2 = 2$. Then $a_3 = 3$, $a_4 = 5$, "
-     "$a_5 = 8$, $a_6 = 13$, $a_7 = 21$, $a_8 = 34$, $a_9 = 55$, $a_{10} = 89$,", "89", False),
-    ("We want the remainder of $7^{100}$ mod 5. Since $7 \\equiv 2$, and $2^4 = 16 \\equiv 1$, we get "
-     "$2^{100} = (2^4)^{25} \\equiv 1$. So the remainder is 1, but let me double check with $7^2 = 49 \\equiv",
+     "of 140 km/h, taking 20/140 = 1/7"), "\\frac17", False),
+    (("Let me set up the recurrence $a_n = a_{n-1} + a_{n-2}$ with $a_1 = 1, a_2 = 2$. Then $a_3 = 3$, $a_4 = 5$, "
+     "$a_5 = 8$, $a_6 = 13$, $a_7 = 21$, $a_8 = 34$, $a_9 = 55$, $a_{10} = 89$,"), "89", False),
+    (("We want the remainder of $7^{100}$ mod 5. Since $7 \\equiv 2$, and $2^4 = 16 \\equiv 1$, we get "
+     "$2^{100} = (2^4)^{25} \\equiv 1$. So the remainder is 1, but let me double check with $7^2 = 49 \\equiv"),
      "1", False),
     ("Total cost: 4 \\times 2.50 = 10 dollars. She pays 20, so her change is 10 dollars.", "10", True),
     ("Step 1: 15 + 27 = 42.\nStep 2: 42 \\div 6 = 7.\nFinal Answer: 7", "7", True),
@@ -276,6 +276,99 @@ _PERCENT = [  # percent vs proportion: a bare number is read in the gold's form
     ("Answer: 0.4", "40\\%", False), ("Answer: 12.5\\%", "12.5\\%", True), ("Answer: 12.5 percent", "0.125", True),
     ("The discount is 30%.", "30\\%", True), ("The discount is 30%.", "3\\%", False),
     ("\\frac{3}{4}", "75\\%", False),  # round 3 listed it right; round 4 reads a bare number in the gold's form
+]
+
+# A second batch, written before the code was run on it (the first batch guided the code; this one checked it).
+_UNITS += [
+    ('Final Answer: The final answer is $5 \\mathrm{~cm}$. I hope it is correct.', '5 \\mathrm{~cm}', True),
+    ('Final Answer: The final answer is $5 \\mathrm{~mm}$. I hope it is correct.', '5 \\mathrm{~cm}', False),
+    ('The answer is $\\boxed{50 \\text{ km/h}}$', '50 \\mathrm{~km} / \\mathrm{h}', True),
+    ('So it takes $\\boxed{45}$ minutes.', '45', True),
+    ('So it takes $\\boxed{45}$ seconds.', '45 \\text{ minutes}', False),
+    ('# Answer\n\n10 inches', '10\\text{ inches}', True),
+    ('# Answer\n\n10 feet', '10\\text{ inches}', False),
+    ('He needs 3.5 hours in total.\n\n#### 3.5', '3.5', True),
+    ('The answer is $\\boxed{210\\text{ min}}$.', '3.5 \\text{ hours}', True),
+    ('The answer is $\\boxed{3\\frac{1}{2}\\text{ hours}}$.', '210 \\text{ minutes}', True),
+    ('The perimeter is $\\boxed{28\\text{ m}}$.', '28 \\text{ m}^2', False),
+    ('Answer: 4 ounces', '4 \\text{ pounds}', False),
+    ('Answer: 64 ounces', '4 \\text{ pounds}', True),
+    ('The answer is $\\boxed{12}$ kg.', '12000 \\text{ g}', True),
+    ('The answer is $\\boxed{12}$ g.', '12 \\text{ kg}', False),
+    ('The total is \\$18.90.', '\\$18.90', True),
+    ('The total is \\$18.09.', '\\$18.90', False),
+    ('Answer: 1.5 L', '1500 \\text{ mL}', True),
+    ('Answer: 60^\\circ', '60', True),
+    ('Answer: \\frac{\\pi}{3}', '60^\\circ', False),
+]
+_TRUNCATION += [
+    ('To find the number of students, we note that 40\\% of 250 is 100. So 100 students like math. Of those, half also like', '100', False),
+    ('We have $a + b = 12$ and $ab = 35$. So $a$ and $b$ are roots of $t^2 - 12t + 35 = 0$, i.e. $t = 5$ or $t = 7$. Hence the larger root is 7, and then $a^2 + b^2 = (a+b)^2 - 2ab = 144 - 70 = 74$. Finally we need', '74', False),
+    ('The slope is $\\frac{6 - 2}{4 - 2} = 2$, so the line is $y - 2 = 2(x - 2)$, which simplifies to $y = 2x', '2x-2', False),
+    ('First, the total number of outcomes is $6^2 = 36$. The favourable ones are (1,6), (2,5), (3,4), (4,3), (5,2), (6,1), which is 6 outcomes. So the probability is $\\frac{6}{36} = \\frac{1}{6}', '\\frac16', False),
+    ('Let me reconsider. 25 \\times 4 = 100, and 100 + 17 = 117', '117', False),
+    ('Let me reconsider. 25 \\times 4 = 100, and 100 + 17 = 117.\n\nThe answer is 117.', '117', True),
+    ('The product is 24.', '24', True),
+    ('We multiply: 6 \\times 4 = 24. So there are 24 ways.', '24', True),
+]
+_CHOICE += [
+    ('The answer is: C', 'C', True),
+    ('Answer: (c) 12', 'C', True),
+    ('The correct answer is **(D)**.', 'D', True),
+    ('The correct answer is **(D)**.', 'B', False),
+    ('I think the answer is A.\n\nAnswer: A', 'A', True),
+    ('Answer: \\text{(B)}', 'B', True),
+    ('Answer: Option C', '(C)', True),
+    ('Answer: [B]', 'B', True),
+    ('Answer: B and D', 'B', False),
+]
+_TYPOGRAPHY += [
+    ('Answer: \\$1{,}250', '1250', True),
+    ('Answer: 1,250 dollars', '\\$1,250', True),
+    ('Answer: 1.25 thousand', '1250', True),
+    ('Answer: 0.5 million', '500000', True),
+    ('Answer: 0.5 million', '500', False),
+    ('Answer: −3.5', '-\\frac{7}{2}', True),
+    ('Answer: twenty-five', '25', True),
+    ('Answer: one hundred and five', '105', True),
+    ('#### 1,000', '1000', True),
+    ('#### 1,000', '100', False),
+    ('$\\boxed{033}$', '33', True),
+    ('Answer: 12\\,345', '12345', True),
+]
+_MIXED += [
+    ('Answer: 12 345', '12345', True),
+    ('She walked 2 1/4 miles.', '\\frac{9}{4}', True),
+    ('She walked 2 1/4 miles.', '\\frac{1}{4}', False),
+    ('Answer: 1\\frac{3}{5}', '\\frac{8}{5}', True),
+    ('Answer: 1\\frac{3}{5}', '\\frac{3}{5}', False),
+    ('Answer: two thirds', '\\frac{2}{3}', True),
+]
+_TIMES += [
+    ('Answer: seven and one half', '7.5', True),
+    ('The movie ends at 9:45 PM.', '9:45 p.m.', True),
+    ('The movie ends at 9:45 PM.', '9:45 a.m.', False),
+    ('The answer is $\\boxed{\\text{6:15 a.m.}}$', '6:15 \\text{ AM}', True),
+    ('The answer is $\\boxed{18:15}$', '6:15 \\text{ PM}', True),
+    ('The answer is $\\boxed{18:15}$', '6:15 \\text{ AM}', False),
+    ('Answer: Saturday', '\\text{Saturday}', True),
+    ('Answer: Sunday', '\\text{Saturday}', False),
+]
+_BASES += [
+    ('Answer: July 4', '\\text{July 4}', True),
+    ('The answer is $\\boxed{11011_2}$.', '11011_2', True),
+    ('The answer is $\\boxed{11011}$.', '11011_2', True),
+    ('The answer is $\\boxed{27}$.', '11011_2', False),
+    ('The answer is $\\boxed{1AB_{12}}$.', '1AB_{12}', True),
+    ('The answer is $\\boxed{123_4}$.', '123_{4}', True),
+]
+_PERCENT += [
+    ('The answer is $\\boxed{132_4}$.', '123_{4}', False),
+    ('The answer is $\\boxed{20\\%}$.', '20', True),
+    ('The answer is $\\boxed{0.2}$.', '20\\%', False),
+    ('The answer is $\\boxed{20}$.', '20\\%', True),
+    ('The probability is $\\boxed{0.2}$.', '\\frac{1}{5}', True),
+    ('The answer is $\\boxed{20\\%}$.', '\\frac15', True),
 ]
 
 ROUND4_CASES: list[LenientCase] = [
