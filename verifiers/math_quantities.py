@@ -69,7 +69,7 @@ _OTHER = {"degree": ("deg", _F(1)), "deg": ("deg", _F(1)), "^\\circ": ("deg", _F
 UNITS: dict[str, tuple[str, Fraction]] = {
     **{k: ("length", v) for k, v in _LENGTH.items()}, **{k: ("time", v) for k, v in _TIME.items()},
     **{k: ("calendar", v) for k, v in _CALENDAR.items()}, **{k: ("mass", v) for k, v in _MASS.items()},
-    **{k: ("length^3", v) for k, v in _VOLUME.items()}, **{k: ("speed", v) for k, v in _SPEED.items()},
+    **{k: ("length^3", v) for k, v in _VOLUME.items()}, **{k: ("length/time", v) for k, v in _SPEED.items()},
     **{k: ("money", v) for k, v in _MONEY.items()}, **_OTHER,
     "acre": ("length^2", _F(40468564224, 10**7)), "hectare": ("length^2", _F(10000)), "ha": ("length^2", _F(10000)),
 }
@@ -209,6 +209,13 @@ def _split_parts(s: str) -> list[tuple[str, str | None, tuple[str, Fraction] | N
             if unit is None:
                 return None
             rest = rest.lstrip()[m.end():] if money_suffix is None else rest[m.end():]
+            per = _PER.match(rest)
+            below = _UNIT.match(rest, per.end()) if per is not None else None
+            if below is not None:  # "cm / s", "dollars per hour": a rate
+                denominator = _unit_of(below)
+                if denominator is None or denominator[0] in ("money", "percent", "count"):
+                    return None
+                unit, rest = (f"{unit[0]}/{denominator[0]}", unit[1] / denominator[1]), rest[below.end():]
         rest = rest.strip()
         if rest.startswith(("and ", ", ", ",")):
             rest = rest.split(" ", 1)[1] if rest.startswith("and ") else rest.lstrip(",").strip()
@@ -225,6 +232,7 @@ def _split_parts(s: str) -> list[tuple[str, str | None, tuple[str, Fraction] | N
 
 
 _COUNT = ("count", Fraction(1))
+_PER = re.compile(r"(?i)\s*(?:/|\bper\s+|\s+an?\s+)\s*(?=[A-Za-z])")
 _COUNT_NOUN = re.compile(r"(?:[A-Za-z]{3,}\s+){0,2}[A-Za-z]{3,}")
 
 
@@ -379,6 +387,8 @@ def quantity_verdict(pred: str, gold: str) -> bool | None:
     if g.dimension is not None:
         if p.dimension is None:  # a bare number stands in the gold's unit
             return numbers_equal(Number(p.value, p.decimals), Number(g.value, g.decimals))
+        if g.dimension == "money" and p.dimension.startswith("money/"):
+            return p.value == g.value  # "$15 per hour" for "$15": the gold leaves the rate's "per" to the question
         if {p.dimension, g.dimension} in ({"deg", "celsius"}, {"deg", "fahrenheit"}):
             return p.value == g.value  # "100 degrees" for 100 °C: the scale is the question's
         if p.dimension != g.dimension:
