@@ -9,6 +9,8 @@ text visibly stops before its end:
   ``\\[``/``\\(``, more ``{`` than ``}``, an unclosed ``<think>``;
 * a dangling end: an operator, ``=``, a comma, a colon or an opening bracket; a LaTeX operator
   (``\\times``, ``\\frac``); a word that cannot end a sentence (``the``, ``and``, ``we``, ``into``, ``is``);
+* a last sentence with no number that announces more working (``Now we need to subtract the rotten
+  ones.``, ``Next, let's check the second case.``);
 * working that stops without closing (a chat template's end tokens, ``<|im_end|>``, ``</s>``, are not text): two or more sentences or lines whose last one ends with no full
   stop, ``!``, ``?``, closing bracket, quote, ``*`` or ``$``, unless that last line is itself a bare answer
   (a final ``21`` under the working, as PRM800K's ``# Answer`` blocks and many models write it) or a
@@ -60,12 +62,29 @@ def reads_cut_off(text: str) -> bool:
     last_word = re.search(r"([A-Za-z']+)$", tail)
     if last_word is not None and last_word.group(1).lower() in _DANGLING_WORDS:
         return True
-    if bold or tail[-1] in _CLOSED_END or not _SENTENCE_BREAK.search(tail.strip()):
+    if not _SENTENCE_BREAK.search(tail.strip()):
+        return False
+    if tail[-1] in ".:" and _announces_more(tail):
+        return True
+    if bold or tail[-1] in _CLOSED_END:
         return False
     from .math_extract import bare_answer  # lazy: the extractor imports this module
 
     last_line = tail.rsplit("\n", 1)[-1].strip()
     return "\n" not in tail or (bare_answer(last_line) is None and not _SUMMARY_LINE.fullmatch(last_line))
+
+
+_MORE_WORK = re.compile(
+    r"(?i)^(?:now|next|then|first|second|after\s+that|moving\s+on|let's|let\s+me|let\s+us|we\s+(?:now\s+)?(?:need|have|"
+    r"must|will|should|still|can\s+now)|i\s+(?:need|will|should)|to\s+(?:find|compute|get|solve|do|check|verify))\b")
+
+
+def _announces_more(tail: str) -> bool:
+    """The last sentence, with no number or maths, announces more working ("Now we need to subtract the
+    rotten ones."): the response stopped before doing it."""
+    body = tail.rstrip(".:").rstrip()
+    last = re.split(r"(?<=[.!?])\s+|\n", body)[-1].strip()
+    return len(last) < len(body) and not re.search(r"[\d$\\=]", last) and bool(_MORE_WORK.match(last))
 
 
 def _open_construct(text: str, tail: str) -> bool:

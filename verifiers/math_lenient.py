@@ -118,6 +118,7 @@ def _without_label(text: str) -> str:
 _TAIL_WORD = re.compile(
     r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
     r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
+_TEXT_OPEN = re.compile(r"^\$?[ \t]*(?:\\[,;: ]|~)*[ \t]*\\(?:text|mathrm|mbox|textrm)\s*\{[ \t~]*")
 _SHORT_UNITS = frozenset({"in", "m", "s", "h", "l", "g", "min", "mi", "ft", "cm", "mm", "km", "kg", "yd", "oz", "lb",
                           "hr", "sec", "rad", "deg", "ml", "gal", "cu", "sq"})
 
@@ -142,7 +143,7 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
     quantity = read_quantity(value)
     if quantity is None or quantity.dimension is not None or not re.search(r"[\d}]\s*\$?$", value):
         return value
-    tail = response[chosen.end : chosen.end + 60]
+    tail = _TEXT_OPEN.sub("", response[chosen.end : chosen.end + 60], count=1)  # "\\boxed{5}\\text{ m}"
     m = _TAIL_WORD.match(tail.lstrip(" \t"))
     if m is None:
         return value
@@ -153,7 +154,7 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
         known = read_quantity("1 " + word)
         if known is None or known.dimension in (None, "count"):
             return value
-        if name in _SHORT_UNITS and not re.match(r"\s*(?:[.,;:!?)\]$]|$)", after):
+        if name in _SHORT_UNITS and not re.match(r"\s*(?:[.,;:!?)\]}$]|$)", after):
             return value  # "12 in total": a short unit needs the sentence to end after it
     return f"{value} {word}"
 

@@ -449,6 +449,18 @@ _PERCENT += [
     ('Final Answer: The final answer is $12.5\\%$. I hope it is correct.', '12.5', True),
 ]
 
+# Found while reviewing the third batch: a closing sentence that announces more working, a unit after the box.
+_TRUNCATION += [
+    ("First, 3 x 4 = 12. Then 12 + 5 = 17. Now we need to subtract the number of rotten apples.", "17", False),
+    ("3 x 4 = 12. So 12 + 5 = 17 apples in total.", "17", True),
+    ("The sides are 5 and 12, so the hypotenuse is 13. Next, let's find the area.", "13", False),
+]
+_UNITS += [
+    ("The answer is $\\boxed{5}\\text{ m}$.", "5 \\text{ km}", False),
+    ("The answer is $\\boxed{5}\\,\\mathrm{km}$.", "5 \\text{ km}", True),
+    ("The answer is $\\boxed{5}$ in total.", "5 \\text{ km}", True),
+]
+
 ROUND4_CASES: list[LenientCase] = [
     LenientCase(category, prediction, gold, expected)
     for category, rows in (("units", _UNITS), ("truncation", _TRUNCATION), ("choice", _CHOICE),
