@@ -64,7 +64,7 @@ def reads_cut_off(text: str) -> bool:
         return True
     if not _SENTENCE_BREAK.search(tail.strip()):
         return False
-    if tail[-1] in ".:" and _announces_more(tail):
+    if tail[-1] in ".:" and announces_more(tail):
         return True
     if bold or tail[-1] in _CLOSED_END:
         return False
@@ -79,7 +79,7 @@ _MORE_WORK = re.compile(
     r"must|will|should|still|can\s+now)|i\s+(?:need|will|should)|to\s+(?:find|compute|get|solve|do|check|verify))\b")
 
 
-def _announces_more(tail: str) -> bool:
+def announces_more(tail: str) -> bool:
     """The last sentence, with no number or maths, announces more working ("Now we need to subtract the
     rotten ones."): the response stopped before doing it."""
     body = tail.rstrip(".:").rstrip()
@@ -100,4 +100,4 @@ def _open_construct(text: str, tail: str) -> bool:
     return False
 
 
-__all__ = ["reads_cut_off"]
+__all__ = ["announces_more", "reads_cut_off"]

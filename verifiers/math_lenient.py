@@ -29,6 +29,7 @@ import re
 from fractions import Fraction
 
 from .math_choices import base_verdict, choice_verdict
+from .math_cutoff import announces_more
 from .math_extract import (
     MAX_ANSWER_CHARS,
     bare_answer,
@@ -127,15 +128,16 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
     """Lenient extraction (:func:`~dapo_env.verifiers.math_extract.extract_answer` with
     ``extraction="lenient"``), with what the answer's own text continues into: a unit, ``a.m.``/``p.m.`` or
     a scale word right after a number (``So the distance is 5 m.`` gives ``5 m``; ``\\boxed{40}$ liters``
-    gives ``40 liters``), so that a unit can be checked.
+    gives ``40 liters``), so that a unit can be checked. A concluding sentence followed by one that announces
+    more working (``Next, let's find the area.``) is no answer here: the response stopped mid-working.
 
     Example:
         >>> lenient_extract("So the distance is 5 m."), lenient_extract("Answer: 3:30 p.m.")
         ('5 m', '3:30 p.m.')
     """
     chosen = extract_candidate(response, answer_format=answer_format, extraction="lenient")
-    if chosen is None:
-        return None
+    if chosen is None or (chosen.kind == "conclusion" and announces_more(response.rstrip())):
+        return None  # "..., so the hypotenuse is 13. Next, let's find the area.": the working goes on
     value = chosen.value[:MAX_ANSWER_CHARS]
     if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[chosen.end:], re.I):
         value = value[:-1].rstrip() + " " + value[-1] + ".m."  # "3:30 p" cut at the full stop of "p.m."

@@ -49,6 +49,31 @@ def test_round4_leaves_strict_mode_alone() -> None:
     assert not LENIENT("Answer: 5 m", "5\\text{ km}").correct and not LENIENT("Answer: 0.25", "25\\%").correct
 
 
+@pytest.mark.parametrize(
+    "choices", [["12", "15", "18", "21"], {"A": "12", "B": "15", "C": "18", "D": "21"}, "(A) 12 (B) 15 (C) 18 (D) 21"])
+def test_a_reference_names_its_options_in_any_of_three_forms(choices) -> None:
+    for gold in ("B", "15", "(B)"):
+        reference = {"ground_truth": gold, "choices": choices}
+        assert LENIENT("Answer: 15", reference).correct and LENIENT("The answer is (b).", reference).correct
+        assert not LENIENT("Answer: 18", reference).correct and not LENIENT("Answer: (C) 15", reference).correct
+    assert STRICT("Answer: 15", {"ground_truth": "B", "choices": choices}).reason == "not_equal"  # strict: as before
+
+
+@pytest.mark.parametrize(
+    "response",
+    [" " * 100_000 + "x", "1 " * 50_000, "$" * 20_000, "one and " * 20_000, "5 m " * 20_000, "3:30 " * 20_000,
+     "A B " * 20_000, "{" * 20_000, "<think> " + "so 5. " * 20_000, "  <|im_end|>" * 2_000 + " user", "(B) " * 20_000],
+    ids=lambda text: f"{text[:10]!r}x{len(text)}",
+)
+def test_round4_readings_stay_fast_on_hostile_text(response: str) -> None:
+    import time
+
+    for gold in ("5", "5 \\text{ km}", "B", "3:30 p.m.", "1011_2", {"ground_truth": "B", "choices": ["1", "2"]}):
+        start = time.perf_counter()
+        LENIENT(response, gold)
+        assert time.perf_counter() - start < 2.0, (response[:20], gold)
+
+
 def test_lenient_table_covers_its_categories() -> None:
     categories = {c.category for c in LENIENT_CASES}
     assert categories == {"short", "prose", "commit", "gold_form", "near_miss", "solution_gold", "labelled", "lists",
