@@ -135,6 +135,9 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
         >>> lenient_extract("So the distance is 5 m."), lenient_extract("Answer: 3:30 p.m.")
         ('5 m', '3:30 p.m.')
     """
+    whole = response.strip()
+    if answer_format == "auto" and len(whole) <= 120 and read_quantity(whole) is not None:
+        return whole  # "864 \\mbox{ inches}^2": the whole response is one quantity (not its last digit)
     chosen = extract_candidate(response, answer_format=answer_format, extraction="lenient")
     if chosen is None or (chosen.kind == "conclusion" and announces_more(response.rstrip())):
         return None  # "..., so the hypotenuse is 13. Next, let's find the area.": the working goes on
