@@ -22,17 +22,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
-from .math_normalize import canonical
+from .math_normalize import canonical as _canonical
 from .math_quantities import clean_answer
 
 LETTERS = "ABCDEFGHIJ"
+canonical = lru_cache(maxsize=4096)(_canonical)  # golds repeat across a problem's samples
 _LEAD = r"(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice|letter)\s*(?:is\s*)?[:.]?\s*)?"
 _LETTER_ONLY = re.compile(rf"(?i)^{_LEAD}(?:option\s+|choice\s+)?[(\[]?\s*([A-J])\s*[)\]]?\s*[.:)]?$")
 _LETTER_VALUE = re.compile(rf"(?i)^{_LEAD}(?:\(([A-J])\)|([A-J])\s*[.):])\s*(\S.*)$", re.S)
 _OTHER_LABEL = re.compile(r"(?i)(?:^|[\s,;])\(?[A-J]\)|\b(?:and|or)\s+\(?[A-J]\b")
 
 
+@lru_cache(maxsize=4096)
 def read_choice(text: str, *, gold: bool = False) -> tuple[str | None, str | None]:
     """``(letter, value)`` of a choice answer (either may be ``None``). A gold letter alone must be a
     capital or carry a bracket (a lone ``b`` in a gold may be a variable); a response's may be any case."""
@@ -129,6 +132,8 @@ def _base_form(text: str) -> str:
 
 def base_verdict(pred: str, gold: str) -> bool | None:
     """Base-n numerals compared by value (the module docstring's policy); ``None`` unless one side is one."""
+    if "_" not in pred and "_" not in gold and "base" not in pred + gold:
+        return None  # no subscript, no "base": no numeral to read
     p, g = _numeral(_base_form(pred)), _numeral(_base_form(gold))
     if p is None and g is None:
         return None

@@ -30,11 +30,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
-from .math_normalize import Number, canonical, fold_unicode, parse_number
+from .math_normalize import Number, fold_unicode, parse_number
+from .math_normalize import canonical as _canonical
 from .math_words import words_to_number
 
 MAX_CHARS = 120  # longer answers are never read as one quantity
+canonical = lru_cache(maxsize=4096)(_canonical)
 
 _F = Fraction
 _LENGTH = {"mm": _F(1, 1000), "millimeter": _F(1, 1000), "millimetre": _F(1, 1000), "cm": _F(1, 100),
@@ -131,6 +134,7 @@ def clean_answer(text: str) -> str:
     return re.sub(r"\s+", " ", s)
 
 
+@lru_cache(maxsize=4096)
 def read_quantity(text: str) -> Quantity | None:
     """``text`` read as one quantity (see the module docstring), or ``None``.
 
