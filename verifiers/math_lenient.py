@@ -119,6 +119,7 @@ def _without_label(text: str) -> str:
 _TAIL_WORD = re.compile(
     r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
     r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
+_DOLLAR_IN_MATH = re.compile(r"(?<![\\$])\$\\\$(?=\s*\d)")
 _TEXT_OPEN = re.compile(r"^\$?[ \t]*(?:\\[,;: ]|~)*[ \t]*\\(?:text|mathrm|mbox|textrm)\s*\{[ \t~]*")
 _SHORT_UNITS = frozenset({"in", "m", "s", "h", "l", "g", "min", "mi", "ft", "cm", "mm", "km", "kg", "yd", "oz", "lb",
                           "hr", "sec", "rad", "deg", "ml", "gal", "cu", "sq"})
@@ -135,20 +136,25 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
         >>> lenient_extract("So the distance is 5 m."), lenient_extract("Answer: 3:30 p.m.")
         ('5 m', '3:30 p.m.')
     """
+    response = response.replace("{,}", ",")  # "\\$1{,}250": LaTeX's thousands comma, read as a comma
+    response = _DOLLAR_IN_MATH.sub(r"\\$$", response)  # "$\\$1,250$" -> "\\$$1,250$": the sign outside the maths
     whole = response.strip()
     if answer_format == "auto" and len(whole) <= 120 and read_quantity(whole) is not None:
         return whole  # "864 \\mbox{ inches}^2": the whole response is one quantity (not its last digit)
     chosen = extract_candidate(response, answer_format=answer_format, extraction="lenient")
     if chosen is None or (chosen.kind == "conclusion" and announces_more(response.rstrip())):
         return None  # "..., so the hypotenuse is 13. Next, let's find the area.": the working goes on
-    value = chosen.value[:MAX_ANSWER_CHARS]
-    if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[chosen.end:], re.I):
+    value, end = chosen.value[:MAX_ANSWER_CHARS], chosen.end
+    clock = re.match(r"(?::\d{1,3})+(?!\d|\.\d)", response[end:]) if re.search(r"(?<![\d.])\d{1,3}$", value) else None
+    if clock is not None:  # "So, the time is 2:45 p.m.", "the ratio is 3:4.": the number was cut at the colon
+        value, end = value + clock.group(0), end + clock.end()
+    if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[end:], re.I):
         value = value[:-1].rstrip() + " " + value[-1] + ".m."  # "3:30 p" cut at the full stop of "p.m."
         return value
     quantity = read_quantity(value)
     if quantity is None or quantity.dimension is not None or not re.search(r"[\d}]\s*\$?$", value):
         return value
-    tail = _TEXT_OPEN.sub("", response[chosen.end : chosen.end + 60], count=1)  # "\\boxed{5}\\text{ m}"
+    tail = _TEXT_OPEN.sub("", response[end : end + 60], count=1)  # "\\boxed{5}\\text{ m}"
     m = _TAIL_WORD.match(tail.lstrip(" \t"))
     if m is None:
         return value

@@ -86,6 +86,8 @@ _UNIT = re.compile(rf"(?i)(?:(?P<pw>square|sq\.?|cubic|cu)\s+)?(?P<u>{_UNIT_ALT}
                    r"(?:\s*\^\s*\{?\s*(?P<exp>[23])\s*\}?)?")
 _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 _SCALE = re.compile(r"(?i)\s*(thousand|million|billion|trillion)\b")
+_SCALE_SUFFIX = re.compile(r"(k|K|M|mn|bn)(?![A-Za-z])")  # "2.5M", "40k": attached to the digits
+_SUFFIXES = {"k": "thousand", "K": "thousand", "M": "million", "mn": "million", "bn": "billion"}
 _CURRENCY_PREFIX = re.compile(r"(?i)^\s*(?:\\\$|us\$|usd\s*|€)\s*")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|mathrm|mbox|operatorname|rm)\s*\{([^{}]*)\}|\{\\rm\s+([^{}]*)\}")
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad|~|\\thinspace|\\enspace")
@@ -126,7 +128,7 @@ def clean_answer(text: str) -> str:
     s = s.replace("\\left", "").replace("\\right", "").replace("^{\\circ}", "^\\circ").replace("\\degree", "^\\circ")
     for _ in range(3):
         s = _WRAPPER.sub(lambda m: " " + (m.group(1) if m.group(1) is not None else m.group(2)) + " ", s)
-    s = _SPACING.sub(" ", s)
+    s = re.sub(r"\{\s*\}", "", _SPACING.sub(" ", s))  # "1{\\,}000"
     s = re.sub(r"(?<=[A-Za-z])\s*/\s*(?=[A-Za-z])", "/", s)  # "km / h"
     s = re.sub(r"\\boxed\s*\{(.*)\}", r"\1", s)
     s = s.replace("$", " ") if "\\$" not in s else s.replace("\\$", "\x00").replace("$", " ").replace("\x00", "\\$")
@@ -202,9 +204,9 @@ def _split_parts(s: str) -> list[tuple[str, str | None, tuple[str, Fraction] | N
             return None
         number_text, rest = rest[:number_end].strip(), rest[number_end:]
         scale = None
-        m = _SCALE.match(rest)
+        m = _SCALE.match(rest) or _SCALE_SUFFIX.match(rest)
         if m is not None:
-            scale, rest = m.group(1), rest[m.end():]
+            scale, rest = _SUFFIXES.get(m.group(1), m.group(1)), rest[m.end():]
         unit = None
         money_suffix = re.match(r"(?i)\s*(?:usd|dollars?|cents?)\b", rest)
         m = _UNIT.match(rest.lstrip()) if money_suffix is None else money_suffix
@@ -313,13 +315,13 @@ def _read_number(text: str) -> tuple[Fraction | None, int | None, bool]:
 
 # ---------------------------------------------------------------------------------------------------
 # Times of day and dates.
-_CLOCK = re.compile(r"(?i)^(?P<h>\d{1,2})(?::(?P<m>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<mer>[ap]\s*\.?\s*m\b\.?|noon|"
-                    r"midnight)?$")
+_CLOCK = re.compile(r"(?i)^(?P<h>\d{1,2})(?::(?P<m>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<oc>o['’]?\s?clock)?\s*"
+                    r"(?P<mer>[ap]\s*\.?\s*m\b\.?|noon|midnight)?$")
 
 
 def _clock(s: str) -> Quantity | None:
     m = _CLOCK.match(s)
-    if m is None or (m.group("m") is None and m.group("mer") is None):
+    if m is None or (m.group("m") is None and m.group("mer") is None and m.group("oc") is None):
         return None
     hour, minute = int(m.group("h")), int(m.group("m") or 0)
     mer = (m.group("mer") or "").lower().replace(".", "").replace(" ", "")
@@ -360,6 +362,10 @@ def _date(s: str) -> Quantity | None:
 
 # ---------------------------------------------------------------------------------------------------
 # The verdict.
+def _plain(text: str, quantity: Quantity) -> bool:
+    """Whether the usual grading reads ``text`` as the same number (``1{\\,}000`` it does not)."""
+    number = parse_number(canonical(text))
+    return number is not None and number.value == quantity.value
 def quantity_verdict(pred: str, gold: str) -> bool | None:
     """Whether ``pred`` states the gold's quantity (the module docstring's policy); ``None`` when either is
     not one quantity, or when both are plain unitless numbers the usual grading reads alike."""
@@ -398,8 +404,8 @@ def quantity_verdict(pred: str, gold: str) -> bool | None:
         if p.dimension != g.dimension:
             return False
         return p.base == g.base
-    if p.dimension is None and not (p.reread or g.reread):
-        return None
+    if p.dimension is None and not (p.reread or g.reread) and _plain(pred, p) and _plain(gold, g):
+        return None  # plain numbers the usual grading reads alike
     if p.dimension == "percent":
         return p.value == g.value or p.value / 100 == g.value
     return numbers_equal(Number(p.value, p.decimals), Number(g.value, g.decimals))

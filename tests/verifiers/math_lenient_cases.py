@@ -461,6 +461,18 @@ _UNITS += [
     ("The answer is $\\boxed{5}$ in total.", "5 \\text{ km}", True),
 ]
 
+# A fourth look, at LaTeX dollar and thousands forms inside sentences and times cut at their colon.
+_TYPOGRAPHY += [
+    ("$\\boxed{1{\\,}000}$", "1000", True), ("The total cost is \\$1{,}250.", "1250", True),
+    ("The total cost is $\\$1{,}250$.", "1250", True), ("The total cost is $\\$1{,}250$.", "125", False),
+    ("Answer: 2.5M", "2500000", True), ("Answer: 40k", "40000", True), ("Answer: 40k", "40", False),
+    ("So the ratio is 3:4.", "3:4", True), ("So the ratio is 3:4.", "4:3", False),
+]
+_TIMES += [
+    ("The answer is 7 o'clock.", "7:00", True), ("So, the time is 2:45 p.m.", "2:45 \\text{ PM}", True),
+    ("So, the time is 2:45 p.m.", "2:45 \\text{ AM}", False),
+]
+
 ROUND4_CASES: list[LenientCase] = [
     LenientCase(category, prediction, gold, expected)
     for category, rows in (("units", _UNITS), ("truncation", _TRUNCATION), ("choice", _CHOICE),
