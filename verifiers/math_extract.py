@@ -246,15 +246,18 @@ def lenient_answer(text: str) -> Candidate | None:
 _CARDINAL = (r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
              r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|"
              r"thousand|million|billion)")
-_NUMBER_WORDS = re.compile(rf"(?i)\b{_CARDINAL}(?:(?:[\s-]+|\s+and\s+){_CARDINAL})*\b")
+_FRACTION_WORD = r"(?:halves|half|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)"
+_NUMBER_WORDS = re.compile(rf"(?i)\b{_CARDINAL}(?:(?:[\s-]+|\s+and\s+)(?:{_CARDINAL}|a\b|{_FRACTION_WORD}))*\b")
 
 
 def _number_in_words(text: str) -> Candidate | None:
     """The last number written in words in a response with no digits (``There are twelve students.``); a
     lone ``one`` is a pronoun more often than a number."""
+    from .math_quantities import read_quantity  # lazy: math_quantities imports the normaliser, which imports this
+
     found = None
     for m in last_matches(_NUMBER_WORDS, text, 1):
-        if m.group(0).lower() != "one" and words_to_number(m.group(0)) is not None:
+        if m.group(0).lower() != "one" and read_quantity(m.group(0)) is not None:  # "two and three quarters"
             found = Candidate(m.group(0), m.start(), m.end(), "span")
     return found
 

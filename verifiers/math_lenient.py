@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .math_choices import base_verdict, choice_verdict
+from .math_choices import base_verdict, choice_verdict, read_choice
 from .math_cutoff import announces_more
 from .math_extract import (
     MAX_ANSWER_CHARS,
@@ -119,6 +119,8 @@ def _without_label(text: str) -> str:
 _TAIL_WORD = re.compile(
     r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
     r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
+_MONTH_ONLY = re.compile(r"(?i)(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)")
+_DAY_AFTER = re.compile(r"\.?\s*(\d{1,2}(?:st|nd|rd|th)?(?:,?\s*\d{4})?)\b")
 _DOLLAR_IN_MATH = re.compile(r"(?<![\\$])\$\\\$(?=\s*\d)")
 _TEXT_OPEN = re.compile(r"^\$?[ \t]*(?:\\[,;: ]|~)*[ \t]*\\(?:text|mathrm|mbox|textrm)\s*\{[ \t~]*")
 _SHORT_UNITS = frozenset({"in", "m", "s", "h", "l", "g", "min", "mi", "ft", "cm", "mm", "km", "kg", "yd", "oz", "lb",
@@ -139,8 +141,9 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
     response = response.replace("{,}", ",")  # "\\$1{,}250": LaTeX's thousands comma, read as a comma
     response = _DOLLAR_IN_MATH.sub(r"\\$$", response)  # "$\\$1,250$" -> "\\$$1,250$": the sign outside the maths
     whole = response.strip()
-    if answer_format == "auto" and len(whole) <= 120 and read_quantity(whole) is not None:
-        return whole  # "864 \\mbox{ inches}^2": the whole response is one quantity (not its last digit)
+    if answer_format == "auto" and len(whole) <= 120 and (read_quantity(whole) is not None or (
+            len(whole) <= 60 and read_choice(whole)[0] is not None and not re.search(r"(?i)answer|\\boxed", whole))):
+        return whole  # "864 \\mbox{ inches}^2", "Option B: 15": the whole response is one answer
     chosen = extract_candidate(response, answer_format=answer_format, extraction="lenient")
     if chosen is None or (chosen.kind == "conclusion" and announces_more(response.rstrip())):
         return None  # "..., so the hypotenuse is 13. Next, let's find the area.": the working goes on
@@ -148,6 +151,9 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
     clock = re.match(r"(?::\d{1,3})+(?!\d|\.\d)", response[end:]) if re.search(r"(?<![\d.])\d{1,3}$", value) else None
     if clock is not None:  # "So, the time is 2:45 p.m.", "the ratio is 3:4.": the number was cut at the colon
         value, end = value + clock.group(0), end + clock.end()
+    day = _DAY_AFTER.match(response, end) if _MONTH_ONLY.fullmatch(value.strip()) else None
+    if day is not None:  # "The answer is Dec. 25.": the statement stopped at the abbreviation's full stop
+        return value.strip() + " " + day.group(1)
     if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[end:], re.I):
         value = value[:-1].rstrip() + " " + value[-1] + ".m."  # "3:30 p" cut at the full stop of "p.m."
         return value

@@ -362,6 +362,21 @@ def _date(s: str) -> Quantity | None:
 
 # ---------------------------------------------------------------------------------------------------
 # The verdict.
+def _stated_quantity(text: str) -> Quantity | None:
+    """The quantity with a unit that ends a short phrase (``open for 8.5 hours`` -> ``8.5 hours``; at most 8 words,
+    none of them maths or a negation: ``\\log_2 8`` and ``not 5 m`` are no such phrase)."""
+    words = text.split()
+    if not 2 <= len(words) <= 8:
+        return None
+    for i in range(max(1, len(words) - 4), len(words)):
+        if re.match(r"[-−]?(?:\\\$|\$)?\d", words[i]):
+            prose = all(re.fullmatch(r"[A-Za-z']{2,},?", w) for w in words[:i])
+            negated = any(w.lower().strip(",") in ("not", "no", "never", "isn't", "without") for w in words[:i])
+            found = read_quantity(" ".join(words[i:])) if prose and not negated else None
+            return found if found is not None and found.dimension not in (None, "count") else None
+    return None
+
+
 def _plain(text: str, quantity: Quantity) -> bool:
     """Whether the usual grading reads ``text`` as the same number (``1{\\,}000`` it does not)."""
     number = parse_number(canonical(text))
@@ -374,7 +389,7 @@ def quantity_verdict(pred: str, gold: str) -> bool | None:
     g = read_quantity(gold)
     if g is None:
         return None
-    p = read_quantity(pred)
+    p = read_quantity(pred) or _stated_quantity(pred)
     if p is None:
         return None
     if g.kind == "clock" or p.kind == "clock":
