@@ -32,6 +32,8 @@ canonical = lru_cache(maxsize=4096)(_canonical)  # golds repeat across a problem
 _LEAD = r"(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice|letter)\s*(?:is\s*)?[:.]?\s*)?"
 _LETTER_ONLY = re.compile(rf"(?i)^{_LEAD}(?:option\s+|choice\s+)?[(\[]?\s*([A-J])\s*[)\]]?\s*[.:)]?$")
 _LETTER_VALUE = re.compile(rf"(?i)^{_LEAD}(?:\(([A-J])\)|([A-J])\s*[.):])\s*(\S.*)$", re.S)
+_PICK = re.compile(r"(?i:\b(?:choose|chose|pick|picked|select|selected|go\s+with|option|choice))\s*:?\s*"
+                   r"(?:\(([A-Ja-j])\)|([A-J]))(?![A-Za-z])")
 _OTHER_LABEL = re.compile(r"(?i)(?:^|[\s,;])\(?[A-J]\)|\b(?:and|or)\s+\(?[A-J]\b")
 
 
@@ -99,6 +101,9 @@ def choice_verdict(pred: str, gold: str, values_equal: Callable[[str, str], bool
         gold_letter = lone.upper()  # gold "c", response "(C)": a lower-case gold letter, a bracketed response
     same = values_equal or (lambda a, b: canonical(a) == canonical(b))
     letter, value = read_choice(pred)
+    if letter is None:
+        picked = {m.group(1) or m.group(2) for m in _PICK.finditer(pred)}
+        letter = picked.pop().upper() if len(picked) == 1 and len(pred.split()) <= 8 else None  # "I would choose D."
     if letter is not None:
         if letter != gold_letter:
             return False

@@ -173,6 +173,8 @@ def _number_with_units(s: str) -> Quantity | None:
         return None
     total, dimension, decimals, first_value = Fraction(0), None, None, None
     for number_text, scale, unit in parts:
+        if number_text.lower() in ("a", "an") and (unit is None or unit == _COUNT):
+            return None  # "a" is a number only before a unit ("an hour"), never a letter answer
         value, places, special = _read_number(number_text)
         if value is None:
             return None
@@ -203,6 +205,8 @@ def _split_parts(s: str) -> list[tuple[str, str | None, tuple[str, Fraction] | N
         if number_end <= 0:
             return None
         number_text, rest = rest[:number_end].strip(), rest[number_end:]
+        if number_text[-1:].isalpha():  # "half an hour", "three quarters of an hour"
+            rest = re.sub(r"(?i)^\s*(?:of\s+)?an?\s+(?=[A-Za-z])", " ", rest)
         scale = None
         m = _SCALE.match(rest) or _SCALE_SUFFIX.match(rest)
         if m is not None:
@@ -263,7 +267,7 @@ def _unit_of(m: re.Match[str]) -> tuple[str, Fraction] | None:
     return dim, factor
 
 
-_WORD_NUMBER = re.compile(r"(?i)^(?:(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+_WORD_NUMBER = re.compile(r"(?i)^(?:(?:a|an|dozen|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
                           r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fourty|fifty|"
                           r"sixty|seventy|eighty|ninety|hundred|zero|and|half|halves|thirds?|quarters?|fourths?|"
                           r"fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)\b|[\s-])+")
@@ -288,9 +292,16 @@ def _number_end(s: str) -> int:
     return 0
 
 
+_ARTICLE_NUMBERS = {"a": Fraction(1), "an": Fraction(1), "half": Fraction(1, 2), "a half": Fraction(1, 2),
+                   "a quarter": Fraction(1, 4), "quarter": Fraction(1, 4), "a third": Fraction(1, 3),
+                   "a dozen": Fraction(12), "dozen": Fraction(12)}
+
+
 def _read_number(text: str) -> tuple[Fraction | None, int | None, bool]:
     """Value, decimal places and whether words were read, for one number in its written forms."""
     text = text.strip()
+    if text.lower() in _ARTICLE_NUMBERS:
+        return _ARTICLE_NUMBERS[text.lower()], None, True
     mixed = _MIXED_WORDS.match(text)
     if mixed is not None:
         whole, _, _ = _read_number(mixed.group("whole"))
