@@ -119,6 +119,7 @@ def _without_label(text: str) -> str:
 _TAIL_WORD = re.compile(
     r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
     r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
+_LEADING_PART = re.compile(r"(\d[\d.]*\s*[A-Za-z]+\s*(?:,\s*|and\s+|,\s*and\s+)?)$")
 _MONTH_ONLY = re.compile(r"(?i)(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)")
 _DAY_AFTER = re.compile(r"\.?\s*(\d{1,2}(?:st|nd|rd|th)?(?:,?\s*\d{4})?)\b")
 _DOLLAR_IN_MATH = re.compile(r"(?<![\\$])\$\\\$(?=\s*\d)")
@@ -157,6 +158,11 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
     if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[end:], re.I):
         value = value[:-1].rstrip() + " " + value[-1] + ".m."  # "3:30 p" cut at the full stop of "p.m."
         return value
+    return _with_leading_part(response, chosen.start, _with_unit_after(response, value, end))
+
+
+def _with_unit_after(response: str, value: str, end: int) -> str:
+    """``value`` with the unit, ``a.m.``/``p.m.`` or scale word the response writes right after it."""
     quantity = read_quantity(value)
     if quantity is None or quantity.dimension is not None or not re.search(r"[\d}]\s*\$?$", value):
         return value
@@ -174,6 +180,16 @@ def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
         if name in _SHORT_UNITS and not re.match(r"\s*(?:[.,;:!?)\]}$]|$)", after):
             return value  # "12 in total": a short unit needs the sentence to end after it
     return f"{value} {word}"
+
+
+def _with_leading_part(response: str, start: int, value: str) -> str:
+    """``20 minutes`` read from "1 hour and 20 minutes": the parts before it in the same dimension join it."""
+    quantity = read_quantity(value)
+    if quantity is None or quantity.dimension in (None, "count"):
+        return value
+    lead = _LEADING_PART.search(response, max(0, start - 40), start)
+    joined = read_quantity(lead.group(1) + value) if lead is not None else None
+    return lead.group(1) + value if joined is not None and joined.dimension == quantity.dimension else value
 
 
 def _relaxed(pred: str, gold: str) -> list[tuple[str, str]]:
