@@ -1,5 +1,9 @@
 """Math verifiers side by side on the labelled tables (tests/verifiers/math_cases.py, math_lenient_cases.py).
 
+The ``round4`` table (``ROUND4_CASES`` in math_lenient_cases.py: units, truncation, choice, typography,
+mixed numbers, times and dates, base-n, percent) is also reported per category: accuracy and false
+positives of every system on each.
+
 Compares, in one run and on the same cases: ``MathVerifier()`` (strict extraction, the RL default),
 ``MathVerifier(extraction="lenient")`` (evaluation), plain Math-Verify (``verify(parse(gold),
 parse(response))``), ``MathVerifier(answer_format="dapo")`` and the bare DAPO string rule (verl's
@@ -35,7 +39,7 @@ from dapo_env.verifiers import MathVerifier  # noqa: E402
 from dapo_env.verifiers.math_normalize import dapo_normalize  # noqa: E402
 from dapo_env.verifiers.math_symbolic import get_helper, warm_up  # noqa: E402
 from math_cases import CASES  # noqa: E402
-from math_lenient_cases import LENIENT_CASES  # noqa: E402
+from math_lenient_cases import LENIENT_CASES, ROUND4_CASES  # noqa: E402
 from peer_cases import peer_cases  # noqa: E402
 from _paths import add_out_argument, out_path, write_json  # noqa: E402
 
@@ -103,6 +107,36 @@ def run_single(verifier, cases: list[tuple[str, str, bool]], limit_s: float) -> 
     }
 
 
+def run_categories(verifier, cases: list[tuple[str, object, bool, str]]) -> dict[str, dict[str, float]]:
+    """Accuracy and false positives of ``verifier`` on each category of ``(response, gold, expected, category)``."""
+    out: dict[str, dict[str, float]] = {}
+    for response, gold, expected, category in cases:
+        try:
+            correct = verifier(response, gold).correct
+        except InvalidReference:
+            correct = False
+        row = out.setdefault(category, {"cases": 0, "right": 0, "false_positives": 0})
+        row["cases"] += 1
+        row["right"] += correct == expected
+        row["false_positives"] += correct and not expected
+    for row in out.values():
+        row["accuracy"] = row.pop("right") / row["cases"]
+    return out
+
+
+def print_categories(rows: dict[str, dict[str, dict[str, float]]]) -> None:
+    systems = list(rows)
+    categories = list(rows[systems[0]])
+    print("\nround4 table by category: accuracy / false positives")
+    header = f"{'category':12s} {'n':>4s}" + "".join(f" {name[:22]:>24s}" for name in systems)
+    print(header)
+    print("-" * len(header))
+    for category in categories:
+        cells = "".join(f" {rows[s][category]['accuracy']:>18.3f} / {rows[s][category]['false_positives']:<3d}"
+                        for s in systems)
+        print(f"{category:12s} {rows[systems[0]][category]['cases']:4d}{cells}")
+
+
 def run_pooled(verifier, cases: list[tuple[str, str, bool]], workers: int, limit_s: float) -> float:
     """Steady-state cases per second through ``verify_batch`` with ``workers`` processes."""
     from dapo_env.verifiers import VerifierPool, verify_batch
@@ -143,6 +177,7 @@ def main() -> None:
     tables = {
         "labelled": [(c.response, c.gold, c.expected) for c in CASES],
         "lenient": [(c.prediction, c.gold, c.expected) for c in LENIENT_CASES],
+        "round4": [(c.prediction, c.gold, c.expected) for c in ROUND4_CASES],
     }
     if args.peer is not None:
         tables["peer"] = [(c.prediction, c.gold, c.expected) for c in peer_cases(args.peer)]
@@ -157,25 +192,39 @@ def main() -> None:
         "DAPO string rule": DapoStringRule(),
     }
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its per-case timeout warnings
+    baseline_gold = {BASELINE, "DAPO string rule"}  # the bare rules take a string gold: a choices mapping's answer
     results: dict[str, dict[str, dict[str, float]]] = {}
     for table, cases in tables.items():
         rows: dict[str, dict[str, float]] = {}
         for name, verifier in systems.items():
+            run_cases = [(r, _gold_text(g), e) for r, g, e in cases] if name in baseline_gold else cases
             if isinstance(verifier, MathVerifier):  # a fresh symbolic helper: no sympy cache from a previous system
                 get_helper().close()
                 warm_up()
-            rows[name] = run_single(verifier, cases, args.limit_s)
+            rows[name] = run_single(verifier, run_cases, args.limit_s)
             if args.workers > 0:
-                rows[name]["pooled_cases_per_s"] = run_pooled(verifier, cases, args.workers, args.limit_s)
+                rows[name]["pooled_cases_per_s"] = run_pooled(verifier, run_cases, args.workers, args.limit_s)
             rows[name]["x_math_verify"] = 0.0
         for row in rows.values():
             row["x_math_verify"] = row["cases_per_s"] / rows[BASELINE]["cases_per_s"]
         results[table] = rows
         print_table(f"{table} table: {len(cases)} cases, time limit {args.limit_s}s", rows)
+    by_category = {}
+    for name, verifier in systems.items():
+        gold_of = _gold_text if name in baseline_gold else (lambda g: g)
+        by_category[name] = run_categories(
+            verifier, [(c.prediction, gold_of(c.gold), c.expected, c.category) for c in ROUND4_CASES])
+    print_categories(by_category)
     write_json(out_path(args.out, "bench_verifiers"), {
         "cases": {t: len(c) for t, c in tables.items()}, "limit_s": args.limit_s, "workers": args.workers,
         "command": "python benchmarks/bench_verifiers.py " + " ".join(sys.argv[1:]), "tables": results,
+        "round4_by_category": by_category,
     })
+
+
+def _gold_text(gold: object) -> str:
+    """A reference mapping's answer as the string a bare rule compares (``{"ground_truth": "B", ...}`` -> ``B``)."""
+    return str(gold["ground_truth"]) if isinstance(gold, dict) else str(gold)
 
 
 if __name__ == "__main__":

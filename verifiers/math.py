@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dapo_env.types import VerifyResult
-from .math_extract import EXTRACTIONS, extract_answer
-from .math_normalize import dapo_normalize
-from .references import math_gold, solution_answer
 
 from . import math_lenient
+from .math_choices import choice_gold
+from .math_extract import EXTRACTIONS, extract_answer
 from .math_grade import grade, symbolic_grade
+from .math_normalize import dapo_normalize
+from .references import math_gold, solution_answer
 
 _FORMATS = ("auto", "dapo", "boxed")
 
@@ -87,7 +89,10 @@ class MathVerifier:
         anything else, or a solution with neither, raises ``InvalidReference``. Lenient extraction keeps
         the text: it reads any gold like a response when grading."""
         gold = math_gold(reference)
-        return gold if self.extraction == "lenient" else solution_answer(gold)
+        if self.extraction != "lenient":
+            return solution_answer(gold)
+        choices = _choices_of(reference)
+        return choice_gold(gold, choices) if choices is not None else gold
 
     def __call__(self, response: str, gold: str, /) -> VerifyResult:
         """Grade ``response`` against ``gold``. Never raises on model output."""
@@ -101,7 +106,10 @@ class MathVerifier:
             gold = math_lenient.lenient_gold(gold) if lenient else gold
             if self.answer_format == "dapo":
                 return _dapo_score(response, gold)
-            extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
+            if lenient:
+                extracted = math_lenient.lenient_extract(response, self.answer_format)
+            else:
+                extracted = extract_answer(response, answer_format=self.answer_format, extraction=self.extraction)
             if extracted is None or not extracted.strip():
                 return VerifyResult(False, 0.0, None, "no_answer")
             verdict, reason = math_lenient.grade_lenient(extracted, gold) if lenient else grade(extracted, gold)
@@ -114,6 +122,15 @@ class MathVerifier:
             return VerifyResult(verdict, 1.0 if verdict else 0.0, extracted.strip(), reason)
         except Exception as exc:  # noqa: BLE001 - never raise on model output
             return VerifyResult(False, 0.0, None, f"error:{type(exc).__name__}")
+
+
+def _choices_of(reference: object) -> object | None:
+    """The options a mapping reference names (``choices`` or ``options``), else ``None``."""
+    if isinstance(reference, Mapping):
+        for key in ("choices", "options"):
+            if reference.get(key):
+                return reference[key]
+    return None
 
 
 def _dapo_score(response: str, gold: str) -> VerifyResult:

@@ -37,6 +37,7 @@ import itertools
 import re
 
 from .math_conclusions import CORRECTION, conclusion_candidates
+from .math_cutoff import reads_cut_off
 from .math_statements import Candidate, clean, hedged, keyword_matches, last_matches, lowered, statement_candidates
 from .math_words import words_to_number
 
@@ -214,7 +215,7 @@ def select(response: str, found: list[Candidate]) -> Candidate | None:
 
 _NEGATED = re.compile(r"(?i)(?:\bnot\s+(?:equal\s+to\s+)?|n't\s+|\\neq?\s*|≠\s*)\$?$")
 _LAST_SPAN = re.compile(r"\$\$([^$]{1,1000})\$\$|\$([^$]{1,1000})\$|\\\((.{1,1000}?)\\\)|\\\[(.{1,1000}?)\\\]", re.S)
-_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])[-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?%?|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
+_LAST_NUMBER = re.compile(r"(?<![A-Za-z\d])[-+]?(?:\d{1,2}:\d\d(?![\d:])|\d[\d,]*(?:\.\d+)?(?:[ \t]+\d+/\d+|\s*/\s*\d+)?%?)|\\[dt]?frac\{[^{}]{1,50}\}\{[^{}]{1,50}\}")
 
 
 def lenient_answer(text: str) -> Candidate | None:
@@ -236,10 +237,29 @@ def lenient_answer(text: str) -> Candidate | None:
     for m in last_matches(_LAST_NUMBER, outside, 1):
         number = Candidate(m.group(0).rstrip(",").strip(), offset + m.start(), offset + m.end(), "span")
     options = [c for c in (span, number) if c is not None]
-    chosen = max(options, key=lambda c: c.end) if options else _choice_letter(text)
+    chosen = max(options, key=lambda c: c.end) if options else (_number_in_words(text) or _choice_letter(text))
     if chosen is not None and _NEGATED.search(text, max(0, chosen.start - 16), chosen.start):
         return None  # "the answer is not 5": a value ruled out is no answer
     return chosen
+
+
+_CARDINAL = (r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+             r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|"
+             r"thousand|million|billion)")
+_FRACTION_WORD = r"(?:halves|half|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)"
+_NUMBER_WORDS = re.compile(rf"(?i)\b{_CARDINAL}(?:(?:[\s-]+|\s+and\s+)(?:{_CARDINAL}|a\b|{_FRACTION_WORD}))*\b")
+
+
+def _number_in_words(text: str) -> Candidate | None:
+    """The last number written in words in a response with no digits (``There are twelve students.``); a
+    lone ``one`` is a pronoun more often than a number."""
+    from .math_quantities import read_quantity  # lazy: math_quantities imports the normaliser, which imports this
+
+    found = None
+    for m in last_matches(_NUMBER_WORDS, text, 1):
+        if m.group(0).lower() != "one" and read_quantity(m.group(0)) is not None:  # "two and three quarters"
+            found = Candidate(m.group(0), m.start(), m.end(), "span")
+    return found
 
 
 _LEADING_LETTER = re.compile(r"\s*\(?([A-E])[.):](?:\s|$)")
@@ -258,6 +278,18 @@ def _choice_letter(text: str) -> Candidate | None:
     return Candidate(found[-1].group(1), found[-1].start(1), found[-1].end(1), "span")
 
 
+def extract_candidate(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> Candidate | None:
+    """:func:`extract_answer`'s choice with its position in ``response`` (``answer_format`` ``"auto"`` or
+    ``"boxed"``): what comes right after it (a unit, ``p.m.``) can then be read too."""
+    found, unclosed = _scan(response, answer_format)
+    chosen = select(response, found)
+    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
+        return None  # the final box was cut off mid-way: the last commitment is incomplete
+    if chosen is None and extraction == "lenient" and not reads_cut_off(response):
+        chosen = lenient_answer(response)
+    return chosen
+
+
 def extract_answer(response: str, *, answer_format: str = "auto", extraction: str = "strict") -> str | None:
     """The response's final answer under the extraction policy, or ``None`` if it never commits.
 
@@ -265,7 +297,8 @@ def extract_answer(response: str, *, answer_format: str = "auto", extraction: st
         response: the model's output.
         answer_format: ``"auto"`` (every kind of commitment), ``"boxed"`` (only ``\\boxed{}``/``\\fbox{}``)
             or ``"dapo"`` (the DAPO paper's rule: last ``Answer: X`` match in the last 300 characters).
-        extraction: ``"strict"`` (commitments only) or ``"lenient"`` (else the last math span or number).
+        extraction: ``"strict"`` (commitments only) or ``"lenient"`` (else the last math span or number,
+            unless the response reads as cut off mid-working: :func:`~dapo_env.verifiers.math_cutoff.reads_cut_off`).
 
     Example:
         >>> extract_answer("so x = 3.\\n\\nAnswer: $3$"), extract_answer("x is 3 or 4"), extract_answer("7")
@@ -274,14 +307,8 @@ def extract_answer(response: str, *, answer_format: str = "auto", extraction: st
     if answer_format == "dapo":
         matches = _DAPO_PATTERN.findall(response[-300:])
         return matches[-1] if matches else None
-    found, unclosed = _scan(response, answer_format)
-    chosen = select(response, found)
-    if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
-        return None  # the final box was cut off mid-way: the last commitment is incomplete
-    if chosen is None and extraction == "lenient":
-        chosen = lenient_answer(response)
+    chosen = extract_candidate(response, answer_format=answer_format, extraction=extraction)
     return chosen.value[:MAX_ANSWER_CHARS] if chosen is not None else None
 
-
-__all__ = ["Candidate", "bare_answer", "boxes", "candidates", "extract_answer", "lenient_answer", "match_brace",
-           "select"]
+__all__ = ["Candidate", "bare_answer", "boxes", "candidates", "extract_answer", "extract_candidate", "lenient_answer",
+           "match_brace", "select"]

@@ -28,9 +28,18 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from .math_choices import base_verdict, choice_verdict, read_choice
+from .math_cutoff import announces_more
+from .math_extract import (
+    MAX_ANSWER_CHARS,
+    bare_answer,
+    extract_answer,
+    extract_candidate,
+    lenient_answer,
+)
 from .math_grade import grade as strict_grade
-from .math_extract import bare_answer, extract_answer, lenient_answer
 from .math_normalize import canonical, parse_number
+from .math_quantities import quantity_verdict, read_quantity
 
 MIN_SIGNIFICANT = 4  # a rounded decimal needs this many significant digits to stand for an exact value
 _LABEL = r"(?:[A-Za-z|:\\{}_ ]|_\{?\w+\}?|\\frac\{[A-Za-z]+\}\{[A-Za-z]+\})+"
@@ -69,7 +78,18 @@ def _prose_words(text: str) -> int:
 
 
 def grade_lenient(pred: str, gold: str) -> tuple[bool | None, str]:
-    """:func:`~dapo_env.verifiers.math.grade`, then the relaxed forms of the module docstring."""
+    """Round 4's readings first (choices, base-n numerals, quantities with units, times and dates: each
+    decides when it reads both sides), then :func:`~dapo_env.verifiers.math.grade` and the relaxed forms of
+    the module docstring."""
+    verdict = choice_verdict(pred, gold, _values_equal)
+    if verdict is not None:
+        return verdict, "equal:choice" if verdict else "not_equal"
+    verdict = base_verdict(pred, gold)
+    if verdict is not None:
+        return verdict, "equal:string" if verdict else "not_equal"
+    verdict = quantity_verdict(_without_label(pred), _without_label(gold))
+    if verdict is not None:
+        return verdict, "equal:numeric" if verdict else "not_equal"
     verdict, reason = strict_grade(pred, gold)
     if verdict:
         return verdict, reason
@@ -80,6 +100,96 @@ def grade_lenient(pred: str, gold: str) -> tuple[bool | None, str]:
     if _rounded_decimal(pred, gold):
         return True, "equal:numeric"
     return verdict, reason
+
+
+def _values_equal(pred: str, gold: str) -> bool:
+    """An option's text against the response's value (exact grading only: choices are short)."""
+    verdict = quantity_verdict(pred, gold)
+    return verdict if verdict is not None else strict_grade(pred, gold)[0] is True
+
+
+_LABEL_PREFIX = re.compile(r"^\s*\$?\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?=[^=]+$)")
+
+
+def _without_label(text: str) -> str:
+    """``t = 3 \\text{ hours}`` -> ``3 \\text{ hours}``: a lone variable's value."""
+    return _LABEL_PREFIX.sub("", text, count=1)
+
+
+_TAIL_WORD = re.compile(
+    r"(?i)\$?[ \t]*(?:(?P<mer>[ap]\.\s?m\.|[ap]m\b)|(?P<scale>thousand|million|billion|trillion)\b|"
+    r"(?P<unit>(?:(?:square|sq|cubic)\s+)?[A-Za-z/%]+(?:\s+per\s+[a-z]+)?(?:\^\{?[23]\}?)?)|(?P<pct>%))")
+_LEADING_PART = re.compile(r"(\d[\d.]*\s*[A-Za-z]+\s*(?:,\s*|and\s+|,\s*and\s+)?)$")
+_MONTH_ONLY = re.compile(r"(?i)(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)")
+_DAY_AFTER = re.compile(r"\.?\s*(\d{1,2}(?:st|nd|rd|th)?(?:,?\s*\d{4})?)\b")
+_DOLLAR_IN_MATH = re.compile(r"(?<![\\$])\$\\\$(?=\s*\d)")
+_TEXT_OPEN = re.compile(r"^\$?[ \t]*(?:\\[,;: ]|~)*[ \t]*\\(?:text|mathrm|mbox|textrm)\s*\{[ \t~]*")
+_SHORT_UNITS = frozenset({"in", "m", "s", "h", "l", "g", "min", "mi", "ft", "cm", "mm", "km", "kg", "yd", "oz", "lb",
+                          "hr", "sec", "rad", "deg", "ml", "gal", "cu", "sq"})
+
+
+def lenient_extract(response: str, answer_format: str = "auto") -> str | None:
+    """Lenient extraction (:func:`~dapo_env.verifiers.math_extract.extract_answer` with
+    ``extraction="lenient"``), with what the answer's own text continues into: a unit, ``a.m.``/``p.m.`` or
+    a scale word right after a number (``So the distance is 5 m.`` gives ``5 m``; ``\\boxed{40}$ liters``
+    gives ``40 liters``), so that a unit can be checked. A concluding sentence followed by one that announces
+    more working (``Next, let's find the area.``) is no answer here: the response stopped mid-working.
+
+    Example:
+        >>> lenient_extract("So the distance is 5 m."), lenient_extract("Answer: 3:30 p.m.")
+        ('5 m', '3:30 p.m.')
+    """
+    response = response.replace("{,}", ",")  # "\\$1{,}250": LaTeX's thousands comma, read as a comma
+    response = _DOLLAR_IN_MATH.sub(r"\\$$", response)  # "$\\$1,250$" -> "\\$$1,250$": the sign outside the maths
+    whole = response.strip()
+    if answer_format == "auto" and len(whole) <= 120 and (read_quantity(whole) is not None or (
+            len(whole) <= 60 and read_choice(whole)[0] is not None and not re.search(r"(?i)answer|\\boxed", whole))):
+        return whole  # "864 \\mbox{ inches}^2", "Option B: 15": the whole response is one answer
+    chosen = extract_candidate(response, answer_format=answer_format, extraction="lenient")
+    if chosen is None or (chosen.kind == "conclusion" and announces_more(response.rstrip())):
+        return None  # "..., so the hypotenuse is 13. Next, let's find the area.": the working goes on
+    value, end = chosen.value[:MAX_ANSWER_CHARS], chosen.end
+    clock = re.match(r"(?::\d{1,3})+(?!\d|\.\d)", response[end:]) if re.search(r"(?<![\d.])\d{1,3}$", value) else None
+    if clock is not None:  # "So, the time is 2:45 p.m.", "the ratio is 3:4.": the number was cut at the colon
+        value, end = value + clock.group(0), end + clock.end()
+    day = _DAY_AFTER.match(response, end) if _MONTH_ONLY.fullmatch(value.strip()) else None
+    if day is not None:  # "The answer is Dec. 25.": the statement stopped at the abbreviation's full stop
+        return value.strip() + " " + day.group(1)
+    if re.search(r"\d\s*[ap]$", value, re.I) and re.match(r"\.?\s?m\b\.?", response[end:], re.I):
+        value = value[:-1].rstrip() + " " + value[-1] + ".m."  # "3:30 p" cut at the full stop of "p.m."
+        return value
+    return _with_leading_part(response, chosen.start, _with_unit_after(response, value, end))
+
+
+def _with_unit_after(response: str, value: str, end: int) -> str:
+    """``value`` with the unit, ``a.m.``/``p.m.`` or scale word the response writes right after it."""
+    quantity = read_quantity(value)
+    if quantity is None or quantity.dimension is not None or not re.search(r"[\d}]\s*\$?$", value):
+        return value
+    tail = _TEXT_OPEN.sub("", response[end : end + 60], count=1)  # "\\boxed{5}\\text{ m}"
+    m = _TAIL_WORD.match(tail.lstrip(" \t"))
+    if m is None:
+        return value
+    word = m.group(0).lstrip("$").strip()
+    after = tail.lstrip(" \t")[m.end():]
+    if m.group("unit") is not None:
+        name = m.group("unit").lower()
+        known = read_quantity("1 " + word)
+        if known is None or known.dimension in (None, "count"):
+            return value
+        if name in _SHORT_UNITS and not re.match(r"\s*(?:[.,;:!?)\]}$]|$)", after):
+            return value  # "12 in total": a short unit needs the sentence to end after it
+    return f"{value} {word}"
+
+
+def _with_leading_part(response: str, start: int, value: str) -> str:
+    """``20 minutes`` read from "1 hour and 20 minutes": the parts before it in the same dimension join it."""
+    quantity = read_quantity(value)
+    if quantity is None or quantity.dimension in (None, "count"):
+        return value
+    lead = _LEADING_PART.search(response, max(0, start - 40), start)
+    joined = read_quantity(lead.group(1) + value) if lead is not None else None
+    return lead.group(1) + value if joined is not None and joined.dimension == quantity.dimension else value
 
 
 def _relaxed(pred: str, gold: str) -> list[tuple[str, str]]:
@@ -151,4 +261,4 @@ def _rounded_decimal(pred: str, gold: str) -> bool:
     return abs(exact.value - number.value) <= Fraction(1, 2 * 10**number.decimals)
 
 
-__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_gold"]
+__all__ = ["MIN_SIGNIFICANT", "grade_lenient", "lenient_extract", "lenient_gold"]

@@ -8,7 +8,7 @@ from dapo_env.verifiers import MathVerifier
 from dapo_env.verifiers.math_extract import extract_answer, lenient_answer
 from dapo_env.verifiers.math_symbolic import warm_up
 
-from math_lenient_cases import LENIENT_CASES  # noqa: E402 - pytest puts this folder on sys.path
+from math_lenient_cases import LENIENT_CASES, ROUND4_CASES  # noqa: E402 - pytest puts this folder on sys.path
 
 LENIENT = MathVerifier(extraction="lenient")
 STRICT = MathVerifier()
@@ -23,6 +23,55 @@ def _started_helper() -> None:
 def test_lenient_table(case) -> None:
     result = LENIENT(case.prediction, case.gold)
     assert result.correct is case.expected, (result, case.gold)
+
+
+@pytest.mark.parametrize("case", ROUND4_CASES, ids=[f"{i}-{c.category}" for i, c in enumerate(ROUND4_CASES)])
+def test_round4_table(case) -> None:
+    result = LENIENT(case.prediction, case.gold)
+    assert result.correct is case.expected, (result, case.gold)
+
+
+def test_round4_table_covers_its_categories_with_near_misses() -> None:
+    by_category: dict[str, list] = {}
+    for case in ROUND4_CASES:
+        by_category.setdefault(case.category, []).append(case)
+    assert set(by_category) == {"units", "truncation", "choice", "typography", "mixed", "times", "base_n", "percent"}
+    assert len(ROUND4_CASES) >= 150
+    for category, cases in by_category.items():
+        assert sum(c.expected for c in cases) >= 3 and sum(not c.expected for c in cases) >= 3, category
+
+
+def test_round4_leaves_strict_mode_alone() -> None:
+    """Units, cut-off responses, choices and typography are lenient habits: strict verdicts do not move."""
+    assert STRICT("Answer: 5 m", "5\\text{ km}").correct  # strict drops units on both sides, as before
+    assert STRICT("Answer: 0.25", "25\\%").correct
+    assert STRICT("Answer: b", "B").reason == "not_equal"
+    assert not LENIENT("Answer: 5 m", "5\\text{ km}").correct and not LENIENT("Answer: 0.25", "25\\%").correct
+
+
+@pytest.mark.parametrize(
+    "choices", [["12", "15", "18", "21"], {"A": "12", "B": "15", "C": "18", "D": "21"}, "(A) 12 (B) 15 (C) 18 (D) 21"])
+def test_a_reference_names_its_options_in_any_of_three_forms(choices) -> None:
+    for gold in ("B", "15", "(B)"):
+        reference = {"ground_truth": gold, "choices": choices}
+        assert LENIENT("Answer: 15", reference).correct and LENIENT("The answer is (b).", reference).correct
+        assert not LENIENT("Answer: 18", reference).correct and not LENIENT("Answer: (C) 15", reference).correct
+    assert STRICT("Answer: 15", {"ground_truth": "B", "choices": choices}).reason == "not_equal"  # strict: as before
+
+
+@pytest.mark.parametrize(
+    "response",
+    [" " * 100_000 + "x", "1 " * 50_000, "$" * 20_000, "one and " * 20_000, "5 m " * 20_000, "3:30 " * 20_000,
+     "A B " * 20_000, "{" * 20_000, "<think> " + "so 5. " * 20_000, "  <|im_end|>" * 2_000 + " user", "(B) " * 20_000],
+    ids=lambda text: f"{text[:10]!r}x{len(text)}",
+)
+def test_round4_readings_stay_fast_on_hostile_text(response: str) -> None:
+    import time
+
+    for gold in ("5", "5 \\text{ km}", "B", "3:30 p.m.", "1011_2", {"ground_truth": "B", "choices": ["1", "2"]}):
+        start = time.perf_counter()
+        LENIENT(response, gold)
+        assert time.perf_counter() - start < 2.0, (response[:20], gold)
 
 
 def test_lenient_table_covers_its_categories() -> None:
