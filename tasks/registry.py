@@ -130,11 +130,11 @@ def broken_tasks() -> dict[str, str]:
 
 def task_origin(env_id: str) -> str:
     """Where a registered id came from: ``"built-in"``, ``"spec /path/x.yaml"``, ``"entry point NAME (package
-    DIST)"``, ``"python"`` (``register_task`` at run time) or a Gymnasium env (``"gymnasium"``)."""
+    DIST)"``, ``"python"`` (``register_task`` at run time) or another package's Gymnasium env."""
     if env_id in _ORIGINS:
         return _ORIGINS[env_id]
     if env_id in gymnasium.registry:
-        return "gymnasium (another package's env)"
+        return "the Gymnasium registry (another package's env)"
     raise KeyError(f"unknown task {env_id!r}")
 
 
