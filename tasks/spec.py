@@ -310,8 +310,8 @@ class SpecConverter:
         if self.solution and self.solution not in keep:
             keep.append(self.solution)  # validate runs it against the tests
         metadata = {}
-        for column in keep:
-            value = get_field(row, column)  # a listed metadata column that a row lacks is that row's error
+        for column in keep:  # a column listed in fields.metadata that a row lacks is that row's error
+            value = get_field(row, column, required=self.metadata is not None and column != self.solution)
             metadata[column] = value.tolist() if hasattr(value, "tolist") else value
         return Problem(id=str(index) if problem_id is None else str(problem_id), question=question, answer=answer,
                        metadata=metadata)

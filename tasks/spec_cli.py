@@ -136,16 +136,18 @@ def guess_fields(rows: Sequence[Mapping[str, Any]], kind: str) -> tuple[dict[str
     transform = "none"
     if kind == "math":
         answers = [str(r.get(fields["answer"], "")) for r in rows]
-        if all("####" in a for a in answers):
+        hashes, boxes = sum("####" in a for a in answers), sum("\\boxed" in a for a in answers)
+        if 2 * hashes > len(answers):
             transform = "gsm8k"
-            why.append(f"answer_transform gsm8k: every sampled answer holds a '#### N' line ({len(answers)} rows)")
-        elif all("\\boxed" in a for a in answers):
+            why.append(f"answer_transform gsm8k: {hashes} of {len(answers)} sampled answers hold a '#### N' line")
+        elif 2 * boxes > len(answers):
             transform = "boxed"
-            why.append(f"answer_transform boxed: every sampled answer is a solution with \\boxed{{}} ({len(answers)} rows)")
+            why.append(f"answer_transform boxed: {boxes} of {len(answers)} sampled answers are solutions with \\boxed{{}}")
         else:
             why.append("answer_transform none: the answers are used as they are (no '#### N' line, no \\boxed{})")
     rest = [c for c in columns if c not in taken]
-    why.append(f"metadata     <- every other column {rest}: usable as {{name}} in the prompt")
+    usable = f"usable as {{{rest[0]}}} in the prompt" if rest else "none left"
+    why.append(f"metadata     <- every other column {rest}: {usable}")
     return fields, transform, why
 
 
