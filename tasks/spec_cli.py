@@ -146,8 +146,8 @@ def guess_fields(rows: Sequence[Mapping[str, Any]], kind: str) -> tuple[dict[str
         else:
             why.append("answer_transform none: the answers are used as they are (no '#### N' line, no \\boxed{})")
     rest = [c for c in columns if c not in taken]
-    usable = f"usable as {{{rest[0]}}} in the prompt" if rest else "none left"
-    why.append(f"metadata     <- every other column {rest}: {usable}")
+    if rest:
+        why.append(f"metadata     <- every other column {rest}: usable as {{{rest[0]}}} in the prompt")
     return fields, transform, why
 
 
