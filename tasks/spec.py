@@ -418,7 +418,12 @@ class SpecSource:
             data_files = list(by_split.get(split, by_split.get("*", ())))
         elif data_files is None and not self.dataset.hub_id:
             raise TaskDataError(f"{self.spec_path}: field 'data': no files and no hub id; add data.files or data.hub")
-        problems = self.dataset.load(split, data_files, **kwargs)
+        try:
+            problems = self.dataset.load(split, data_files, **kwargs)
+        except TaskDataError as exc:
+            if str(exc).startswith(("could not read", "cannot tell the format")):  # not a row: the file itself
+                raise TaskDataError(f"{self.spec_path}: field 'data.files': {' '.join(str(exc).split())}") from exc
+            raise
         if problems:
             first = problems[0]
             have = {"question", *first.metadata}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .discovery import ENV_VAR
+from .base import TaskDataError
 from .loading import RowError, read_file, read_hub
 from .spec import SPEC_SUFFIXES, SpecConverter, SpecError, TaskSpec, load_task_spec, register_spec, spec_for
 
@@ -259,16 +260,19 @@ def validate(path: Path, *, splits: Sequence[str] | None = None) -> int:
         if convert is None:
             problems = list(task.load(split))
         else:
-            sources = [(f, read_file(f)) for f in files] if files else [
+            sources = [(f, _lazy_rows(f)) for f in files] if files else [
                 (f"hub:{task.source.hub_id}", read_hub(task.source.hub_id, task.source.hub_config, split,
                                                        env_id=task.env_id, example="rows.jsonl"))]
             for where, rows in sources:
-                for index, row in enumerate(rows):
-                    try:
-                        problems.append(convert(row, index))
-                    except RowError as exc:
-                        bad += 1
-                        failures.append(f"{where}:{index + 1}: field {exc.field!r}: {exc}")
+                try:
+                    for index, row in enumerate(rows):
+                        try:
+                            problems.append(convert(row, index))
+                        except RowError as exc:
+                            bad += 1
+                            failures.append(f"{where}:{index + 1}: field {exc.field!r}: {exc}")
+                except TaskDataError as exc:  # the file itself cannot be read
+                    failures.append(f"{spec.path}: field 'data.files': {' '.join(str(exc).split())}")
         problems_by_split[split] = problems
         rendered = 0
         for problem in problems:
@@ -288,6 +292,10 @@ def validate(path: Path, *, splits: Sequence[str] | None = None) -> int:
         return 1
     print(f"OK {task.env_id}: every row, prompt and fixture passed")
     return 0
+
+
+def _lazy_rows(path: str) -> Any:
+    yield from read_file(path)  # read when iterated, so an unreadable file is reported with the others
 
 
 def _run_fixtures(spec: TaskSpec, problems_by_split: Mapping[str, list[Any]]) -> list[str]:

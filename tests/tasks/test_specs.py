@@ -199,3 +199,46 @@ def test_code_spec_grades_in_the_sandbox(tmp_path: Path, registered: list[str]) 
     spec = load_task_spec(tmp_path / "SpecCode.yaml")
     assert spec.task.load()[0].answer.entry_point == "add" and spec.solution_column == "solution"
     assert json.loads(json.dumps(spec.task.load()[0].answer.to_dict()))["tests"][0] == "assert add(1, 2) == 3"
+
+
+def test_multi_turn_spec_with_tools_by_import_path(tmp_path: Path, registered: list[str]) -> None:
+    (tmp_path / "table_tools.py").write_text(
+        "def lookup(key: str) -> str:\n    '''Look a key up.\n\n    Args:\n        key: the key\n    '''\n"
+        "    return {'b': '2'}.get(key, 'no such key')\n")
+    spec = math_spec(tmp_path, name="ToolMath",
+                     extra="multi_turn: {tools: ['table_tools:lookup'], max_tool_calls: 2, tool_format: hermes}\n")
+    env_id = register_spec(spec)
+    registered.append(env_id)
+    task = get_task(env_id)
+    assert task.turns == "multi-turn" and [t.name for t in task.interaction.tools] == ["lookup"]
+    assert gym.spec(env_id).entry_point == "dapo_env.multiturn:MultiTurnEnv"
+
+
+def test_entry_point_returning_tasks_and_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               registered: list[str]) -> None:
+    from importlib.metadata import EntryPoint
+
+    from dapo_env.tasks.discovery import TaskSourceWarning, _load_entry_point
+
+    spec = math_spec(tmp_path, name="PluginSpec")
+    (tmp_path / "plugin_probe.py").write_text(
+        "from dapo_env.tasks import Task, get_task\n"
+        f"def tasks():\n    return [Task(name='PluginTask', source=get_task('GSM8K-v0').source, "
+        f"verifier=get_task('GSM8K-v0').verifier), {str(spec)!r}]\n"
+        "def broken():\n    raise RuntimeError('plugin bug')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ids = _load_entry_point(EntryPoint("probe", "plugin_probe:tasks", "dapo_env.tasks"))
+    registered.extend(ids)
+    assert ids == ["PluginTask-v0", "PluginSpec-v0"]
+    assert task_origin("PluginTask-v0") == "entry point probe = plugin_probe:tasks"
+    with pytest.warns(TaskSourceWarning, match="plugin_probe:broken: failed to load .RuntimeError: plugin bug"):
+        assert _load_entry_point(EntryPoint("bad", "plugin_probe:broken", "dapo_env.tasks")) == []
+
+
+def test_an_unreadable_data_file_names_the_spec_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "rows.jsonl").write_text('{"question": "1+1?", "solution": "#### 2"}\nnot json at all {\n')
+    spec = math_spec(tmp_path)
+    with pytest.raises(TaskDataError, match=rf"^{spec}: field 'data.files': could not read .*rows.jsonl"):
+        load_spec(spec).load()
+    assert validate(spec) == 1
+    assert f"{spec}: field 'data.files': could not read" in capsys.readouterr().out
