@@ -54,7 +54,8 @@ def add_parsers(sub: Any, formatter_class: type[argparse.HelpFormatter] = argpar
     init.add_argument("--package", metavar="DIST",
                       help="also write a pip-installable package DIST/ around the spec (default: none)")
     init.add_argument("--spec", type=Path, metavar="SPEC",
-                      help="with --package: wrap this existing spec instead of writing one (default: none)")
+                      help="with --package and no --data: the spec to wrap (default: NAME.yaml, else the only spec "
+                           "file in this folder)")
     init.add_argument("--debug", action="store_true", help="on an error, show the full traceback")
     validate = actions.add_parser("validate", formatter_class=formatter_class,
                                   help="check a spec: every row, every prompt, the fixtures, code references")
@@ -68,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
     """The ``task`` command's exit status."""
     if args.task_command == "validate":
         return validate(args.spec, splits=args.split)
-    if args.spec is not None:
-        if not args.package:
-            raise ValueError("--spec is for --package: dapo-env task init --package DIST --spec SPEC")
-        print(f"wrote {write_package(args.package, args.spec)}")
+    if args.spec is not None and not args.package:
+        raise ValueError("--spec is for --package: dapo-env task init --package DIST --spec SPEC")
+    if args.package and args.data is None:  # wrap an existing spec: --spec, else NAME.yaml, else the only spec here
+        spec = args.spec or _existing_spec(args.name)
+        print(f"wrote {write_package(args.package, spec)}")
         return 0
     if not args.name or args.data is None:
         raise ValueError("dapo-env task init NAME --kind math|code --data FILE (or --package DIST --spec SPEC)")
@@ -79,6 +81,19 @@ def run(args: argparse.Namespace) -> int:
     if args.package:
         print(f"wrote {write_package(args.package, spec)}")
     return 0
+
+
+def _existing_spec(name: str | None) -> Path:
+    if name:
+        path = Path(name if name.endswith(SPEC_SUFFIXES) else f"{name}.yaml")
+        if not path.is_file():
+            raise FileNotFoundError(2, "no such spec file (write one with --data FILE, or pass --spec SPEC)", str(path))
+        return path
+    found = sorted(p for p in Path.cwd().iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file())
+    if len(found) != 1:
+        raise ValueError(f"--package: pass --spec SPEC (this folder has {len(found)} spec files: "
+                         f"{[p.name for p in found][:5]})")
+    return found[0]
 
 
 # --- init -------------------------------------------------------------------------------------------------
