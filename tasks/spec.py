@@ -41,7 +41,7 @@ from typing import Any
 
 from .base import Task, TaskDataError, template_fields
 from .loading import DatasetSource, RowError, get_field, get_text
-from .registry import register_task
+from .registry import list_tasks, register_task, task_origin
 from dapo_env.types import CodeTests, InvalidReference, Problem
 
 KINDS = ("math", "code", "custom")
@@ -564,7 +564,11 @@ def register_spec(path: str | os.PathLike[str], *, overwrite: bool = False, orig
     """Load a spec and register its task (and Gymnasium id); returns the id. A taken id raises naming both
     sources (``overwrite=True`` replaces it)."""
     spec = load_task_spec(path)
-    env_id = register_task(spec.task, overwrite=overwrite, origin=origin or f"spec {spec.path}")
+    known = _SPECS.get(spec.task.env_id)
+    again = known is not None and known.path == spec.path and spec.task.env_id in list_tasks()
+    # the same file again (e.g. on DAPO_ENV_TASK_PATH and registered by a script): reloaded, not a collision
+    env_id = register_task(spec.task, overwrite=overwrite or again,
+                           origin=origin or (task_origin(spec.task.env_id) if again else f"spec {spec.path}"))
     _SPECS[env_id] = spec
     return env_id
 

@@ -242,3 +242,11 @@ def test_an_unreadable_data_file_names_the_spec_and_field(tmp_path: Path, capsys
         load_spec(spec).load()
     assert validate(spec) == 1
     assert f"{spec}: field 'data.files': could not read" in capsys.readouterr().out
+
+
+def test_registering_the_same_file_again_reloads_it(tmp_path: Path, registered: list[str]) -> None:
+    spec = math_spec(tmp_path, name="AgainMath")
+    registered.append(register_spec(spec))
+    spec.write_text(spec.read_text().replace("(level {level})", "[{level}]"))
+    assert register_spec(spec) == "AgainMath-v0"  # not "defined twice": the same file
+    assert get_task("AgainMath-v0").prompt_template == "{question} [{level}]"
