@@ -73,9 +73,11 @@ def load_spec_file(path: str | os.PathLike[str], origin: str | None = None) -> s
     origin = origin or f"spec {resolved}"
     try:
         return register_spec(resolved, origin=origin)
-    except (SpecError, ValueError, TypeError, ImportError) as exc:
+    except Exception as exc:  # a spec's own module may raise anything on import: kept as that id's error
         env_id = spec_id(resolved)
         message = " ".join(str(exc).split())
+        if not isinstance(exc, SpecError):
+            message = f"{resolved}: {type(exc).__name__}: {message}"
         if env_id is None:
             _warn(f"{message} (spec skipped: it declares no name/version)")
             return None

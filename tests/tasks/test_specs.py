@@ -250,3 +250,18 @@ def test_registering_the_same_file_again_reloads_it(tmp_path: Path, registered: 
     spec.write_text(spec.read_text().replace("(level {level})", "[{level}]"))
     assert register_spec(spec) == "AgainMath-v0"  # not "defined twice": the same file
     assert get_task("AgainMath-v0").prompt_template == "{question} [{level}]"
+
+
+def test_a_spec_whose_module_raises_is_kept_as_a_broken_id(tmp_path: Path) -> None:
+    from dapo_env.tasks.discovery import TaskSourceWarning, load_spec_file
+
+    (tmp_path / "explodes.py").write_text("raise RuntimeError('boom at import')\n")
+    spec = math_spec(tmp_path, name="BoomMath")
+    spec.write_text(spec.read_text().replace("verifier: {name: math, options: {extraction: strict}}", "verifier: explodes:fn"))
+    with pytest.warns(TaskSourceWarning, match="boom at import"):
+        assert load_spec_file(spec) == "BoomMath-v0"
+    try:
+        with pytest.raises(TaskDataError, match=rf"^{spec}: RuntimeError: boom at import"):
+            gym.make("BoomMath-v0")
+    finally:
+        unregister_task("BoomMath-v0")
