@@ -252,7 +252,7 @@ def test_registering_the_same_file_again_reloads_it(tmp_path: Path, registered: 
     assert get_task("AgainMath-v0").prompt_template == "{question} [{level}]"
 
 
-def test_a_spec_whose_module_raises_is_kept_as_a_broken_id(tmp_path: Path) -> None:
+def test_a_spec_whose_module_raises_is_kept_as_a_broken_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dapo_env.tasks.discovery import TaskSourceWarning, load_spec_file
 
     (tmp_path / "explodes.py").write_text("raise RuntimeError('boom at import')\n")
@@ -263,5 +263,12 @@ def test_a_spec_whose_module_raises_is_kept_as_a_broken_id(tmp_path: Path) -> No
     try:
         with pytest.raises(TaskDataError, match=rf"^{spec}: RuntimeError: boom at import"):
             gym.make("BoomMath-v0")
+        from dapo_env.learners.cli import main
+
+        capsys.readouterr()
+        assert main(["tasks", "--json"]) == 0
+        rows = {row["id"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+        assert rows["BoomMath-v0"]["kind"] == "broken" and rows["BoomMath-v0"]["origin"] == f"spec {spec}"
+        assert "boom at import" in rows["BoomMath-v0"]["description"]
     finally:
         unregister_task("BoomMath-v0")
