@@ -508,7 +508,8 @@ def load_task_spec(path: str | os.PathLike[str]) -> TaskSpec:
     """Read and check a spec file and build its task (no data is read). Raises :class:`SpecError`."""
     spec_path = Path(path).resolve()
     data = read_spec(spec_path)
-    _check_keys(spec_path, data, TOP_KEYS)
+    if MIXTURE_KEY not in data:  # a mixture spec's loader checks its own keys
+        _check_keys(spec_path, data, TOP_KEYS)
     name = _typed(spec_path, "name", data.get("name"), str, "the task's name, e.g. MyMath (letters, digits, _ . -)")
     version = data.get("version", 0)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
