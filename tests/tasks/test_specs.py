@@ -5,6 +5,7 @@ references, the CLI's --task takes a spec path, and the TRL/verl adapters grade 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -272,3 +273,24 @@ def test_a_spec_whose_module_raises_is_kept_as_a_broken_id(tmp_path: Path, capsy
         assert "boom at import" in rows["BoomMath-v0"]["description"]
     finally:
         unregister_task("BoomMath-v0")
+
+
+def test_a_mixture_spec_is_handed_to_the_mixture_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         registered: list[str]) -> None:
+    import types
+
+    from dapo_env.tasks import Task
+
+    seen = {}
+
+    def load_mixture_spec(data, path):  # stands in for dapo_env.tasks.mixture's loader
+        seen.update(data=data, path=path)
+        base = get_task("GSM8K-v0")
+        return Task(name=data["name"], version=data.get("version", 0), source=base.source, verifier=base.verifier)
+
+    monkeypatch.setitem(sys.modules, "dapo_env.tasks.mixture", types.SimpleNamespace(load_mixture_spec=load_mixture_spec))
+    spec = tmp_path / "mix.yaml"
+    spec.write_text("name: MixProbe\nversion: 2\nmixture: [{task: GSM8K-v0, weight: 1}]\nschedule: whatever\n")
+    registered.append(register_spec(spec))
+    assert registered == ["MixProbe-v2"] and seen["path"] == spec.resolve()
+    assert seen["data"]["mixture"] == [{"task": "GSM8K-v0", "weight": 1}] and task_origin("MixProbe-v2") == f"spec {spec}"
