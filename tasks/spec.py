@@ -311,7 +311,8 @@ class SpecConverter:
             keep.append(self.solution)  # validate runs it against the tests
         metadata = {}
         for column in keep:  # a column listed in fields.metadata that a row lacks is that row's error
-            value = get_field(row, column, required=self.metadata is not None and column != self.solution)
+            listed = self.metadata is not None and column != self.solution
+            value = get_field(row, column, required=True) if listed else row.get(column, get_field(row, column, required=False))
             metadata[column] = value.tolist() if hasattr(value, "tolist") else value
         return Problem(id=str(index) if problem_id is None else str(problem_id), question=question, answer=answer,
                        metadata=metadata)
