@@ -312,7 +312,7 @@ class SpecConverter:
         metadata = {}
         for column in keep:  # a column listed in fields.metadata that a row lacks is that row's error
             listed = self.metadata is not None and column != self.solution
-            value = get_field(row, column, required=True) if listed else row.get(column, get_field(row, column, required=False))
+            value = get_field(row, column) if listed else row.get(column, get_field(row, column, required=False))
             metadata[column] = value.tolist() if hasattr(value, "tolist") else value
         return Problem(id=str(index) if problem_id is None else str(problem_id), question=question, answer=answer,
                        metadata=metadata)
@@ -350,7 +350,8 @@ class SpecConverter:
         if self.solution:
             solution = get_field(row, self.solution, required=False)
             if solution is not None and not isinstance(solution, str):
-                raise RowError(self.solution, f"expected the reference solution as a string, got {type(solution).__name__}")
+                raise RowError(self.solution, "expected the reference solution as a string, got "
+                                              f"{type(solution).__name__}")
         return dataclasses.replace(tests, **extra) if extra else tests
 
 

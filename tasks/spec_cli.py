@@ -158,7 +158,8 @@ def guess_fields(rows: Sequence[Mapping[str, Any]], kind: str) -> tuple[dict[str
             why.append(f"answer_transform gsm8k: {hashes} of {len(answers)} sampled answers hold a '#### N' line")
         elif 2 * boxes > len(answers):
             transform = "boxed"
-            why.append(f"answer_transform boxed: {boxes} of {len(answers)} sampled answers are solutions with \\boxed{{}}")
+            why.append(f"answer_transform boxed: {boxes} of {len(answers)} sampled answers are solutions with "
+                       "\\boxed{}")
         else:
             why.append("answer_transform none: the answers are used as they are (no '#### N' line, no \\boxed{})")
     rest = [c for c in columns if c not in taken]
@@ -230,8 +231,8 @@ def init_spec(name: str, *, kind: str, data: Path, out: Path | None = None) -> P
         lines.append(f"answer_transform: {transform}   # none | gsm8k ('#### N') | boxed (last \\boxed{{}}) | integer")
     template = MATH_TEMPLATE if kind == "math" else CODE_TEMPLATE
     lines += ["prompt:", f"  template: {_yaml(template)}",
-              "verifier:", f"  name: {kind}" + ("          # math: strict extraction, graded symbolically" if kind == "math"
-                                                 else "          # runs the tests in the sandbox"),
+              "verifier:", f"  name: {kind}          # " + ("math: strict extraction, graded symbolically"
+                                                            if kind == "math" else "runs the tests in the sandbox"),
               "fixtures:   # responses and the reward (the verifier's score) they must get; validate runs them"]
     for response, reward, reason, note in fixtures:
         lines += [f"  - response: {_yaml(response)}   # {note}", f"    problem: {_yaml(first.id)}",
@@ -363,8 +364,8 @@ def _run_references(spec: TaskSpec, problems_by_split: Mapping[str, list[Any]]) 
                 failures.append(f"{split} problem {problem.id!r}: the reference solution fails: {report.result.reason}")
             for test in report.tests:
                 if not test.passed:
-                    failures.append(f"{split} problem {problem.id!r}: the reference solution fails test {test.index + 1}: "
-                                    f"{test.source.strip()[:120]!r}: {test.message}")
+                    failures.append(f"{split} problem {problem.id!r}: the reference solution fails test "
+                                    f"{test.index + 1}: {test.source.strip()[:120]!r}: {test.message}")
     note = f", {missing} without one (not run)" if missing else ""
     print(f"  reference solutions: {ran} run against their tests{note}")
     return failures
@@ -396,14 +397,18 @@ def write_package(dist: str, spec_path: Path) -> Path:
     data = yaml.safe_load(text)
     if files:
         raw = data["data"]["files"]
-        remap = (lambda p: copied[str((Path(spec.path).parent / p).resolve())])
-        data["data"]["files"] = ({k: ([remap(v)] if isinstance(v, str) else [remap(x) for x in v]) for k, v in raw.items()}
-                                 if isinstance(raw, Mapping) else
-                                 (remap(raw) if isinstance(raw, str) else [remap(x) for x in raw]))
+
+        def moved(paths: Any) -> Any:  # the spec's data paths, now the copies in data/
+            if isinstance(paths, str):
+                return copied[str((Path(spec.path).parent / paths).resolve())]
+            return [moved(p) for p in paths]
+
+        data["data"]["files"] = {k: moved(v) for k, v in raw.items()} if isinstance(raw, Mapping) else moved(raw)
     spec_name = Path(spec.path).name
     (package / spec_name).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     (package / "__init__.py").write_text(
-        f'"""{spec.task.env_id} as a dapo-env task package: `pip install .`, then gym.make("{spec.task.env_id}")."""\n\n'
+        f'"""{spec.task.env_id} as a dapo-env task package: `pip install .`, then '
+        f'gym.make("{spec.task.env_id}")."""\n\n'
         "from pathlib import Path\n\n"
         f'SPEC = Path(__file__).with_name("{spec_name}")\n\n\n'
         "def tasks():\n"
@@ -422,7 +427,7 @@ def write_package(dist: str, spec_path: Path) -> Path:
         f"def test_spec_validates():\n    assert validate(SPEC) == 0\n", encoding="utf-8")
     (root / "README.md").write_text(
         f"# {dist}\n\nThe dapo-env task `{spec.task.env_id}` ({spec.task.description}).\n\n"
-        f"```bash\npip install .\ndapo-env tasks            # lists {spec.task.env_id} with this package as its origin\n"
+        f"```bash\npip install .\ndapo-env tasks   # lists {spec.task.env_id} with this package as its origin\n"
         f"dapo-env train --task {spec.task.env_id}\n```\n", encoding="utf-8")
     return root
 
