@@ -179,7 +179,8 @@ def get_task(name_or_env_id: str | Task) -> Task:
         return max(versions, key=lambda task: task.version)
     raise KeyError(
         f"unknown task {name_or_env_id!r}; registered tasks: {', '.join(list_tasks()) or '(none)'}. "
-        "Register yours with dapo_env.tasks.register_task(Task(...))"
+        "Put its spec file (or folder) on DAPO_ENV_TASK_PATH, pass the spec path as --task, or register it with "
+        "dapo_env.tasks.register_task(Task(...))"
     )
 
 
