@@ -76,7 +76,7 @@ def load_spec_file(path: str | os.PathLike[str], origin: str | None = None) -> s
     except Exception as exc:  # a spec's own module may raise anything on import: kept as that id's error
         env_id = spec_id(resolved)
         message = " ".join(str(exc).split())
-        if not isinstance(exc, SpecError):
+        if not isinstance(exc, SpecError) and "defined twice" not in message:  # a collision names both already
             message = f"{resolved}: {type(exc).__name__}: {message}"
         if env_id is None:
             _warn(f"{message} (spec skipped: it declares no name/version)")
