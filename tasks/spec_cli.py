@@ -24,7 +24,8 @@ from typing import Any
 from .discovery import ENV_VAR
 from .base import TaskDataError
 from .loading import RowError, read_file, read_hub
-from .spec import SPEC_SUFFIXES, SpecConverter, SpecError, TaskSpec, load_task_spec, register_spec, spec_for
+from .spec import SPEC_SUFFIXES, SpecError, TaskSpec, load_task_spec, register_spec, spec_for
+from .spec_rows import SpecConverter
 
 _QUESTION = ("question", "problem", "prompt", "Question", "Problem", "input", "instruction", "text", "description")
 _ANSWER = ("answer", "Answer", "final_answer", "solution", "target", "output", "label", "ground_truth")
