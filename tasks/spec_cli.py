@@ -277,9 +277,9 @@ def validate(path: Path, *, splits: Sequence[str] | None = None) -> int:
         if convert is None:
             problems = list(task.load(split))
         else:
-            sources = [(f, _lazy_rows(f)) for f in files] if files else [
-                (f"hub:{task.source.hub_id}", read_hub(task.source.hub_id, task.source.hub_config, split,
-                                                       env_id=task.env_id, example="rows.jsonl"))]
+            sources = [(f, _lazy_rows(read_file, f)) for f in files] if files else [
+                (f"hub:{task.source.hub_id}", _lazy_rows(read_hub, task.source.hub_id, task.source.hub_config,
+                                                         split, env_id=task.env_id, example="rows.jsonl"))]
             for where, rows in sources:
                 try:
                     for index, row in enumerate(rows):
@@ -288,8 +288,9 @@ def validate(path: Path, *, splits: Sequence[str] | None = None) -> int:
                         except RowError as exc:
                             bad += 1
                             failures.append(f"{where}:{index + 1}: field {exc.field!r}: {exc}")
-                except TaskDataError as exc:  # the file itself cannot be read
-                    failures.append(f"{spec.path}: field 'data.files': {' '.join(str(exc).split())}")
+                except TaskDataError as exc:  # the file (or the hub dataset) itself cannot be read
+                    field = "data.files" if files else "data.hub"
+                    failures.append(f"{spec.path}: field {field!r}: {' '.join(str(exc).split())}")
         problems_by_split[split] = problems
         rendered = 0
         for problem in problems:
@@ -311,8 +312,8 @@ def validate(path: Path, *, splits: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _lazy_rows(path: str) -> Any:
-    yield from read_file(path)  # read when iterated, so an unreadable file is reported with the others
+def _lazy_rows(read: Any, *args: Any, **kwargs: Any) -> Any:
+    yield from read(*args, **kwargs)  # read when iterated, so an unreadable source is reported with the others
 
 
 def _run_fixtures(spec: TaskSpec, problems_by_split: Mapping[str, list[Any]]) -> list[str]:
