@@ -415,8 +415,9 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     if any(server_options.values()):  # the vllm-server engine's keywords (also in a rollout worker's engine copy)
         flags["engine_options"] = {key: value for key, value in server_options.items() if value}
     flags.update(parse_overrides(args.set))
-    file_keys = load_overrides(args.config) if args.config else {}
-    flags = {**spec_defaults(flags.get("task"), exclude=[*file_keys, *flags]), **flags}  # a spec's reward/eval
+    if args.resume is None:  # a spec's reward/overlong/eval settings start a new run (a resumed one keeps its own)
+        file_keys = load_overrides(args.config) if args.config else {}
+        flags = {**spec_defaults(flags.get("task"), exclude=[*file_keys, *flags]), **flags}
     if args.no_progress:
         flags["progress"] = False
     if args.resume is not None:
