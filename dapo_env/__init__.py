@@ -1,6 +1,8 @@
 """dapo-env: reasoning tasks as Gymnasium environments with rule-based verifiers.
 
-Importing this package registers every built-in task as a Gymnasium id. It never imports torch.
+Importing this package registers every built-in task as a Gymnasium id, then the user's tasks: spec files in
+the folders of ``DAPO_ENV_TASK_PATH`` and installed packages' ``dapo_env.tasks`` entry points (see
+``dapo_env.tasks.discovery``). It never imports torch.
 
 Example:
     >>> import gymnasium as gym
@@ -59,3 +61,9 @@ __all__ = [
 ]
 __all__ += ["ChatTokens", "EpisodeGroupEnv", "History", "Interaction", "MultiTurnEnv", "Trajectory",  # multi-turn
             "TrajectoryTurn", "Turn", "TurnRequest"]
+
+# The user's tasks, in every process: spec files on DAPO_ENV_TASK_PATH, then installed packages' entry points
+# (group "dapo_env.tasks"). Last, so a plugin may import anything above. A broken source warns, never raises.
+from dapo_env.tasks.discovery import discover as _discover  # noqa: E402
+
+_discover()

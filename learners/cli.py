@@ -31,7 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS, TrainConfig, build_config, preset
+from dapo_env.tasks.spec_cli import add_parsers as task_spec_parsers, resolve_task_argument, spec_defaults
+from dapo_env.tasks.spec_cli import run as run_task_spec_command
+
+from .config import PRESETS, TrainConfig, build_config, load_overrides, preset
 from .engines import engine_names
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
@@ -391,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     _tasks_parser(sub)
     _report_parser(sub)
+    task_spec_parsers(sub, _HelpFormatter)  # dapo-env task init|validate (dapo_env.tasks.spec_cli)
     sub.add_parser("prepare-model", add_help=False,
                    help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
     return parser
@@ -431,6 +435,9 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     if any(server_options.values()):  # the vllm-server engine's keywords (also in a rollout worker's engine copy)
         flags["engine_options"] = {key: value for key, value in server_options.items() if value}
     flags.update(parse_overrides(args.set))
+    if args.resume is None:  # a spec's reward/overlong/eval settings start a new run (a resumed one keeps its own)
+        file_keys = load_overrides(args.config) if args.config else {}
+        flags = {**spec_defaults(flags.get("task"), exclude=[*file_keys, *flags]), **flags}
     if args.no_progress:
         flags["progress"] = False
     if args.resume is not None:
@@ -605,14 +612,20 @@ def task_source(task: Any) -> str:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from dapo_env.tasks import get_task, list_tasks
 
+    from dapo_env.tasks.registry import broken_tasks, task_origin
+
     rows = [{"id": env_id, "kind": task_kind(task), "turns": task.turns, "source": task_source(task),
-             "description": task.description} for env_id in list_tasks() for task in [get_task(env_id)]]
+             "description": task.description, "origin": task_origin(env_id)}
+            for env_id in list_tasks() for task in [get_task(env_id)]]
+    rows += [{"id": env_id, "kind": "broken", "turns": "-", "source": "-", "description": f"error: {message}",
+              "origin": task_origin(env_id)} for env_id, message in sorted(broken_tasks().items())]
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
-    columns = ("id", "kind", "turns", "source")
-    header = {"id": "ID", "kind": "KIND", "turns": "TURNS", "source": "SOURCE", "description": "DESCRIPTION"}
+    columns = ("id", "kind", "turns", "source", "origin")
+    header = {"id": "ID", "kind": "KIND", "turns": "TURNS", "source": "SOURCE", "origin": "ORIGIN",
+              "description": "DESCRIPTION"}
     widths = [max(len(str(row[key])) for row in [header, *rows]) for key in columns]
     for row in [header, *rows]:
         cells = [str(row[key]).ljust(width) for key, width in zip(columns, widths)]
@@ -660,8 +673,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare(argv[2:])
     args = build_parser().parse_args(argv)
     commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
-                "reverify": _cmd_reverify, "serve": _cmd_serve}
+                "reverify": _cmd_reverify, "serve": _cmd_serve, "task": run_task_spec_command}
     try:
+        if getattr(args, "task", None) and args.command in ("train", "eval"):
+            args.task = resolve_task_argument(args.task)  # a spec file's path -> its id, registered here and in workers
         if args.command in ("train", "eval", "reverify"):
             _import_from_working_directory(args.verifier)
         return commands[args.command](args)

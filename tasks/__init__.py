@@ -7,13 +7,16 @@ torch or `datasets`. See ``docs/tasks.md``.
 from __future__ import annotations
 
 from .base import DataFiles, ProblemSource, Task, TaskDataError, template_fields
-from .registry import get_task, list_tasks, register_task, unregister_task
+from .registry import get_task, list_tasks, register_task, task_origin, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
 from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402,F401  (after the registry exists)
 from . import guess_number  # noqa: E402,F401  (multi-turn)
 from . import multiturn_tasks  # noqa: E402,F401  (multi-turn, on the code sandbox)
 from . import hidden_table  # noqa: E402,F401  (multi-turn, tool use)
+from .registry import mark_builtins  # noqa: E402
+
+mark_builtins()  # tasks registered from here on are the user's (origin "python", a spec, an entry point)
 from .arithmetic import ArithmeticConfig
 from .countdown import CountdownAnswer, CountdownConfig, CountdownVerifier
 from .largest import LargestConfig
@@ -38,6 +41,7 @@ __all__ = [
     "get_task",
     "list_tasks",
     "register_task",
+    "task_origin",
     "template_fields",
     "unregister_task",
 ]

@@ -84,6 +84,7 @@ class Task:
         reference_reader: reads a reference as the task's hub dataset holds it (e.g. HumanEval's ``test``
             with the row's ``entry_point``) besides the exported form; ``None``: the value as it is.
         reference_columns: hub columns the reader takes the reference from when a row has no ``answer``.
+        system_prompt: the system message a chat client puts before the prompt (``None``: none).
 
     Example:
         >>> from dapo_env.tasks import get_task
@@ -103,6 +104,7 @@ class Task:
     interaction: Interaction | None = None
     reference_reader: ReferenceReader | None = None
     reference_columns: tuple[str, ...] = ()
+    system_prompt: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.name, str) and _VERSIONED_RE.search(self.name):
@@ -125,6 +127,8 @@ class Task:
         template_fields(self.prompt_template)  # raises on a malformed template
         if not isinstance(self.split, str) or not self.split:
             raise ValueError(f"Task split must be a non-empty string such as 'train' or 'test', got {self.split!r}")
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise TypeError(f"system_prompt must be a str or None, got {type(self.system_prompt).__name__}")
         if self.interaction is not None and not callable(getattr(self.interaction, "respond", None)):
             raise TypeError(
                 f"Task interaction must have a respond(history, action, verdict) -> Turn method, got {self.interaction!r}")

@@ -12,7 +12,7 @@ import gymnasium
 from gymnasium.vector import AutoresetMode
 from gymnasium.envs.registration import VectorizeMode
 
-from .base import Task
+from .base import Task, TaskDataError
 
 ENTRY_POINT = "dapo_env.envs:ReasoningEnv"
 VECTOR_ENTRY_POINT = "dapo_env.vector:GroupVectorEnv"
@@ -20,6 +20,9 @@ MULTI_TURN_ENTRY_POINT = "dapo_env.multiturn:MultiTurnEnv"
 TURNS = ("single-turn", "multi-turn")
 
 _TASKS: dict[str, Task] = {}  # env_id -> Task
+_ORIGINS: dict[str, str] = {}  # env_id -> where it came from ("built-in", "spec /abs/x.yaml", "entry point ...")
+_BROKEN: dict[str, str] = {}  # env_id -> the one-line error its source gave (raised when the id is used)
+_DEFAULT_ORIGIN = ["built-in"]  # becomes "python" once the built-in tasks are registered (mark_builtins)
 
 
 class SpecKwargs(dict):
@@ -59,7 +62,7 @@ def _is_standard_vector_mode(mode: Any) -> bool:
         return False
 
 
-def register_task(task: Task, *, overwrite: bool = False) -> str:
+def register_task(task: Task, *, overwrite: bool = False, origin: str | None = None) -> str:
     """Add ``task`` to the registry and register its Gymnasium id; returns the id.
 
     The Gymnasium spec is ``entry_point="dapo_env.envs:ReasoningEnv"``,
@@ -68,9 +71,11 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
     ``gym.make(task.env_id, data_files=..., split=...)`` builds a :class:`ReasoningEnv` for it. A multi-turn
     task (one with an ``interaction``) gets ``entry_point="dapo_env.multiturn:MultiTurnEnv"`` and no vector
     entry point (its batched form, :class:`~dapo_env.episodes.EpisodeGroupEnv`, is not a ``VectorEnv``).
+    ``origin`` says where the task came from (``dapo-env tasks`` lists it; default ``"python"``).
 
     Raises:
-        ValueError: when the id is taken (by a task or any Gymnasium env) and ``overwrite`` is False.
+        ValueError: when the id is taken (by a task or any Gymnasium env) and ``overwrite`` is False; the
+            message names both sources.
 
     Example:
         >>> from dapo_env.tasks import Task, get_task, register_task, unregister_task
@@ -84,30 +89,71 @@ def register_task(task: Task, *, overwrite: bool = False) -> str:
     if not isinstance(task, Task):
         raise TypeError(f"register_task expects a Task, got {type(task).__name__}")
     env_id = task.env_id
-    taken = env_id in _TASKS or env_id in gymnasium.registry
+    origin = origin or _DEFAULT_ORIGIN[0]
+    taken = env_id in _TASKS or env_id in _BROKEN or env_id in gymnasium.registry
     if taken and not overwrite:
-        where = "the task registry" if env_id in _TASKS else "the Gymnasium registry"
-        raise ValueError(
-            f"{env_id!r} is already in {where}: pass overwrite=True to replace it, or bump the version "
-            f"(Task(..., version={task.version + 1}))"
-        )
+        raise ValueError(f"{env_id} is defined twice: by {task_origin(env_id)} and by {origin}; rename one or bump "
+                         f"its version (version: {task.version + 1}), or pass overwrite=True to replace it")
     if env_id in gymnasium.registry:
         del gymnasium.registry[env_id]  # replace without Gymnasium's "overriding" warning
-    multi_turn = task.turns == "multi-turn"
+    _register_id(env_id, multi_turn=task.turns == "multi-turn")
+    _BROKEN.pop(env_id, None)
+    _TASKS[env_id] = task
+    _ORIGINS[env_id] = origin
+    return env_id
+
+
+def _register_id(env_id: str, *, multi_turn: bool) -> None:
     gymnasium.register(
         id=env_id,
         entry_point=MULTI_TURN_ENTRY_POINT if multi_turn else ENTRY_POINT,
         vector_entry_point=None if multi_turn else VECTOR_ENTRY_POINT,
         kwargs=SpecKwargs(task=env_id),
     )
-    _TASKS[env_id] = task
-    return env_id
 
 
-def unregister_task(name_or_env_id: str) -> Task:
-    """Remove a task and its Gymnasium id (mainly for tests); returns the removed task."""
+def register_broken(env_id: str, message: str, origin: str) -> None:
+    """Keep ``env_id`` as an id whose use raises ``message`` (a spec or plugin that failed to load, or one id
+    from two sources): ``gym.make(env_id)`` and ``get_task(env_id)`` raise :class:`TaskDataError` with it, and
+    every other id works. Replaces a task registered under the id."""
+    _TASKS.pop(env_id, None)
+    gymnasium.registry.pop(env_id, None)
+    _register_id(env_id, multi_turn=False)
+    _BROKEN[env_id] = message
+    _ORIGINS[env_id] = origin
+
+
+def broken_tasks() -> dict[str, str]:
+    """The ids whose source failed to load, with the error each raises when used."""
+    return dict(_BROKEN)
+
+
+def task_origin(env_id: str) -> str:
+    """Where a registered id came from: ``"built-in"``, ``"spec /path/x.yaml"``, ``"entry point NAME (package
+    DIST)"``, ``"python"`` (``register_task`` at run time) or another package's Gymnasium env."""
+    if env_id in _ORIGINS:
+        return _ORIGINS[env_id]
+    if env_id in gymnasium.registry:
+        return "the Gymnasium registry (another package's env)"
+    raise KeyError(f"unknown task {env_id!r}")
+
+
+def mark_builtins() -> None:
+    """Called once the built-in tasks are registered: later registrations default to origin ``"python"``."""
+    _DEFAULT_ORIGIN[0] = "python"
+
+
+def unregister_task(name_or_env_id: str) -> Task | None:
+    """Remove a task (or a broken id) and its Gymnasium id (mainly for tests); returns the removed task (None for
+    a broken id)."""
+    if name_or_env_id in _BROKEN:
+        del _BROKEN[name_or_env_id]
+        _ORIGINS.pop(name_or_env_id, None)
+        gymnasium.registry.pop(name_or_env_id, None)
+        return None
     task = get_task(name_or_env_id)
     del _TASKS[task.env_id]
+    _ORIGINS.pop(task.env_id, None)
     gymnasium.registry.pop(task.env_id, None)
     return task
 
@@ -126,12 +172,15 @@ def get_task(name_or_env_id: str | Task) -> Task:
         raise TypeError(f"get_task expects a task name or id string, got {type(name_or_env_id).__name__}")
     if name_or_env_id in _TASKS:
         return _TASKS[name_or_env_id]
+    if name_or_env_id in _BROKEN:
+        raise TaskDataError(_BROKEN[name_or_env_id])
     versions = [task for task in _TASKS.values() if task.name == name_or_env_id]
     if versions:
         return max(versions, key=lambda task: task.version)
     raise KeyError(
         f"unknown task {name_or_env_id!r}; registered tasks: {', '.join(list_tasks()) or '(none)'}. "
-        "Register yours with dapo_env.tasks.register_task(Task(...))"
+        "Put its spec file (or folder) on DAPO_ENV_TASK_PATH, pass the spec path as --task, or register it with "
+        "dapo_env.tasks.register_task(Task(...))"
     )
 
 
@@ -150,5 +199,6 @@ def list_tasks(turns: str | None = None) -> list[str]:
     return sorted(env_id for env_id, task in _TASKS.items() if task.turns == turns)
 
 
-__all__ = ["ENTRY_POINT", "TURNS", "MULTI_TURN_ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "get_task", "list_tasks",
-           "register_task", "unregister_task"]
+__all__ = ["ENTRY_POINT", "TURNS", "MULTI_TURN_ENTRY_POINT", "SpecKwargs", "VECTOR_ENTRY_POINT", "broken_tasks",
+           "get_task", "list_tasks", "mark_builtins", "register_broken", "register_task", "task_origin",
+           "unregister_task"]

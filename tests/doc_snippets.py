@@ -63,7 +63,8 @@ def shell_commands(text: str, name: str) -> list[tuple[str, list[str]]]:
     """``(where, argv)`` of every command in the page's bash blocks and inline code that runs a known tool."""
     found: list[tuple[str, str]] = []
     for line_no, block in fenced_blocks(text, "bash"):
-        found += [(f"{name}:{line_no + i}", line) for i, line in enumerate(block.splitlines()) if line.strip()]
+        found += [(f"{name}:{line_no + i}", line) for i, line in enumerate(block.splitlines())
+                  if line.strip() and not line.lstrip().startswith("#")]  # a comment line (or a `# ->` promise)
     for span in re.findall(r"`([^`\n]+)`", prose(text)):
         if re.match(r"(python|dapo-env|pip|pytest|torchrun|mkdocs)(\s|$)", span) and span.strip() != "dapo-env":
             found.append((f"{name} (inline)", span))
@@ -92,6 +93,60 @@ def run_snippet(code: str, where: str, folder: Path, *, timeout: float = 300) ->
     for promised in promises(code):
         assert any(out == promised for out in printed), f"{where} promises {promised!r}; printed:\n{proc.stdout}"
     return proc.stdout
+
+
+SESSION_MARK = "<!-- session -->"
+"""A page holding this line is a shell session: its bash and python blocks run in page order in one folder
+(:func:`run_session`), so a python block may use what a ``dapo-env`` command wrote before it."""
+
+
+def session_blocks(text: str) -> list[tuple[int, str, str]]:
+    """``(first line, language, code)`` of every bash and python block, in page order."""
+    blocks = [(line, "python", code) for line, code in fenced_blocks(text, "python")]
+    blocks += [(line, "bash", code) for line, code in fenced_blocks(text, "bash")]
+    return sorted(blocks)
+
+
+def run_session(text: str, where: str, folder: Path, *, timeout: float = 300) -> None:
+    """Run a session page (see :data:`SESSION_MARK`) in ``folder``: each python block as its own script, each
+    bash line as a command (``dapo-env`` is this checkout's CLI; ``VAR=value`` prefixes set the environment;
+    ``pip`` lines are checked, not run: installing is tested in ``tests/tasks/test_spec_processes.py``). Every
+    ``# -> text`` promise must appear in its block's output, in order; a non-zero exit fails unless the line
+    ends with ``# exits 1``."""
+    (folder / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DAPO_ENV_", "PYTHON"))}
+    base.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    for line_no, language, code in session_blocks(text):
+        here = f"{where}:{line_no}"
+        if language == "python":
+            (folder / "block.py").write_text(code, encoding="utf-8")
+            runs = [([sys.executable, "block.py"], base, 0)]
+        else:
+            runs = []
+            for line in code.splitlines():
+                command = line.split(" #", 1)[0].strip()
+                if not command or command.startswith("#"):
+                    continue
+                argv, env = shlex.split(command), dict(base)
+                while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", argv[0]):
+                    key, _, value = argv.pop(0).partition("=")
+                    env[key] = value
+                if argv[0] == "pip":
+                    continue
+                if argv[0] == "dapo-env":
+                    argv = [sys.executable, "-m", "dapo_env.learners.cli", *argv[1:]]
+                elif argv[0] == "python":
+                    argv = [sys.executable, *argv[1:]]
+                runs.append((argv, env, 1 if line.rstrip().endswith("# exits 1") else 0))
+        printed: list[str] = []
+        for argv, env, status in runs:
+            proc = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+            assert proc.returncode == status, f"{here}: `{' '.join(argv)}` exited {proc.returncode}:\n" \
+                                              f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+            printed += [out.strip() for out in proc.stdout.splitlines()]  # promises lose their indentation
+        outputs = iter(printed)
+        for promised in promises(code):
+            assert any(out == promised for out in outputs), f"{here} promises {promised!r}; printed:\n" + "\n".join(printed)
 
 
 # --- shell commands ------------------------------------------------------------------------------------

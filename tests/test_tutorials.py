@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from doc_snippets import REPO, check_shell_command, fenced_blocks, run_snippet, shell_commands
+from doc_snippets import SESSION_MARK, REPO, check_shell_command, fenced_blocks, run_session, run_snippet, shell_commands
 from optional_extras import is_installed, skip_reason
 
 DOCS = REPO / "docs"
@@ -21,7 +21,7 @@ SITE_PAGES = sorted([DOCS / "index.md", DOCS / "getting-started.md",
                      *(p for folder in ("tutorials", "howto", "concepts", "evidence", "reference")
                        for p in (DOCS / folder).glob("*.md"))])
 TUTORIALS = ["math-task", "code-task", "multi-turn-tool", "pytorch-loop", "trl", "verl", "own-verifier", "evaluate",
-             "gpu"]
+             "gpu", "share-task"]
 RUNNABLE = [p for p in SITE_PAGES if fenced_blocks(p.read_text(encoding="utf-8"), "python")]
 COMMANDS = [(where, argv) for p in SITE_PAGES
             for where, argv in shell_commands(p.read_text(encoding="utf-8"), p.relative_to(REPO).as_posix())]
@@ -55,6 +55,9 @@ def test_the_gpu_page_says_it_was_not_run_on_a_gpu() -> None:
 @pytest.mark.parametrize("page", RUNNABLE, ids=page_id)
 def test_page_code_runs_as_written(page: Path, tmp_path: Path) -> None:
     text = page.read_text(encoding="utf-8")
+    if SESSION_MARK in text:  # a shell session: bash and python blocks in page order
+        run_session(text, f"docs/{page_id(page)}", tmp_path, timeout=300)
+        return
     blocks = fenced_blocks(text, "python")
     for module in optional_imports("".join(code for _, code in blocks)):
         if not is_installed(module):

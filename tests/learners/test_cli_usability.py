@@ -97,7 +97,7 @@ def test_flags_parse_as_documented() -> None:
 def test_tasks_lists_every_registered_id_with_kind_and_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:4] == ["ID", "KIND", "TURNS", "SOURCE"]
+    assert lines[0].split()[:5] == ["ID", "KIND", "TURNS", "SOURCE", "ORIGIN"]
     table = {line.split()[0]: line.split()[1:4] for line in lines[1:]}
     assert set(table) == set(list_tasks())
     assert table["DAPOMath-v0"] == ["math", "single-turn", "hub:BytedTsinghua-SIA/DAPO-Math-17k"]
@@ -115,7 +115,8 @@ def test_tasks_json_includes_a_task_registered_later(capsys: pytest.CaptureFixtu
     finally:
         unregister_task("NewcomerMath-v0")
     assert rows["NewcomerMath-v0"] == {"id": "NewcomerMath-v0", "kind": "math", "turns": "single-turn",
-                                       "source": "hub:openai/gsm8k (main)", "description": "mine"}
+                                       "source": "hub:openai/gsm8k (main)", "description": "mine", "origin": "python"}
+    assert rows["GSM8K-v0"]["origin"] == "built-in"
     assert rows["GuessNumber-v0"]["turns"] == "multi-turn" and rows["GuessNumber-v0"]["kind"] == "procedural"
 
 

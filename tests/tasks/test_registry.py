@@ -73,7 +73,7 @@ def test_register_get_and_duplicate(probe: list[str]) -> None:
     assert env_id == "RegistryProbe-v0"
     assert get_task("RegistryProbe-v0") is task and get_task("RegistryProbe") is task
     assert gymnasium.spec(env_id).kwargs == {"task": env_id}
-    with pytest.raises(ValueError, match="already in the task registry.*overwrite=True"):
+    with pytest.raises(ValueError, match="defined twice: by python and by python.*overwrite=True"):
         register_task(_task())
     replacement = _task(description="second")
     assert register_task(replacement, overwrite=True) == env_id
