@@ -631,7 +631,7 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
     problems = eval_problems(task, settings)
     config = EndpointConfig(base_url=base_url, model=model, api=api, concurrency=concurrency, timeout_s=timeout_s,
                             retries=retries, api_key_env=api_key_env, on_error="record", rpm=rpm, tpm=tpm)
-    engine = OpenAIEngine(config, system_prompt=getattr(task, "system_prompt", None))
+    engine = OpenAIEngine(config, system_prompt=task.system_prompt)
     judge = None
     if judge_endpoint or judge_model:
         from .judge import Judge, JudgeSettings
