@@ -17,11 +17,11 @@ _LAZY = {
     "CodeVerifier": "dapo_env.verifiers.code",
     "VerifierPool": "dapo_env.verifiers.pool",
     "verify_batch": "dapo_env.verifiers.pool",
-    "ProgramRun": "dapo_env.verifiers.sandbox",
-    "SandboxLimits": "dapo_env.verifiers.sandbox",
-    "SandboxUnavailable": "dapo_env.verifiers.sandbox",
-    "isolation": "dapo_env.verifiers.sandbox",
-    "run_python": "dapo_env.verifiers.sandbox",
+    "ProgramRun": "dapo_env.verifiers.code.sandbox",
+    "SandboxLimits": "dapo_env.verifiers.code.sandbox",
+    "SandboxUnavailable": "dapo_env.verifiers.code.sandbox",
+    "isolation": "dapo_env.verifiers.code.sandbox",
+    "run_python": "dapo_env.verifiers.code.sandbox",
 }
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .code import CodeVerifier
     from .math import MathVerifier
     from .pool import VerifierPool, verify_batch
-    from .sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, isolation, run_python
+    from .code.sandbox import ProgramRun, SandboxLimits, SandboxUnavailable, isolation, run_python
 
 
 def __getattr__(name: str) -> Any:

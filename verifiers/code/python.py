@@ -1,10 +1,10 @@
 """CodeVerifier: extract a Python program from a response and score it by the tests it passes.
 
 Each candidate runs in the OS sandbox of ``sandbox.py`` (bubblewrap: fresh namespaces, an unprivileged uid,
-a read-only system, a capped tmpfs, nothing outlives the run) behind the harness of ``code_harness.py``.
-Verdicts are decided outside it: for ``assert <expr> == <literal>`` and its relatives (``code_plan.py``)
+a read-only system, a capped tmpfs, nothing outlives the run) behind the harness of ``harness.py``.
+Verdicts are decided outside it: for ``assert <expr> == <literal>`` and its relatives (``plan.py``)
 the sandbox only computes ``<expr>`` and reports its value; the parent decodes it into plain data
-(``code_values.py``) and compares it with the expected value, which never enters the sandbox. Tests of
+(``values.py``) and compares it with the expected value, which never enters the sandbox. Tests of
 other shapes run inside as generators whose asserts yield plain values for the parent to judge; stdio
 tests compare captured stdout outside. Exit codes and stdout (for asserts) are never trusted.
 """
@@ -18,10 +18,10 @@ import secrets
 from dataclasses import dataclass, field, replace
 
 from dapo_env.types import CodeTests, VerifyResult
-from .code_harness import HARNESS
-from .code_plan import TEST_FUNCTION, Check, TestPlan, plan_tests
-from .code_values import DecodeError, Expectation, decode
-from .references import code_tests
+from .harness import HARNESS
+from .plan import TEST_FUNCTION, Check, TestPlan, plan_tests
+from .values import DecodeError, Expectation, decode
+from ..references import code_tests
 from .sandbox import (
     ISOLATION_MODES,
     Isolation,
