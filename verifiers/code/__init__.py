@@ -2,7 +2,10 @@
 
 - :mod:`.sandbox` (bubblewrap isolation, limits, :func:`run_python`) and :mod:`.seccomp` (its filter);
 - :mod:`.python` (:class:`CodeVerifier`: Python asserts and stdio tests, values judged outside) with its
-  :mod:`.harness`, :mod:`.plan` and :mod:`.values`.
+  :mod:`.harness`, :mod:`.plan` and :mod:`.values`;
+- :mod:`.languages` (the registry: Python, C++, JavaScript, one entry each), :mod:`.compare` (output
+  comparison modes) and :mod:`.programs` (:class:`ProgramVerifier`: any registered language on stdin/stdout
+  tests with checkers, function calls, per-test time limits and scoring modes).
 
 The old module paths (``dapo_env.verifiers.sandbox``, ``.seccomp``, ``.code_harness``, ``.code_plan``,
 ``.code_values``) are aliases of the modules here.
@@ -10,6 +13,11 @@ The old module paths (``dapo_env.verifiers.sandbox``, ``.seccomp``, ``.code_harn
 
 from __future__ import annotations
 
-from .python import CodeReport, CodeVerifier, TestReport, assemble_program, extract_code
+from .compare import COMPARE_MODES, compare_output
+from .languages import Language, get_language, languages, register_language
+from .programs import SCORING_MODES, CallTest, IOTest, ProgramTests, ProgramVerifier
+from .python import STATUSES, CodeReport, CodeVerifier, TestReport, assemble_program, extract_code
 
-__all__ = ["CodeReport", "CodeVerifier", "TestReport", "assemble_program", "extract_code"]
+__all__ = ["COMPARE_MODES", "SCORING_MODES", "STATUSES", "CallTest", "CodeReport", "CodeVerifier", "IOTest", "Language",
+           "ProgramTests", "ProgramVerifier", "TestReport", "assemble_program", "compare_output", "extract_code",
+           "get_language", "languages", "register_language"]

@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -69,6 +69,42 @@ _SANDBOX_PROCESSES = 2  # bwrap's init and the interpreter itself, on top of max
 # Runs first in every sandboxed interpreter: the process cap, set inside the user namespace where it counts
 # only this run's processes (setting it outside would count every process of the uid on the host).
 _BOOT = "import resource as _r; _r.setrlimit(_r.RLIMIT_NPROC, ({n}, {n})); del _r\n"
+_WORKDIR = "/tmp"  # the working folder inside a full sandbox (its tmpfs)
+# The launcher of a command run (compilers, programs of other languages): argv = payload fd, result fd, process
+# cap (0: none), keep (1: the command uses the two descriptors), fetch (a file to send out once the command
+# succeeded, or ""), then the command. Without fetch it becomes the command; with it, it waits for it.
+_LAUNCHER = """import os, sys
+a = sys.argv
+payload, result, nproc, keep, fetch, cmd = int(a[1]), int(a[2]), int(a[3]), a[4] == "1", a[5], a[6:]
+if nproc:
+    import resource
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+if not keep:
+    os.close(payload)
+    if not fetch:
+        os.close(result)
+if not fetch:
+    try:
+        os.execv(cmd[0], cmd)
+    except OSError as exc:
+        sys.stderr.write(f"cannot run {cmd[0]}: {exc.strerror}\\n")
+        os._exit(127)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.close(result)
+        os.execv(cmd[0], cmd)
+    finally:
+        os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+if code == 0:
+    with open(fetch, "rb") as f:
+        while chunk := f.read(1 << 16):
+            os.write(result, chunk)
+os.close(result)
+sys.stdout.flush()
+os._exit(code if code >= 0 else 128 - code)
+"""
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _SECCOMP = filter_program()
@@ -298,10 +334,11 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(_libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
 
 
-def _set_rlimits(limits: SandboxLimits, *, nproc: bool) -> None:
+def _set_rlimits(limits: SandboxLimits, *, nproc: bool, address_space_mb: int | None = None) -> None:
     mib = 1 << 20
+    space = (address_space_mb or limits.memory_mb) * mib
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mib, limits.memory_mb * mib))
+    resource.setrlimit(resource.RLIMIT_AS, (space, space))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_mb * mib, limits.disk_mb * mib))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -309,7 +346,7 @@ def _set_rlimits(limits: SandboxLimits, *, nproc: bool) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
 
 
-def _launcher_preexec(limits: SandboxLimits, uid: int | None, stage: bool) -> None:
+def _launcher_preexec(limits: SandboxLimits, uid: int | None, stage: bool, address_space_mb: int | None = None) -> None:
     """Between fork and exec of ``bwrap``. As root: stage the interpreter where an unprivileged uid can
     reach it (in a private mount namespace of the launcher only: the host sees nothing), then drop to the
     per-run uid. The prefix is opened before the staging tmpfs covers ``/tmp``, so a prefix under ``/tmp``
@@ -324,19 +361,19 @@ def _launcher_preexec(limits: SandboxLimits, uid: int | None, stage: bool) -> No
             _mount(f"/proc/self/fd/{prefix_fd}", f"{_STAGE}/py", None, _MS_BIND | _MS_REC, None)
             _mount(None, f"{_STAGE}/py", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_REC, None)
             os.close(prefix_fd)
-    _set_rlimits(limits, nproc=False)
+    _set_rlimits(limits, nproc=False, address_space_mb=address_space_mb)
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
 
 
-def _weak_preexec(limits: SandboxLimits) -> None:
-    _set_rlimits(limits, nproc=os.geteuid() != 0)
+def _weak_preexec(limits: SandboxLimits, address_space_mb: int | None = None) -> None:
+    _set_rlimits(limits, nproc=os.geteuid() != 0, address_space_mb=address_space_mb)
 
 
 def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool, seccomp_fd: int | None,
-                   info_fd: int) -> list[str]:
+                   info_fd: int, files: Sequence[tuple[int, str]] = ()) -> list[str]:
     """bubblewrap's arguments: every namespace, no capabilities, a read-only root holding ``/usr``, the
     system links and the interpreter's prefix, a fresh ``/proc`` and ``/dev``, a size-capped tmpfs at
     ``/tmp`` (mounted before the prefix, so a prefix under ``/tmp`` stays visible) and a clean environment."""
@@ -353,7 +390,9 @@ def _bwrap_command(argv: list[str], limits: SandboxLimits, *, staged: bool, secc
             cmd += ["--ro-bind", path, path]
     if _needs_prefix_bind():
         cmd += ["--ro-bind", f"{_STAGE}/py" if staged else _prefix(), _prefix()]
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    for fd, path in files:  # read-only, executable, owned by the host: the program cannot change them
+        cmd += ["--perms", "0555", "--ro-bind-data", str(fd), path]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", _WORKDIR, "--clearenv"]
     for name, value in _sandbox_env("/tmp").items():
         cmd += ["--setenv", name, value]
     return cmd + ["--", *argv]
@@ -367,13 +406,21 @@ def _sandbox_env(home: str) -> dict[str, str]:
 
 
 def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_stdout: bool, capture_stderr: bool,
-         limits: SandboxLimits, end_marker: bytes | None) -> RunOutcome:
+         limits: SandboxLimits, end_marker: bytes | None, command: Sequence[str] = (),
+         files: Mapping[str, bytes] = MappingProxyType({}), fetch: str = "", address_space_mb: int | None = None,
+         records_cap: int = 4 << 20) -> RunOutcome:
     """Start ``python -I -c harness <payload_fd> <result_fd>`` sandboxed in ``mode``; collect its output.
 
+    With ``command`` the interpreter is only a launcher (``_LAUNCHER``) that sets the process cap and
+    executes the command (its ``{dir}``, ``{payload_fd}`` and ``{result_fd}`` filled in; the descriptors are
+    closed unless the command names them); with ``fetch`` it waits for the command instead and, when it
+    succeeded, sends that file of the working folder out through the records pipe (a compiler's output).
+    ``files`` (name -> bytes) are placed read-only and executable in the working folder before the run.
     The payload and then stdin go through pipes (nothing of the host is writable through them)."""
     full = mode == "full"
     uid = _next_uid() if full and os.geteuid() == 0 else None
-    boot = _BOOT.format(n=limits.max_processes + _SANDBOX_PROCESSES) if full else ""
+    nproc = limits.max_processes + _SANDBOX_PROCESSES if full else 0
+    boot = _BOOT.format(n=nproc) if full else ""
     fds: dict[str, int] = {}
     workdir = None if full else tempfile.mkdtemp(prefix="dapo-sandbox-")
     stage = uid is not None and _needs_prefix_bind()
@@ -383,31 +430,52 @@ def _run(harness: bytes, *, mode: str, payload: bytes, stdin: bytes, capture_std
         fds["stdin_r"], fds["stdin_w"] = os.pipe()
         fds["result_r"], fds["result_w"] = os.pipe()
         passed = [fds["payload_r"], fds["result_w"]]
-        argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), *map(str, passed)]
+        if command:
+            where = {"dir": workdir or _WORKDIR, "payload_fd": str(fds["payload_r"]),
+                     "result_fd": str(fds["result_w"])}
+            filled = [part.format(**where) for part in command]
+            keep = int(any("{payload_fd}" in part or "{result_fd}" in part for part in command))
+            argv = [_interpreter(), "-I", "-S", "-c", _LAUNCHER, *map(str, passed), str(nproc), str(keep),
+                    fetch and f"{where['dir']}/{fetch}", *filled]
+        else:
+            argv = [_interpreter(), "-I", "-X", "utf8", "-c", boot + harness.decode(), *map(str, passed)]
+        placed: list[tuple[int, str]] = []
+        for name, data in files.items():
+            if full:
+                fds[f"file:{name}"] = _memfd_with(data)
+                passed.append(fds[f"file:{name}"])
+                placed.append((fds[f"file:{name}"], f"{_WORKDIR}/{name}"))
+            else:
+                path = os.path.join(workdir, name)
+                with open(path, "wb") as handle:
+                    handle.write(data)
+                os.chmod(path, 0o555)
         if full:
             fds["info_r"], fds["info_w"] = os.pipe()
             passed.append(fds["info_w"])
             if _SECCOMP is not None:
                 fds["seccomp"] = _pipe_with(_SECCOMP)
                 passed.append(fds["seccomp"])
-            argv = _bwrap_command(argv, limits, staged=stage, seccomp_fd=fds.get("seccomp"), info_fd=fds["info_w"])
+            argv = _bwrap_command(argv, limits, staged=stage, seccomp_fd=fds.get("seccomp"), info_fd=fds["info_w"],
+                                  files=placed)
             env = {"PATH": _SCRUBBED_PATH, "LANG": "C.UTF-8"}
-            preexec = functools.partial(_launcher_preexec, limits, uid, stage)
+            preexec = functools.partial(_launcher_preexec, limits, uid, stage, address_space_mb)
         else:
             env = _sandbox_env(workdir)
-            preexec = functools.partial(_weak_preexec, limits)
+            preexec = functools.partial(_weak_preexec, limits, address_space_mb)
         proc = _popen(
             argv, stdin=fds["stdin_r"], stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, cwd=workdir, env=env,
             pass_fds=passed, start_new_session=True, preexec_fn=preexec)
-        for name in ("payload_r", "stdin_r", "result_w", "seccomp", "info_w"):
+        for name in ("payload_r", "stdin_r", "result_w", "seccomp", "info_w", *(f"file:{f}" for f in files)):
             if name in fds:
                 os.close(fds.pop(name))
         # the harness drains the payload before any candidate code runs; stdin follows it
         writer = threading.Thread(target=_write_all, args=((fds.pop("payload_w"), payload),
                                                            (fds.pop("stdin_w"), stdin)), daemon=True)
         writer.start()
-        outcome = _collect(proc, fds["result_r"], limits, end_marker, signal_base=128 if full else 0)
+        outcome = _collect(proc, fds["result_r"], limits, end_marker, signal_base=128 if full else 0,
+                           records_cap=records_cap)
     finally:
         if proc is not None:
             _killpg(proc)
@@ -445,6 +513,20 @@ def _popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         raise AssertionError("unreachable")
     finally:
         sys.settrace(tracer)
+
+
+def _memfd_with(data: bytes) -> int:
+    """A descriptor of an anonymous in-memory file holding ``data``, at offset 0 (bubblewrap copies it)."""
+    fd = os.memfd_create("dapo-sandbox-file", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _pipe_with(data: bytes) -> int:
@@ -508,7 +590,7 @@ def _killpg(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits,
-             end_marker: bytes | None, signal_base: int) -> RunOutcome:
+             end_marker: bytes | None, signal_base: int, records_cap: int = 4 << 20) -> RunOutcome:
     """Read records, stdout and stderr until the run ends or the wall limit passes; cap what is kept.
 
     The run has ended when its process exited (then what is still buffered is read) or, with
@@ -516,7 +598,7 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
     """
     deadline = time.monotonic() + limits.wall_s
     streams = {result_r: "records"}
-    caps = {result_r: 4 << 20}
+    caps = {result_r: records_cap}
     for name in ("stdout", "stderr"):
         stream = getattr(proc, name)
         if stream is not None:
@@ -582,6 +664,39 @@ def run_sandboxed(harness: str, payload: bytes, *, stdin: bytes = b"", capture_s
                 capture_stderr=capture_stderr, limits=limits, end_marker=end_marker)
 
 
+def run_command(command: Sequence[str], *, files: Mapping[str, bytes] = MappingProxyType({}), stdin: bytes = b"",
+                payload: bytes = b"", limits: SandboxLimits = SandboxLimits(), isolation: str = "full",
+                capture_stdout: bool = True, capture_stderr: bool = True, fetch: str = "",
+                address_space_mb: int | None = None, end_marker: bytes | None = None) -> RunOutcome:
+    """Run a command (a compiler, a compiled program, another language's interpreter) in the same sandbox.
+
+    ``command[0]`` is an absolute path visible inside (under ``/usr`` or the interpreter's prefix). In the
+    command, ``{dir}`` is the working folder (the run's tmpfs; a temporary folder with ``"weak"``), and
+    ``{payload_fd}`` / ``{result_fd}`` are the descriptors of ``payload`` (read it first) and of the records
+    pipe (``RunOutcome.records``), closed before the command starts unless it names them. ``files`` (name
+    -> bytes) lie read-only and executable in the working folder. With ``fetch`` (a file name) the run waits
+    for the command and, if it exited 0, returns that file's bytes as ``records`` (up to ``disk_mb``): how a
+    compiled program leaves its compile run. ``address_space_mb`` replaces ``limits.memory_mb`` as the
+    address-space limit (V8 reserves far more address space than it uses).
+
+    Example:
+        >>> out = run_command(["/bin/sh", "-c", "read x; echo $((x * 2))"], stdin=b"21\\n",
+        ...                   limits=SandboxLimits(wall_s=10.0))
+        >>> out.stdout, out.returncode
+        (b'42\\n', 0)
+    """
+    require_isolation(isolation)
+    if not command or not (os.path.isabs(command[0]) or command[0].startswith("{dir}/")):
+        raise ValueError(f"run_command needs a command whose first item is an absolute path (or under {dir}/), got {list(command)!r}")
+    for name in files:
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"run_command files are plain names in the working folder, got {name!r}")
+    return _run(b"", mode=isolation, payload=payload, stdin=stdin, capture_stdout=capture_stdout,
+                capture_stderr=capture_stderr, limits=limits, end_marker=end_marker, command=tuple(command),
+                files=files, fetch=fetch, address_space_mb=address_space_mb,
+                records_cap=(limits.disk_mb << 20) if fetch else 4 << 20)
+
+
 _PROGRAM_HARNESS = """
 import os, sys
 os.close(int(sys.argv[1])); os.close(int(sys.argv[2]))
@@ -621,4 +736,4 @@ def _clean_stderr(raw: bytes) -> str:
 
 
 __all__ = ["FULL_LAYERS", "INSTALL_HINT", "ISOLATION_MODES", "WEAK_LAYERS", "Isolation", "ProgramRun", "RunOutcome", "SandboxLimits",
-           "SandboxUnavailable", "isolation", "require_isolation", "run_python", "run_sandboxed"]
+           "SandboxUnavailable", "isolation", "require_isolation", "run_command", "run_python", "run_sandboxed"]
