@@ -465,17 +465,16 @@ class ProgramVerifier:
         crash = records.get(("C", 0))
         reports = []
         for i, test in enumerate(tests.calls):
-            record = records.get(("V", i)) or records.get(("X", i))
-            if record is None:
+            if ("V", i) not in records and ("X", i) not in records:
                 status = "time_limit" if out.timed_out else "runtime_error"
                 message = "did not finish within the time limit" if out.timed_out else \
                     "did not run: the program exited or crashed before this call"
                 if crash is not None:
                     message += f" (the program itself raised {_short(str(crash))})"
-            elif ("X", i) in records and ("V", i) not in records:
-                status, message = "runtime_error", f"{_short(test.call)} raised {_short(str(record))}"
+            elif ("V", i) not in records:
+                status, message = "runtime_error", f"{_short(test.call)} raised {_short(str(records['X', i]))}"
             else:
-                value = _decode_js(record)
+                value = _decode_js(records["V", i])
                 ok = _same(value, test.expected, self.tolerance)
                 status = "passed" if ok else "wrong_answer"
                 message = "passed" if ok else f"{_short(test.call)} returned {_short(_shown(value))}"
