@@ -80,8 +80,10 @@ def test_options_are_validated_with_the_fix() -> None:
         ProgramVerifier(scoring="best")
     with pytest.raises(ValueError, match="time_limit_s"):
         ProgramVerifier(time_limit_s=0)
-    with pytest.raises(ValueError, match="javascript needs limits.memory_mb >= 128"):
+    with pytest.raises(ValueError, match="javascript needs memory_mb >= 128"):
         ProgramVerifier(language="js", limits=SandboxLimits(memory_mb=64))
+    with pytest.raises(ValueError, match="javascript needs max_processes >= 4"):
+        ProgramVerifier(language="js", limits=SandboxLimits(max_processes=2))
 
 
 def test_references_in_every_form() -> None:

@@ -45,6 +45,8 @@ class Language:
         address_space_extra_mb: added to the run's ``memory_mb`` as its address-space limit (V8's
             reservations); the heap itself is capped by the run command (``{memory_mb}``).
         min_memory_mb: the smallest ``memory_mb`` the runtime starts with (checked when a verifier is built).
+        min_processes: the smallest ``max_processes`` it starts with (its own threads count: node with one
+            V8 worker thread has four; without them it hangs).
         package: what to install when the executable is missing (shown in the error).
         comment: how a line comment starts (used to label sources).
 
@@ -63,6 +65,7 @@ class Language:
         wall_s=20.0, cpu_s=20, memory_mb=1536, disk_mb=128, max_processes=8, max_output_bytes=1 << 16))
     address_space_extra_mb: int = 0
     min_memory_mb: int = 64
+    min_processes: int = 1
     package: str = ""
     comment: str = "#"
 
@@ -170,8 +173,8 @@ CPP = register_language(Language(
     run=("{dir}/main",), comment="//"))
 JAVASCRIPT = register_language(Language(
     name="javascript", tags=("js", "node", "nodejs"), source_file="main.js", package="nodejs",
-    run=("node", "--max-old-space-size={memory_mb}", "{dir}/main.js"),
-    address_space_extra_mb=1024, min_memory_mb=128, comment="//"))
+    run=("node", "--max-old-space-size={memory_mb}", "--v8-pool-size=1", "{dir}/main.js"),
+    address_space_extra_mb=1024, min_memory_mb=128, min_processes=4, comment="//"))
 
 __all__ = ["CPP", "JAVASCRIPT", "PYTHON", "Language", "get_language", "language_of_tag", "languages",
            "register_language"]

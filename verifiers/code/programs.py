@@ -235,13 +235,14 @@ _cache: collections.OrderedDict[tuple[Any, ...], Build] = collections.OrderedDic
 _cache_lock = threading.Lock()
 
 
-def build(language: Language, source: str, *, isolation: str = "full") -> Build:
-    """Compile ``source`` in the sandbox under the language's compile limits (once per program and process:
-    a feedback report or a second run of the same program reuses it); interpreted languages just place it."""
+def build(language: Language, source: str, *, isolation: str = "full", limits: SandboxLimits | None = None) -> Build:
+    """Compile ``source`` in the sandbox under ``limits`` (default: the language's compile limits), once per
+    program and process (a feedback report or a second run of the same program reuses it); interpreted
+    languages just place it."""
     files = {language.source_file: source.encode()}
     if not language.compiled:
         return Build(files)
-    limits = language.compile_limits
+    limits = limits or language.compile_limits
     command = language.command("compile", memory_mb=limits.memory_mb)
     key = (language.name, command, isolation, limits, hashlib.sha256(source.encode()).hexdigest())
     with _cache_lock:
@@ -253,7 +254,7 @@ def build(language: Language, source: str, *, isolation: str = "full") -> Build:
     if out.returncode == 0 and out.records and not out.timed_out:
         result = Build({language.binary_file: out.records})
     else:
-        result = Build({}, _compiler_message(language, out))
+        result = Build({}, _compiler_message(limits, out))
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_ENTRIES:
@@ -261,9 +262,9 @@ def build(language: Language, source: str, *, isolation: str = "full") -> Build:
     return result
 
 
-def _compiler_message(language: Language, out: RunOutcome) -> str:
+def _compiler_message(limits: SandboxLimits, out: RunOutcome) -> str:
     if out.timed_out:
-        return f"compilation did not finish within {language.compile_limits.wall_s:g} s"
+        return f"compilation did not finish within {limits.wall_s:g} s"
     text = out.stderr.decode("utf-8", "replace").replace("/tmp/", "")
     if out.output_limited:
         text += "\n[compiler output cut]"
@@ -291,6 +292,8 @@ class ProgramVerifier:
         time_limit_s: the wall-clock limit per test (a test's own ``time_limit_s`` wins; default
             ``limits.wall_s``); CPU seconds follow it.
         limits: memory, disk, processes and output limits of each test run.
+        checker_limits: the limits of each checker run.
+        compile_limits: the compile run's limits (default: the language's ``compile_limits``).
         isolation: ``"full"`` (bubblewrap) or ``"weak"`` (no OS isolation; never for RL rewards).
         require_fence: Python only: accept only fenced code (C++ and JavaScript always need a fenced block).
 
@@ -309,6 +312,7 @@ class ProgramVerifier:
     time_limit_s: float | None = None
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     checker_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(wall_s=10.0))
+    compile_limits: SandboxLimits | None = None
     isolation: str = "full"
     require_fence: bool = False
 
@@ -319,14 +323,19 @@ class ProgramVerifier:
         if self.scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {self.scoring!r}")
         _check_time(self.time_limit_s, "time_limit_s")
-        for name in ("limits", "checker_limits"):
-            if not isinstance(getattr(self, name), SandboxLimits):
+        for name in ("limits", "checker_limits", "compile_limits"):
+            if not isinstance(getattr(self, name), SandboxLimits) and not (name == "compile_limits"
+                                                                            and self.compile_limits is None):
                 raise TypeError(f"ProgramVerifier.{name} must be a SandboxLimits")
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {self.isolation!r}")
-        low = get_language(self.language).min_memory_mb
-        if self.limits.memory_mb < low:
-            raise ValueError(f"{self.language} needs limits.memory_mb >= {low}, got {self.limits.memory_mb}")
+        for name, limits in ((self.language, self.limits), (self.checker_language, self.checker_limits)):
+            language = get_language(name)
+            if limits.memory_mb < language.min_memory_mb:
+                raise ValueError(f"{name} needs memory_mb >= {language.min_memory_mb} in its limits, got {limits.memory_mb}")
+            if limits.max_processes < language.min_processes:
+                raise ValueError(f"{name} needs max_processes >= {language.min_processes} in its limits (its runtime's "
+                                 f"own threads count), got {limits.max_processes}")
         if not isinstance(self.checker, str):
             raise TypeError("ProgramVerifier.checker is the checker program's source (a string)")
 
@@ -385,10 +394,10 @@ class ProgramVerifier:
     def _run_all(self, code: str, tests: ProgramTests) -> list[TestReport]:
         language = get_language(self.language)
         if tests.calls and language.name == "python":
-            program = build(language, code, isolation=self.isolation)
+            program = build(language, code, isolation=self.isolation, limits=self.compile_limits)
             reports = self._io_reports(language, program, tests) if tests.io else []
             return reports + self._python_calls(code, tests, start=len(reports))
-        program = build(language, code, isolation=self.isolation)
+        program = build(language, code, isolation=self.isolation, limits=self.compile_limits)
         if program.error:
             message = f"compile error: {program.error}"
             return [TestReport(i, _source(t), False, "outside", message, "compile_error")
@@ -403,7 +412,8 @@ class ProgramVerifier:
         checker = None
         if self.compare == CHECKER:
             checker_language = get_language(self.checker_language)
-            checker = (checker_language, build(checker_language, tests.checker or self.checker, isolation=self.isolation))
+            checker = (checker_language, build(checker_language, tests.checker or self.checker, isolation=self.isolation,
+                                               limits=self.compile_limits))
             if checker[1].error:
                 raise InvalidReference(f"the checker does not compile: {checker[1].error[:300]}")
         for index, test in enumerate(tests.io):

@@ -643,7 +643,8 @@ def _collect(proc: subprocess.Popen[bytes], result_r: int, limits: SandboxLimits
     # The CPU-seconds rlimit is the same budget as the wall clock: count its SIGXCPU, and a SIGKILL (its hard
     # limit, for a program that ignores SIGXCPU) after at least that long, as a timeout too.
     used = time.monotonic() - (deadline - limits.wall_s)
-    timed_out = timed_out or returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and used >= limits.cpu_s)
+    timed_out = timed_out or (not output_limited and (returncode == -signal.SIGXCPU or (
+        returncode == -signal.SIGKILL and used >= limits.cpu_s)))  # our own kill at the output cap is not one
     joined = {streams[fd]: b"".join(parts) for fd, parts in chunks.items()}
     return RunOutcome(joined["records"], joined.get("stdout", b""), joined.get("stderr", b""), returncode,
                       timed_out, output_limited)
