@@ -488,6 +488,8 @@ class ProgramVerifier:
                 ok = _same(value, test.expected, self.tolerance)
                 status = "passed" if ok else "wrong_answer"
                 message = "passed" if ok else f"{_short(test.call)} returned {_short(_shown(value))}"
+            if crash is not None and status != "passed" and "the program itself" not in message:
+                message = f"{_short(message)} (the program itself raised {_short(str(crash))})"
             reports.append(TestReport(start + i, test.call, status == "passed", "outside", message, status))
         return reports
 
