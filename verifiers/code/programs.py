@@ -140,6 +140,10 @@ class ProgramTests:
                 "calls": [{"call": t.call, "expected": t.expected, "weight": t.weight} for t in self.calls],
                 "checker": self.checker}
 
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON (how datasets exported for TRL and verl hold it; the verifier reads it back)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
     @classmethod
     def from_value(cls, value: Any) -> ProgramTests:
         """Read the tests from a ``ProgramTests``, :class:`CodeTests` (its stdio pairs), a dict or its JSON:
@@ -183,6 +187,8 @@ def _io_tests(value: Mapping[str, Any]) -> tuple[IOTest, ...]:
             if unknown:
                 raise InvalidReference(f"unknown IOTest field(s) {sorted(unknown)}; valid: input, output, weight, "
                                        "time_limit_s")
+            if "output" not in item:
+                raise InvalidReference("an io test needs its expected 'output' (and usually an 'input')")
             tests.append(IOTest(input=_text(item.get("input", "")), output=_text(item.get("output", "")),
                                 weight=item.get("weight", 1.0), time_limit_s=item.get("time_limit_s")))
         elif isinstance(item, Sequence) and len(item) == 2:
