@@ -242,3 +242,25 @@ def test_run_command_files_are_read_only_and_the_folder_is_private() -> None:
         run_command(["sh", "-c", "true"])
     with pytest.raises(ValueError, match="plain names"):
         run_command(["/bin/true"], files={"../x": b""})
+
+
+@needs("cpp")
+def test_the_docs_page_examples_run() -> None:
+    """docs/code_languages.md: every Python block but the checker (which reads its three files) runs, in a fresh
+    interpreter, and prints what its ``# ->`` comment promises."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    from doc_snippets import fenced_blocks
+
+    blocks = [code for _, code in fenced_blocks((repo / "docs" / "code_languages.md").read_text(), "python")]
+    runnable = [b for b in blocks if "sys.argv[1:4]" not in b]
+    assert len(runnable) == len(blocks) - 1 == 3
+    for block in runnable:
+        done = subprocess.run([sys.executable, "-c", block], cwd=repo, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        for promise in re.findall(r"# -> (.*)", block):
+            assert promise.strip() in done.stdout, (promise, done.stdout)
