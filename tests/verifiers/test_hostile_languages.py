@@ -400,3 +400,50 @@ def test_js_call_harness_forgeries_pass_nothing(name: str) -> None:
         pytest.skip(reason)
     tests = ProgramTests(calls=(CallTest(call="add(1, 2)", expected=3), CallTest(call="add(2, 2)", expected=4)))
     _wrong("javascript", JS_FORGERIES[name], tests)
+
+
+def test_the_non_root_path_contains_them_too() -> None:
+    """A child drops to an unprivileged uid (with the system's interpreter as the sandbox's launcher, which an
+    unprivileged uid can run) and verifies a right program and a fork bomb in each language."""
+    if os.geteuid() != 0:
+        pytest.skip("this check forks a child that drops from root to an unprivileged uid; already unprivileged")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs /usr/bin/python3 (a system interpreter an unprivileged uid can run)")
+    languages = [lang for lang in LANGUAGES if _skip_reason(lang) is None]
+    if not languages:
+        pytest.skip(_skip_reason("cpp") or "")
+    from dapo_env.verifiers.code import sandbox
+
+    right = {"cpp": "#include <iostream>\n// non-root\nint main() { int a, b; std::cin >> a >> b; std::cout << a + b; }",
+             "javascript": "// non-root\nconst [a, b] = require('fs').readFileSync(0, 'utf8').split(' ').map(Number);\n"
+                           "console.log(a + b);"}
+    bomb = {"cpp": CPP_HEAD + "// non-root\nint main() { while (true) fork(); }",
+            "javascript": "const cp = require('child_process');\n"
+                          "while (true) { try { cp.spawnSync('/bin/sh', ['-c', 'sleep 30 &']); } catch (e) {} }"}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            system = os.path.realpath("/usr/bin/python3")
+            sandbox._interpreter = lambda: system  # type: ignore[assignment]
+            sandbox._prefix = lambda: "/usr"  # type: ignore[assignment]
+            sandbox._probe_bwrap.cache_clear()
+            said = []
+            for lang in languages:
+                verifier = ProgramVerifier(language=lang, limits=LIMITS, compile_limits=COMPILE)
+                said.append(verifier(f"```{lang}\n{right[lang]}\n```", SOLVED).correct)
+                said.append(verifier(f"```{lang}\n{bomb[lang]}\n```", SOLVED).correct)
+            os.write(write, " ".join(map(str, said)).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    _, code = os.waitpid(pid, 0)
+    answer = os.read(read, 100).decode()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(code) == 0, answer
+    assert answer == " ".join(["True False"] * len(languages)), answer
