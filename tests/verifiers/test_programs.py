@@ -193,6 +193,9 @@ def test_a_problem_checker_overrides_and_checker_mode_needs_one() -> None:
     tests = ProgramTests(io=(IOTest(input="", output="anything"),), checker=accept_all)
     verifier = ProgramVerifier(language="cpp", compare="checker", checker="import sys\nsys.exit(1)\n", limits=LIMITS)
     assert verifier(fenced("cpp", "int main() {}"), tests).correct
+    with pytest.raises(InvalidReference, match="the checker does not compile"):
+        ProgramVerifier(language="cpp", compare="checker", checker="int main( {", checker_language="cpp",
+                        limits=LIMITS)(fenced("cpp", "int main() {}"), ProgramTests(io=tests.io))
     with pytest.raises(InvalidReference, match="needs a checker program"):
         ProgramVerifier(language="cpp", compare="checker")(fenced("cpp", "int main() {}"), ProgramTests(io=tests.io))
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dapo_env.types import CodeTests, InvalidReference, VerifyResult
+from dapo_env.types import CodeTests, InvalidReference, VerifierConfigError, VerifyResult
 from .compare import CHECKER, check_mode, compare_output
 from .languages import Language, get_language, language_of_tag
 from .python import STATUS_LETTERS, CodeReport, CodeVerifier, TestReport, extract_code
@@ -375,7 +375,7 @@ class ProgramVerifier:
             return CodeReport(VerifyResult(False, 0.0, None, f"wrong_language:{other}" if other else "no_code"))
         try:
             reports = self._run_all(code, tests)
-        except SandboxUnavailable:
+        except VerifierConfigError:  # the sandbox or a language is missing, the checker does not compile
             raise
         except Exception as exc:  # noqa: BLE001 - the sandbox itself failed: never raise on model output
             return CodeReport(VerifyResult(False, 0.0, code, f"sandbox_error:{type(exc).__name__}"))
