@@ -26,13 +26,15 @@ import math
 import re
 import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dapo_env.types import CodeTests, InvalidReference, VerifierConfigError, VerifyResult
+from .calls import CALL_HARNESSES, call_records, decode_js, python_assert, same, shown
 from .compare import CHECKER, check_mode, compare_output
 from .languages import Language, get_language, language_of_tag
+from .program_tests import CallTest, IOTest, ProgramTests, check_time
 from .python import STATUS_LETTERS, CodeReport, CodeVerifier, TestReport, extract_code
 from .sandbox import (
     ISOLATION_MODES,
@@ -48,184 +50,6 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _MESSAGE_CHARS = 300
 _COMPILER_CHARS = 1200
 _CACHE_ENTRIES = 128
-
-
-# --- the reference -----------------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class IOTest:
-    """One stdin/stdout test.
-
-    Args:
-        input: what the program reads on stdin.
-        output: the expected stdout (compared by the verifier's mode, or given to the checker).
-        weight: its share in ``scoring="weighted"`` (> 0).
-        time_limit_s: its own wall-clock limit (default: the verifier's ``time_limit_s``).
-    """
-
-    __test__ = False
-
-    input: str = ""
-    output: str = ""
-    weight: float = 1.0
-    time_limit_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.input, str) or not isinstance(self.output, str):
-            raise InvalidReference("IOTest input and output must be strings")
-        _check_weight(self.weight)
-        _check_time(self.time_limit_s, "IOTest.time_limit_s")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallTest:
-    """One function test: a call expression in the task's language and the JSON value it must return.
-
-    Args:
-        call: e.g. ``"add(1, 2)"``.
-        expected: a JSON value (numbers compare numerically: ``3 == 3.0``; booleans only with booleans).
-        weight: its share in ``scoring="weighted"``.
-    """
-
-    __test__ = False
-
-    call: str
-    expected: Any = None
-    weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.call, str) or not self.call.strip():
-            raise InvalidReference("CallTest.call must be a non-empty expression such as 'add(1, 2)'")
-        try:
-            json.dumps(self.expected, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidReference(f"CallTest.expected must be a JSON value ({exc})") from None
-        _check_weight(self.weight)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProgramTests:
-    """The reference of a program task: stdin/stdout tests and/or function tests, and an optional checker.
-
-    Args:
-        io: the stdin/stdout tests (each run in its own sandboxed run).
-        calls: the function tests (all in one run; Python and JavaScript).
-        checker: this problem's checker source (in the verifier's ``checker_language``); overrides the
-            verifier's own ``checker``.
-
-    Example:
-        >>> ProgramTests.from_value({"inputs": ["1\\n"], "outputs": ["2\\n"]}).io[0].output
-        '2\\n'
-    """
-
-    io: tuple[IOTest, ...] = ()
-    calls: tuple[CallTest, ...] = ()
-    checker: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "io", tuple(self.io))
-        object.__setattr__(self, "calls", tuple(self.calls))
-        if not self.io and not self.calls:
-            raise InvalidReference("ProgramTests needs at least one test: pass io=(IOTest(...),) or calls=(...)")
-        if not isinstance(self.checker, str):
-            raise InvalidReference("ProgramTests.checker must be the checker program's source (a string)")
-
-    @property
-    def num_tests(self) -> int:
-        return len(self.io) + len(self.calls)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable form; :meth:`from_value` reads it back."""
-        return {"io": [{"input": t.input, "output": t.output, "weight": t.weight, "time_limit_s": t.time_limit_s}
-                       for t in self.io],
-                "calls": [{"call": t.call, "expected": t.expected, "weight": t.weight} for t in self.calls],
-                "checker": self.checker}
-
-    def to_json(self) -> str:
-        """:meth:`to_dict` as JSON (how datasets exported for TRL and verl hold it; the verifier reads it back)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
-    @classmethod
-    def from_value(cls, value: Any) -> ProgramTests:
-        """Read the tests from a ``ProgramTests``, :class:`CodeTests` (its stdio pairs), a dict or its JSON:
-        ``{"io": [{"input", "output", "weight"?, "time_limit_s"?}...], "calls": [{"call", "expected"}...],
-        "checker"?}``, or the APPS/TACO/CodeContests form ``{"inputs": [...], "outputs": [...]}``
-        (``"input"``/``"output"`` too), or a list of ``[input, output]`` pairs."""
-        if isinstance(value, ProgramTests):
-            return value
-        if isinstance(value, CodeTests):
-            if value.tests:
-                raise InvalidReference("ProgramVerifier runs stdin/stdout and call tests; Python asserts "
-                                       "(CodeTests.tests) are CodeVerifier's")
-            return cls(io=tuple(IOTest(input=i, output=o) for i, o in value.stdio))
-        if isinstance(value, (str, bytes)):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise InvalidReference("program tests given as a string must be JSON (see ProgramTests.from_value)") \
-                    from None
-        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-            value = {"io": list(value)}
-        if not isinstance(value, Mapping):
-            raise InvalidReference(f"cannot read program tests from a {type(value).__name__}: pass ProgramTests, "
-                                   "a dict {'io': [...], 'calls': [...]}, {'inputs': [...], 'outputs': [...]} or JSON")
-        return cls(io=_io_tests(value), calls=_call_tests(value.get("calls") or ()),
-                   checker=value.get("checker") or "")
-
-
-def _io_tests(value: Mapping[str, Any]) -> tuple[IOTest, ...]:
-    inputs, outputs = value.get("inputs", value.get("input")), value.get("outputs", value.get("output"))
-    if inputs is not None or outputs is not None:
-        if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-            raise InvalidReference("'inputs' and 'outputs' must be lists of the same length")
-        weights = value.get("weights") or [1.0] * len(inputs)
-        return tuple(IOTest(input=_text(i), output=_text(o), weight=float(w))
-                     for i, o, w in zip(inputs, outputs, weights))
-    tests = []
-    for item in value.get("io") or value.get("tests") or ():
-        if isinstance(item, Mapping):
-            unknown = set(item) - {"input", "output", "weight", "time_limit_s"}
-            if unknown:
-                raise InvalidReference(f"unknown IOTest field(s) {sorted(unknown)}; valid: input, output, weight, "
-                                       "time_limit_s")
-            if "output" not in item:
-                raise InvalidReference("an io test needs its expected 'output' (and usually an 'input')")
-            tests.append(IOTest(input=_text(item.get("input", "")), output=_text(item.get("output", "")),
-                                weight=item.get("weight", 1.0), time_limit_s=item.get("time_limit_s")))
-        elif isinstance(item, Sequence) and len(item) == 2:
-            tests.append(IOTest(input=_text(item[0]), output=_text(item[1])))
-        else:
-            raise InvalidReference(f"an io test must be {{'input', 'output'}} or an [input, output] pair, got {item!r}"[:200])
-    return tuple(tests)
-
-
-def _call_tests(items: Any) -> tuple[CallTest, ...]:
-    tests = []
-    for item in items:
-        if isinstance(item, Mapping) and "call" in item:
-            tests.append(CallTest(call=item["call"], expected=item.get("expected"), weight=item.get("weight", 1.0)))
-        elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
-            tests.append(CallTest(call=item[0], expected=item[1]))
-        else:
-            raise InvalidReference(f"a call test must be {{'call', 'expected'}} or a [call, expected] pair, got {item!r}"[:200])
-    return tuple(tests)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, list):  # some datasets hold outputs as lists of lines
-        return "\n".join(map(str, value)) + "\n"
-    if not isinstance(value, str):
-        raise InvalidReference(f"test input/output must be a string, got {type(value).__name__}")
-    return value
-
-
-def _check_weight(weight: Any) -> None:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        raise InvalidReference(f"a test's weight must be a number > 0, got {weight!r}")
-
-
-def _check_time(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600):
-        raise ValueError(f"{name} must be None or seconds in (0, 600], got {value!r}")
 
 
 # --- compiling once ----------------------------------------------------------------------------------------
@@ -328,7 +152,7 @@ class ProgramVerifier:
         check_mode(self.compare, self.tolerance)
         if self.scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {self.scoring!r}")
-        _check_time(self.time_limit_s, "time_limit_s")
+        check_time(self.time_limit_s, "time_limit_s")
         for name in ("limits", "checker_limits", "compile_limits"):
             if not isinstance(getattr(self, name), SandboxLimits) and not (name == "compile_limits"
                                                                             and self.compile_limits is None):
@@ -357,8 +181,8 @@ class ProgramVerifier:
         if self.compare == CHECKER and tests.io and not (tests.checker or self.checker):
             raise InvalidReference("compare='checker' needs a checker program: pass checker=<source> to the "
                                    "verifier or put 'checker' in the problem's tests")
-        if tests.calls and self.language not in _CALL_HARNESSES and self.language != "python":
-            raise InvalidReference(f"function (call) tests are supported in {sorted({'python', *_CALL_HARNESSES})}; "
+        if tests.calls and self.language not in CALL_HARNESSES and self.language != "python":
+            raise InvalidReference(f"function (call) tests are supported in {sorted({'python', *CALL_HARNESSES})}; "
                                    f"give {self.language} stdin/stdout tests")
         return tests
 
@@ -466,7 +290,7 @@ class ProgramVerifier:
         return out.returncode == 0 and not out.timed_out
 
     def _call_reports(self, language: Language, program: Build, tests: ProgramTests, start: int) -> list[TestReport]:
-        harness_file, harness = _CALL_HARNESSES[language.name]
+        harness_file, harness = CALL_HARNESSES[language.name]
         nonce = secrets.token_hex(16)
         run = language.command("run", memory_mb=self.limits.memory_mb)
         command = (*run[:-1], "{dir}/" + harness_file, "{payload_fd}", "{result_fd}")
@@ -477,7 +301,7 @@ class ProgramVerifier:
                           limits=limits, isolation=self.isolation, capture_stdout=False,
                           address_space_mb=self.limits.memory_mb + language.address_space_extra_mb,
                           end_marker=f"{nonce} E 0 ".encode())
-        records = _call_records(out.records, nonce)
+        records = call_records(out.records, nonce)
         crash = records.get(("C", 0))
         reports = []
         for i, test in enumerate(tests.calls):
@@ -490,10 +314,10 @@ class ProgramVerifier:
             elif ("V", i) not in records:
                 status, message = "runtime_error", f"{_short(test.call)} raised {_short(str(records['X', i]))}"
             else:
-                value = _decode_js(records["V", i])
-                ok = _same(value, test.expected, self.tolerance)
+                value = decode_js(records["V", i])
+                ok = same(value, test.expected, self.tolerance)
                 status = "passed" if ok else "wrong_answer"
-                message = "passed" if ok else f"{_short(test.call)} returned {_short(_shown(value))}"
+                message = "passed" if ok else f"{_short(test.call)} returned {_short(shown(value))}"
             if crash is not None and status != "passed" and "the program itself" not in message:
                 message = f"{_short(message)} (the program itself raised {_short(str(crash))})"
             reports.append(TestReport(start + i, test.call, status == "passed", "outside", message, status))
@@ -501,7 +325,7 @@ class ProgramVerifier:
 
     def _python_calls(self, code: str, tests: ProgramTests, start: int) -> list[TestReport]:
         """Python call tests are CodeVerifier's value tests (``assert <call> == <literal>``, judged outside)."""
-        asserts = tuple(_python_assert(t.call, t.expected, self.tolerance) for t in tests.calls)
+        asserts = tuple(python_assert(t.call, t.expected, self.tolerance) for t in tests.calls)
         inner = CodeVerifier(limits=replace(self.limits, wall_s=self.time_limit_s or self.limits.wall_s),
                              isolation=self.isolation, require_fence=self.require_fence)
         report = inner.report(f"```python\n{code}\n```", CodeTests(tests=asserts))
@@ -525,143 +349,6 @@ class ProgramVerifier:
             return VerifyResult(True, 1.0, code, f"passed:{passed}/{total}")
         letters = "".join(STATUS_LETTERS[r.status] for r in reports)
         return VerifyResult(False, score, code, f"tests_failed:{total - passed}/{total};verdicts:{letters}")
-
-
-# --- function calls ----------------------------------------------------------------------------------------
-_JS_CALL_HARNESS = r"""'use strict';
-// Evaluates the candidate (main.js) as a script, then each call expression; reports plain values tagged
-// with the run's nonce. Everything it uses is captured before the candidate runs.
-const fs = require('fs'), vm = require('vm');
-const writeSync = fs.writeSync, readFileSync = fs.readFileSync, closeSync = fs.closeSync;
-const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray;
-const getPrototypeOf = Object.getPrototypeOf, keys = Object.keys, ObjectPrototype = Object.prototype;
-const run = vm.runInThisContext, String_ = String;
-const payloadFd = Number(process.argv[2]), resultFd = Number(process.argv[3]);
-const job = parse(readFileSync(payloadFd, 'utf8'));
-closeSync(payloadFd);
-const nonce = job.nonce, calls = job.calls;
-function emit(kind, index, value) { writeSync(resultFd, nonce + ' ' + kind + ' ' + index + ' ' + stringify(value) + '\n'); }
-function describe(e) {
-  try { return (e && e.name ? String_(e.name) + ': ' : '') + String_(e && e.message !== undefined ? e.message : e); }
-  catch (_) { return 'an exception'; }
-}
-function enc(v, depth) {
-  if (depth > 64) return {$: 'deep'};
-  const t = typeof v;
-  if (v === null || t === 'boolean' || t === 'string') return v;
-  if (t === 'number') {
-    if (v !== v) return {$: 'nan'};
-    if (v === Infinity) return {$: 'inf'};
-    if (v === -Infinity) return {$: '-inf'};
-    return v;
-  }
-  if (t === 'undefined') return {$: 'undefined'};
-  if (t === 'bigint') return {$: 'bigint', v: String_(v)};
-  if (t === 'object') {
-    if (isArray(v)) {
-      const out = {$: 'array', v: []}, n = v.length;
-      for (let i = 0; i < n && i < 100000; i++) out.v.push(enc(v[i], depth + 1));
-      return out;
-    }
-    const proto = getPrototypeOf(v);
-    if (proto === ObjectPrototype || proto === null) {
-      const out = {$: 'object', v: []}, ks = keys(v);
-      for (let i = 0; i < ks.length && i < 100000; i++) out.v.push([ks[i], enc(v[ks[i]], depth + 1)]);
-      return out;
-    }
-  }
-  return {$: 'opaque', type: t};
-}
-globalThis.require = require;
-globalThis.module = {exports: {}};
-globalThis.exports = globalThis.module.exports;
-try { run(readFileSync(job.file, 'utf8'), {filename: job.file}); } catch (e) { emit('C', 0, describe(e)); }
-for (let i = 0; i < calls.length; i++) {
-  let value;
-  try { value = run(calls[i], {filename: 'test'}); } catch (e) { emit('X', i, describe(e)); continue; }
-  let encoded;
-  try { encoded = enc(value, 0); } catch (e) { emit('X', i, describe(e)); continue; }
-  emit('V', i, encoded);
-}
-emit('E', 0, 'end');
-"""
-_CALL_HARNESSES = {"javascript": ("harness.js", _JS_CALL_HARNESS)}
-
-
-def _call_records(raw: bytes, nonce: str) -> dict[tuple[str, int], Any]:
-    found: dict[tuple[str, int], Any] = {}
-    for line in raw.decode("utf-8", "replace").splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[0] != nonce or parts[1] not in "VXCE" or not parts[2].isdigit():
-            continue
-        try:
-            found.setdefault((parts[1], int(parts[2])), json.loads(parts[3]))
-        except ValueError:
-            continue
-    return found
-
-
-class _Opaque:
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def __repr__(self) -> str:
-        return self.kind
-
-
-def _decode_js(value: Any) -> Any:
-    """A reported JavaScript value as plain Python data (objects as dicts, arrays as lists)."""
-    if isinstance(value, dict):
-        tag = value.get("$")
-        if tag == "array" and isinstance(value.get("v"), list):
-            return [_decode_js(v) for v in value["v"]]
-        if tag == "object" and isinstance(value.get("v"), list):
-            return {str(k): _decode_js(v) for k, v in value["v"] if isinstance(k, str)}
-        if tag in ("nan", "inf", "-inf"):
-            return float(tag)
-        if tag == "bigint":
-            try:
-                return int(value.get("v"))
-            except (TypeError, ValueError):
-                return _Opaque("a bigint")
-        if tag == "undefined":
-            return _Opaque("undefined")
-        return _Opaque(f"an object of type {value.get('type', '?')}")
-    return value
-
-
-def _same(got: Any, want: Any, tolerance: float) -> bool:
-    """Plain-data equality: booleans only equal booleans, numbers compare numerically (within
-    ``tolerance`` for non-integers), lists element-wise, objects key-wise."""
-    if isinstance(got, _Opaque):
-        return False
-    if isinstance(want, bool) or isinstance(got, bool):
-        return type(got) is type(want) and got == want
-    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
-        if isinstance(want, int) and isinstance(got, int):
-            return got == want
-        if math.isnan(got) or math.isnan(want):
-            return math.isnan(got) and math.isnan(want)
-        return got == want or abs(got - want) <= tolerance * max(1.0, abs(want))
-    if isinstance(want, list) and isinstance(got, list):
-        return len(got) == len(want) and all(_same(g, w, tolerance) for g, w in zip(got, want))
-    if isinstance(want, dict) and isinstance(got, dict):
-        return got.keys() == want.keys() and all(_same(got[k], want[k], tolerance) for k in want)
-    return type(got) is type(want) and got == want
-
-
-def _python_assert(call: str, expected: Any, tolerance: float) -> str:
-    """A call test as a value test CodeVerifier judges outside (a float within ``tolerance``)."""
-    if isinstance(expected, float):
-        return f"assert math.isclose({call}, {expected!r}, rel_tol={tolerance!r}, abs_tol={tolerance!r})"
-    return f"assert {call} == {expected!r}"
-
-
-def _shown(value: Any) -> str:
-    try:
-        return json.dumps(value) if not isinstance(value, _Opaque) else repr(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _source(test: IOTest | CallTest) -> str:
