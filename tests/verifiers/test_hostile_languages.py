@@ -325,15 +325,16 @@ def test_the_expected_output_is_nowhere_in_the_sandbox() -> None:
     codes = {
         "cpp": CPP_HEAD + "#include <functional>\nint main() { std::string all;\n"
                "  std::function<void(std::string, int)> walk = [&](std::string d, int depth) {\n"
-               "    DIR* h = opendir(d.c_str()); if (!h || depth > 2) return;\n"
-               "    while (dirent* e = readdir(h)) { std::string n = e->d_name; if (n == \".\" || n == \"..\" || n == \"sys\") continue;\n"
+               "    DIR* h = opendir(d.c_str()); if (!h || depth > 1) return;\n"
+               "    while (dirent* e = readdir(h)) { std::string n = e->d_name;\n"
+               "      if (n == \".\" || n == \"..\" || n == \"sys\" || n == \"kmsg\" || n == \"kcore\") continue;\n"
                "      std::string p = d + \"/\" + n; if (e->d_type == DT_DIR) walk(p, depth + 1);\n"
                "      else if (FILE* f = fopen(p.c_str(), \"rb\")) { char b[65536]; size_t k = fread(b, 1, sizeof b, f); all.append(b, k); fclose(f); } }\n"
-               "    closedir(h); };\n  walk(\"/proc\", 0); walk(\"/tmp\", 0); walk(\"/dev\", 0);\n"
+               "    closedir(h); };\n  walk(\"/proc\", 0); walk(\"/tmp\", 0); walk(\"/dev/shm\", 0);\n"
                "  size_t at = all.find(\"ANSWER-\"); puts(at == std::string::npos ? \"none\" : all.substr(at, 39).c_str()); }",
         "javascript": "const fs = require('fs'); let all = '';\n"
-                      "function walk(d, depth) { if (depth > 2) return; let es = []; try { es = fs.readdirSync(d, {withFileTypes: true}); } catch (e) { return; }\n"
-                      "  for (const e of es) { if (e.name === 'sys') continue; const p = d + '/' + e.name;\n"
+                      "function walk(d, depth) { if (depth > 1) return; let es = []; try { es = fs.readdirSync(d, {withFileTypes: true}); } catch (e) { return; }\n"
+                      "  for (const e of es) { if (['sys', 'kmsg', 'kcore'].includes(e.name)) continue; const p = d + '/' + e.name;\n"
                       "    if (e.isDirectory()) walk(p, depth + 1); else { try { const fd = fs.openSync(p, 'r'); const b = Buffer.alloc(65536);\n"
                       "      const n = fs.readSync(fd, b, 0, b.length, null); all += b.toString('latin1', 0, n); fs.closeSync(fd); } catch (e) {} } } }\n"
                       "walk('/proc', 0); walk('/tmp', 0);\nconst at = all.indexOf('ANSWER-');\n"
@@ -341,8 +342,8 @@ def test_the_expected_output_is_nowhere_in_the_sandbox() -> None:
     }
     for language, code in codes.items():
         if _skip_reason(language) is None:
-            assert expected.strip() not in _wrong(language, code, tests,
-                                                  limits=SandboxLimits(wall_s=10.0, memory_mb=512, disk_mb=8))
+            said = _wrong(language, code, tests, limits=SandboxLimits(wall_s=10.0, memory_mb=512, disk_mb=8))
+            assert expected.strip() not in said and "printed 'none\\n'" in said, said  # it searched everything
 
 
 # --- compile-time bombs ---------------------------------------------------------------------------------------
