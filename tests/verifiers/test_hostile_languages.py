@@ -88,7 +88,7 @@ def _wrong(language: str, code: str, tests: ProgramTests = PROBE, marker: str | 
 
 CPP_HEAD = ("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <string>\n#include <vector>\n"
             "#include <unistd.h>\n#include <signal.h>\n#include <fcntl.h>\n#include <dirent.h>\n"
-            "#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\n")
+            "#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\n#include <cctype>\n")
 
 
 SOLVED = ProgramTests(io=(IOTest(input="2 3\n", output="5\n"),))
@@ -331,14 +331,16 @@ def test_the_expected_output_is_nowhere_in_the_sandbox() -> None:
                "      std::string p = d + \"/\" + n; if (e->d_type == DT_DIR) walk(p, depth + 1);\n"
                "      else if (FILE* f = fopen(p.c_str(), \"rb\")) { char b[65536]; size_t k = fread(b, 1, sizeof b, f); all.append(b, k); fclose(f); } }\n"
                "    closedir(h); };\n  walk(\"/proc\", 0); walk(\"/tmp\", 0); walk(\"/dev/shm\", 0);\n"
-               "  size_t at = all.find(\"ANSWER-\"); puts(at == std::string::npos ? \"none\" : all.substr(at, 39).c_str()); }",
+               "  for (size_t at = all.find(\"ANSWER-\"); at != std::string::npos; at = all.find(\"ANSWER-\", at + 1))\n"
+               "    if (at + 7 < all.size() && isxdigit((unsigned char)all[at + 7])) { puts(all.substr(at, 39).c_str()); return 0; }\n"
+               "  puts(\"none\"); }",
         "javascript": "const fs = require('fs'); let all = '';\n"
                       "function walk(d, depth) { if (depth > 1) return; let es = []; try { es = fs.readdirSync(d, {withFileTypes: true}); } catch (e) { return; }\n"
                       "  for (const e of es) { if (['sys', 'kmsg', 'kcore'].includes(e.name)) continue; const p = d + '/' + e.name;\n"
                       "    if (e.isDirectory()) walk(p, depth + 1); else { try { const fd = fs.openSync(p, 'r'); const b = Buffer.alloc(65536);\n"
                       "      const n = fs.readSync(fd, b, 0, b.length, null); all += b.toString('latin1', 0, n); fs.closeSync(fd); } catch (e) {} } } }\n"
-                      "walk('/proc', 0); walk('/tmp', 0);\nconst at = all.indexOf('ANSWER-');\n"
-                      "console.log(at < 0 ? 'none' : all.slice(at, at + 39));",
+                      "walk('/proc', 0); walk('/tmp', 0); walk('/dev/shm', 0);\nconst found = /ANSWER-[0-9a-f]{32}/.exec(all);\n"
+                      "console.log(found ? found[0] : 'none');",
     }
     for language, code in codes.items():
         if _skip_reason(language) is None:
