@@ -8,6 +8,8 @@
   problem carries its checker program, run sandboxed.
 * ``JSFunctions-v0`` (built in, procedural, offline): JavaScript functions judged on call tests.
 
+Every built-in problem's metadata holds a reference program (``solution``) and its fence tag (``fence``).
+
 Example:
     >>> task = program_task("MyCpp", language="cpp", compare="float", tolerance=1e-6, scoring="fraction")
     >>> task.verifier.language, task.verifier.compare, task.verifier.scoring
@@ -119,6 +121,22 @@ _ANY_PAIR = ("import sys\n"
              "sys.exit(0 if ok and 1 <= i < j <= n and a[i - 1] + a[j - 1] == target else 1)\n")
 
 
+# Reference programs (a problem's metadata "solution"): what a right response holds
+_CPP_SOLUTIONS = {
+    "sum": "#include <iostream>\nint main() { long n, s = 0, x; std::cin >> n; while (n--) { std::cin >> x; s += x; }\n"
+           "  std::cout << s << '\\n'; }",
+    "max_index": "#include <iostream>\n#include <vector>\nint main() { int n; std::cin >> n; std::vector<long> a(n);\n"
+                 "  int b = 0; for (int i = 0; i < n; i++) { std::cin >> a[i]; if (a[i] > a[b]) b = i; }\n"
+                 "  std::cout << b + 1 << '\\n'; }",
+    "pair": "#include <iostream>\n#include <vector>\nint main() { int n; long t; std::cin >> n >> t; std::vector<long> a(n);\n"
+            "  for (auto& x : a) std::cin >> x;\n  for (int i = 0; i < n; i++) for (int j = i + 1; j < n; j++)\n"
+            "    if (a[i] + a[j] == t) { std::cout << i + 1 << ' ' << j + 1 << '\\n'; return 0; } }",
+    "sorted": "#include <algorithm>\n#include <iostream>\n#include <vector>\nint main() { int n; std::cin >> n;\n"
+              "  std::vector<long> a(n); for (auto& x : a) std::cin >> x; std::sort(a.begin(), a.end());\n"
+              "  for (long x : a) std::cout << x << ' '; std::cout << '\\n'; }",
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class CppPickConfig:
     """Knobs of ``CppPick-v0``.
@@ -173,7 +191,8 @@ def generate_cpp_pick(config: CppPickConfig, rng: np.random.Generator) -> tuple[
     question = (f"Standard input holds {first} on the first line, then n integers on the second. Print {what}.\n"
                 f"Example input:\n{example.input}Example output:\n{example.output}")
     checker = {"max_index": _ANY_MAX_INDEX, "pair": _ANY_PAIR}.get(kind, _SAME_TOKENS)
-    return question, ProgramTests(io=tuple(io), checker=checker), {"kind": kind, **_language_fields("cpp")}
+    metadata = {"kind": kind, "solution": _CPP_SOLUTIONS[kind], **_language_fields("cpp")}
+    return question, ProgramTests(io=tuple(io), checker=checker), metadata
 
 
 CPP_PICK = Task(
@@ -189,6 +208,14 @@ CPP_PICK = Task(
 
 
 # --- JSFunctions-v0 --------------------------------------------------------------------------------------------
+_JS_SOLUTIONS = {
+    "sumOf": "const sumOf = a => a.reduce((x, y) => x + y, 0);",
+    "largest": "function largest(a) { return Math.max(...a); }",
+    "countEven": "function countEven(a) { return a.filter(v => v % 2 === 0).length; }",
+    "reversed": "function reversed(a) { return [...a].reverse(); }",
+    "countVowels": "function countVowels(s) { return [...s].filter(c => 'aeiouAEIOU'.includes(c)).length; }",
+    "isPalindrome": "function isPalindrome(s) { return s === [...s].reverse().join(''); }",
+}
 _JS_FUNCTIONS = {
     "sumOf": ("takes an array of numbers and returns their sum", lambda a: sum(a), "array"),
     "largest": ("takes a non-empty array of numbers and returns the largest", lambda a: max(a), "array"),
@@ -240,7 +267,8 @@ def generate_js_function(config: JSFunctionsConfig, rng: np.random.Generator
     shown = calls[0]
     question = (f"Write a JavaScript function `{name}` that {what}.\n"
                 f"Example: {shown.call} returns {json.dumps(shown.expected)}.")
-    return question, ProgramTests(calls=tuple(calls)), {"function": name, **_language_fields("javascript")}
+    metadata = {"function": name, "solution": _JS_SOLUTIONS[name], **_language_fields("javascript")}
+    return question, ProgramTests(calls=tuple(calls)), metadata
 
 
 JS_FUNCTIONS = Task(

@@ -157,3 +157,35 @@ def test_exported_rows_score_through_verl() -> None:
     right = compute_score(row["data_source"], f"```cpp\n{CPP[kind]}\n```", truth, row["extra_info"])
     assert right["score"] == 1.0
     assert compute_score(row["data_source"], "no code", truth, row["extra_info"])["score"] == 0.0
+
+
+@pytest.mark.parametrize("env_id", ["CppPickFeedback-v0", "JSFunctionsFeedback-v0"])
+def test_feedback_twins_play_vector_episodes(env_id: str) -> None:
+    """Sync vector envs with default arguments: a policy that never writes code uses every attempt (3), is
+    told so each time, and the episode ends with reward 0; a reference program ends it at once with 1."""
+    import warnings
+
+    import gymnasium as gym
+
+    language = "cpp" if "Cpp" in env_id else "javascript"
+    if (missing := get_language(language).missing()) or not isolation("full").ok:
+        pytest.skip(f"{language}: {missing or 'needs bubblewrap (apt-get install bubblewrap)'}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="sync", size=4)
+    obs, info = envs.reset(seed=0)
+    problems = {p.id: p for p in get_task(env_id).load(split="train", size=4)}
+    ended = 0
+    for turn in range(3):
+        obs, rewards, terminated, _, infos = envs.step(("no code", "no code"))
+        ended += int(terminated.sum())
+        if turn < 2:
+            assert all(o.startswith("No ") and "code found" in o for o in obs), obs
+    assert ended == 2 and rewards.tolist() == [0.0, 0.0]
+    envs.close()
+    env = gym.make(env_id, size=4)
+    _, info = env.reset(seed=0)
+    problem = problems[info["problem_id"]]
+    _, reward, terminated, _, _ = env.step(f"```{problem.metadata['fence']}\n{problem.metadata['solution']}\n```")
+    assert terminated and reward == 1.0
+    env.close()
