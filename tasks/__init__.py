@@ -13,6 +13,7 @@ from .registry import get_task, list_tasks, register_task, task_origin, unregist
 from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402,F401  (after the registry exists)
 from . import guess_number  # noqa: E402,F401  (multi-turn)
 from . import multiturn_tasks  # noqa: E402,F401  (multi-turn, on the code sandbox)
+from . import program_tasks  # noqa: E402,F401  (C++, JavaScript and Python programs on the code sandbox)
 from . import hidden_table  # noqa: E402,F401  (multi-turn, tool use)
 from .registry import mark_builtins  # noqa: E402
 

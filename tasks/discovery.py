@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Task
-from .registry import _TASKS, broken_tasks, register_broken, register_task, task_origin
+from .registry import broken_tasks, list_tasks, register_broken, register_task, task_origin
 
 ENV_VAR = "DAPO_ENV_TASK_PATH"
 ENTRY_POINT_GROUP = "dapo_env.tasks"
@@ -86,10 +86,11 @@ def load_spec_file(path: str | os.PathLike[str], origin: str | None = None) -> s
 
 
 def _keep_broken(env_id: str, message: str, origin: str) -> None:
-    if (env_id in _TASKS or env_id in broken_tasks()) and "defined twice" not in message:
+    taken = env_id in list_tasks() or env_id in broken_tasks()
+    if taken and "defined twice" not in message:
         message = (f"{env_id} is defined twice: by {task_origin(env_id)} and by {origin} (which also fails: "
                    f"{message}); rename one or bump its version")
-    if "defined twice" in message and env_id in _TASKS | broken_tasks():
+    if "defined twice" in message and taken:
         origin = f"{task_origin(env_id)} + {origin}"
     register_broken(env_id, message, origin)
     _warn(f"{message} ({env_id} cannot be made; other tasks work)")

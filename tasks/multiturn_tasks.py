@@ -28,13 +28,15 @@ from typing import Any, overload
 
 from .base import DataFiles, ProblemSource, Task
 from .code_tasks import MBPP, MBPP_TEMPLATE
+from .program_tasks import CPP_PICK, JS_FUNCTIONS
 from .math_tasks import DAPO_MATH, DAPO_PREFIX, GSM8K
 from .registry import register_task
 from dapo_env.tools import TOOL_PARSERS, ToolUse, tool
 from dapo_env.types import Completion, History, Problem, Turn, VerifyResult
-from dapo_env.verifiers import CodeVerifier, MathVerifier, SandboxLimits
+from dapo_env.verifiers import CodeVerifier, MathVerifier, ProgramVerifier, SandboxLimits
 
 _FENCED = re.compile(r"```.*?```", re.DOTALL)
+_LANGUAGE_TITLES = {"python": "Python", "cpp": "C++", "javascript": "JavaScript"}
 
 
 # --- episode rules as load knobs ------------------------------------------------------------------------
@@ -194,10 +196,14 @@ _SHOWN_FAILURES = 5
 
 @dataclass(frozen=True, kw_only=True)
 class CodeFeedback:
-    """The interaction of ``MBPPFeedback-v0``: reward a passing attempt, answer a failing one with the
-    failing tests' output, end after ``max_attempts`` (the problem's metadata; :class:`FeedbackRules`).
+    """The interaction of ``MBPPFeedback-v0``, ``CppPickFeedback-v0`` and ``JSFunctionsFeedback-v0``: reward a
+    passing attempt, answer a failing one with the failing tests' output, end after ``max_attempts`` (the
+    problem's metadata; :class:`FeedbackRules`). Any language: with a
+    :class:`~dapo_env.verifiers.ProgramVerifier` each failing test is shown with its verdict (wrong answer,
+    time limit, runtime error) and its input or call with what the program printed or returned, a compile
+    error with the compiler's trimmed output.
 
-    The verdict (the task's ``CodeVerifier``) decides pass or fail. For a failing attempt with tests that ran,
+    The verdict (the task's ``CodeVerifier`` or ``ProgramVerifier``) decides pass or fail. For a failing attempt with tests that ran,
     the feedback comes from ``verifier.report()`` (one more sandboxed run): per failing test its source when
     the prompt already shows it (else "a hidden test") and :attr:`TestReport.message`, which names the
     candidate's own value or exception and never an expected value. No code, a syntax error or a run cut at
@@ -217,17 +223,23 @@ class CodeFeedback:
         (False, True)
     """
 
-    verifier: CodeVerifier = field(default_factory=CodeVerifier)
+    verifier: CodeVerifier | ProgramVerifier = field(default_factory=CodeVerifier)
     role: str = "user"
 
+    @property
+    def language(self) -> tuple[str, str]:
+        """The verifier's language as (title, fence tag): ``("Python", "python")``, ``("C++", "cpp")``, ..."""
+        name = getattr(self.verifier, "language", "python")
+        return _LANGUAGE_TITLES.get(name, name), name
+
     def run_tests(self, code: str, problem: Problem) -> str:
-        """Run a complete Python solution against the problem's tests; returns the failing tests' output, or
-        that all tests passed.
+        """Run a complete solution against the problem's tests; returns the failing tests' output, or that all
+        tests passed.
 
         Args:
-            code: the complete Python solution (every function the tests call)
+            code: the complete solution (every function the tests call, or the whole program)
         """
-        action = Completion(f"```python\n{code}\n```")
+        action = Completion(f"```{self.language[1]}\n{code}\n```")
         verdict = self.verifier(action.text, problem.answer)
         if verdict.correct:
             return "All tests passed."
@@ -246,16 +258,24 @@ class CodeFeedback:
         if left <= 0:
             return Turn(f"Out of attempts ({verdict.reason}).", 0.0, done=True, role=self.role, info=info)
         again = (f"\n\nYou have {left} attempt{'s' if left > 1 else ''} left: reply with the complete corrected "
-                 "solution in one ```python code block.")
+                 f"solution in one ```{self.language[1]} code block.")
         return Turn(self.feedback(history, action, verdict) + again, 0.0, role=self.role, info=info)
 
     def feedback(self, history: History, action: Completion, verdict: VerifyResult) -> str:
         """What went wrong with a failing attempt, in words the model can act on."""
         reason = verdict.reason
+        title, fence = self.language
         if reason == "no_code":
-            return "No Python code found: write the complete solution in one ```python code block."
+            return f"No {title} code found: write the complete solution in one ```{fence} code block."
+        if reason.startswith("wrong_language:"):
+            other = _LANGUAGE_TITLES.get(reason.partition(":")[2], reason.partition(":")[2])
+            return f"Your code is in {other}, but this task takes {title}: write it in one ```{fence} code block."
         if reason == "syntax_error":
             return f"Your code does not compile: {_syntax_error(verdict.extracted or '')}."
+        if reason == "compile_error":
+            report = self.verifier.report(action.text, history.problem.answer)  # the compiled program is cached
+            said = report.tests[0].message.removeprefix("compile error: ") if report.tests else ""
+            return f"Your code does not compile:\n{said}".rstrip()
         if reason.startswith("sandbox_error"):
             return f"Your code could not be run ({reason}); try again."
         if ";timeout" in reason:
@@ -273,6 +293,9 @@ class CodeFeedback:
                     "is too slow or not deterministic.")
         lines = [f"{len(failed)} of {len(report.tests)} tests failed:"]
         for test in failed[:_SHOWN_FAILURES]:
+            if isinstance(self.verifier, ProgramVerifier):  # its messages name the input or call, never the expected
+                lines.append(f"- {test.status.replace('_', ' ')}: {test.message}")
+                continue
             source = _public_source(test.source, history.prompt)
             if source is not None:
                 lines += [source, f"  {test.message}"]
@@ -529,10 +552,31 @@ DAPO_MATH_TOOL = Task(
     reference_reader=DAPO_MATH.reference_reader,
 )
 
-for _task in (MBPP_FEEDBACK, GSM8K_TOOL, DAPO_MATH_TOOL):
+
+
+def program_feedback_task(base: Task, name: str) -> Task:
+    """A program task (``CppPick-v0``, ``JSFunctions-v0``, or one of :func:`~dapo_env.tasks.program_tasks.program_task`)
+    as a feedback task: its problems, its verifier, failing attempts answered with per-test feedback."""
+    fence = getattr(base.verifier, "language", "python")
+    interaction = CodeFeedback(verifier=base.verifier)
+    protocol = (FEEDBACK_SUFFIX.replace("```python", f"```{fence}"),
+                NATIVE_FEEDBACK_SUFFIX.replace("```python", f"```{fence}"))
+    return Task(
+        name=name, source=RulesSource(base.source, FeedbackRules(), protocol=protocol), verifier=base.verifier,
+        prompt_template=base.prompt_template + "{tool_protocol}", split=base.split,
+        description=f"Multi-turn {base.env_id}: failing attempts get per-test feedback (verdict, input, output), "
+                    "up to max_attempts (knobs: max_attempts, attempt_penalty, tool_format, and the base task's).",
+        interaction=ToolUse(tools=(tool(interaction.run_tests, name="run_tests"),), fenced=interaction,
+                            fenced_tool="run_tests", default_format="fenced", budget_knob="max_attempts"))
+
+
+CPP_PICK_FEEDBACK = program_feedback_task(CPP_PICK, "CppPickFeedback")
+JS_FUNCTIONS_FEEDBACK = program_feedback_task(JS_FUNCTIONS, "JSFunctionsFeedback")
+
+for _task in (MBPP_FEEDBACK, GSM8K_TOOL, DAPO_MATH_TOOL, CPP_PICK_FEEDBACK, JS_FUNCTIONS_FEEDBACK):
     register_task(_task)
 
-__all__ = ["CodeFeedback", "DAPO_MATH_TOOL", "DAPO_TOOL_TEMPLATE", "FEEDBACK_SUFFIX", "FeedbackRules",
+__all__ = ["CPP_PICK_FEEDBACK", "CodeFeedback", "DAPO_MATH_TOOL", "JS_FUNCTIONS_FEEDBACK", "program_feedback_task", "DAPO_TOOL_TEMPLATE", "FEEDBACK_SUFFIX", "FeedbackRules",
            "FinalAnswerVerifier", "GSM8K_TOOL", "GSM8K_TOOL_TEMPLATE", "MBPP_FEEDBACK", "MBPP_FEEDBACK_TEMPLATE",
            "NATIVE_FEEDBACK_SUFFIX", "NATIVE_TOOL_PROTOCOL", "ProblemsWithRules", "PythonTool", "RulesSource", "TOOL_PROTOCOL",
            "ToolRules", "outside_code", "python_tool_use"]

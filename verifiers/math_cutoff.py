@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 TAIL_CHARS = 2000  # only the end of a response is examined
 
@@ -46,8 +47,10 @@ _END_TOKENS = re.compile(r"(?:\s*(?:<\|[A-Za-z_]{1,30}\|>|</s>|<eos>)(?:\s*(?:us
 _MATH_INSIDE = re.compile(r"\\|\^|_|\{|=")
 
 
-def reads_cut_off(text: str) -> bool:
-    """Whether ``text`` stops before its end (the module docstring's signs)."""
+def reads_cut_off(text: str, *, is_answer: Callable[[str], bool] = lambda line: False) -> bool:
+    """Whether ``text`` stops before its end (the module docstring's signs). ``is_answer(line)``: whether a last
+    line that is nothing but an answer expression closes the response (the extractor passes its own reading;
+    this module imports nothing of it)."""
     tail = _END_TOKENS.sub("", text[-TAIL_CHARS:]).rstrip()  # "... is 2/3. <|im_start|>user": a chat template's end
     if not tail:
         return False
@@ -68,10 +71,8 @@ def reads_cut_off(text: str) -> bool:
         return True
     if bold or tail[-1] in _CLOSED_END:
         return False
-    from .math_extract import bare_answer  # lazy: the extractor imports this module
-
     last_line = tail.rsplit("\n", 1)[-1].strip()
-    return "\n" not in tail or (bare_answer(last_line) is None and not _SUMMARY_LINE.fullmatch(last_line))
+    return "\n" not in tail or (not is_answer(last_line) and not _SUMMARY_LINE.fullmatch(last_line))
 
 
 _MORE_WORK = re.compile(

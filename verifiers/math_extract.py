@@ -38,6 +38,7 @@ import re
 
 from .math_conclusions import CORRECTION, conclusion_candidates
 from .math_cutoff import reads_cut_off
+from .math_normalize import match_brace
 from .math_statements import Candidate, clean, hedged, keyword_matches, last_matches, lowered, statement_candidates
 from .math_words import words_to_number
 
@@ -57,26 +58,6 @@ _BOX_JOIN = re.compile(
 _YES_NO = re.compile(r"(?i)[\s*_]*(yes|no)\b[*_]*[,.;:!](?!\s*(?:wait|hmm|let|but|actually|that|this|i|we|not|no|sorry|oops)\b)")
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _DAPO_PATTERN = re.compile(r"(?i)Answer\s*:\s*([^\n]+)")
-
-
-def match_brace(text: str, open_idx: int, max_depth: int = 1024, max_len: int = 1 << 62) -> int:
-    """Index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced, nested deeper than
-    ``max_depth`` or longer than ``max_len`` characters.
-
-    Escaped braces ``\\{`` and ``\\}`` count like plain ones (LaTeX sets keep them balanced).
-    """
-    depth = 0
-    for i in range(open_idx, min(len(text), open_idx + max_len)):
-        ch = text[i]
-        if ch == "{":
-            depth += 1
-            if depth > max_depth:
-                return -1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
 
 
 def boxes(text: str) -> tuple[list[Candidate], int]:
@@ -253,7 +234,7 @@ _NUMBER_WORDS = re.compile(rf"(?i)\b{_CARDINAL}(?:(?:[\s-]+|\s+and\s+)(?:{_CARDI
 def _number_in_words(text: str) -> Candidate | None:
     """The last number written in words in a response with no digits (``There are twelve students.``); a
     lone ``one`` is a pronoun more often than a number."""
-    from .math_quantities import read_quantity  # lazy: math_quantities imports the normaliser, which imports this
+    from .math_quantities import read_quantity  # lazy: quantities are read only for responses without digits
 
     found = None
     for m in last_matches(_NUMBER_WORDS, text, 1):
@@ -285,7 +266,8 @@ def extract_candidate(response: str, *, answer_format: str = "auto", extraction:
     chosen = select(response, found)
     if unclosed >= 0 and (chosen is None or unclosed >= chosen.start):
         return None  # the final box was cut off mid-way: the last commitment is incomplete
-    if chosen is None and extraction == "lenient" and not reads_cut_off(response):
+    if chosen is None and extraction == "lenient" and not reads_cut_off(
+            response, is_answer=lambda line: bare_answer(line) is not None):
         chosen = lenient_answer(response)
     return chosen
 

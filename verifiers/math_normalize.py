@@ -20,7 +20,6 @@ import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .math_extract import match_brace
 from .math_words import words_to_number
 
 MAX_DIGITS = 400
@@ -35,6 +34,26 @@ _DAPO_REMOVE = ("square", "ways", "integers", "dollars", "mph", "inches", "hours
                 "meters", "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}",
                 "\\text{.}", "\\text{\ns}", "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}",
                 "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;", ",\\!", "{,}", '"', "\\dots")
+
+
+def match_brace(text: str, open_idx: int, max_depth: int = 1024, max_len: int = 1 << 62) -> int:
+    """Index of the ``}`` closing the ``{`` at ``open_idx``, or -1 if unbalanced, nested deeper than
+    ``max_depth`` or longer than ``max_len`` characters.
+
+    Escaped braces ``\\{`` and ``\\}`` count like plain ones (LaTeX sets keep them balanced).
+    """
+    depth = 0
+    for i in range(open_idx, min(len(text), open_idx + max_len)):
+        ch = text[i]
+        if ch == "{":
+            depth += 1
+            if depth > max_depth:
+                return -1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def dapo_normalize(answer: str) -> str:

@@ -113,6 +113,10 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
 MULTI_TURN_TWINS = {"MBPPFeedback-v0": "MBPP-v0", "GSM8KTool-v0": "GSM8K-v0", "DAPOMathTool-v0": "DAPOMath-v0"}
 
 
+#: the program tasks (tasks/program_tasks.py and their feedback twins): procedural, verified with g++/node
+PROGRAM_TASKS = ("CppPick-v0", "CppPickFeedback-v0", "JSFunctions-v0", "JSFunctionsFeedback-v0")
+
+
 def fixture_kwargs(env_id: str, directory: Path) -> dict[str, Any]:
     """``gym.make`` kwargs that give ``env_id`` a small local data file (procedural tasks need none)."""
     env_id = MULTI_TURN_TWINS.get(env_id, env_id)  # a multi-turn task reads its single-turn twin's rows
@@ -120,4 +124,6 @@ def fixture_kwargs(env_id: str, directory: Path) -> dict[str, Any]:
         return {"data_files": str(write_dapo_jsonl(directory / "dapo.jsonl", n=8))}
     if env_id in FIXTURE_ROWS:
         return {"data_files": str(write_jsonl(directory / f"{env_id}.jsonl", FIXTURE_ROWS[env_id]))}
+    if env_id in PROGRAM_TASKS:  # every problem is verified in the sandbox: a few
+        return {"size": 4}
     return {"size": 50} if env_id in ("Arithmetic-v0", "Countdown-v0") else {}

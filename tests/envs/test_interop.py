@@ -26,7 +26,7 @@ from typing import Any
 import cloudpickle
 import datasets
 import pytest
-from env_helpers import fixture_kwargs
+from env_helpers import PROGRAM_TASKS, fixture_kwargs
 
 from dapo_env.interop import (
     VERL_DATA_SOURCES,
@@ -60,12 +60,16 @@ def right_response(task_id: str, problem: Any) -> str:
         return f"```python\n{problem.answer.prefix}{problem.metadata['canonical_solution']}```"
     if task_id == "Countdown-v0":
         return f"Let me try.\nAnswer: {problem.metadata['solution']}"
+    if "fence" in problem.metadata:  # a program task: its reference program
+        return f"```{problem.metadata['fence']}\n{problem.metadata['solution']}\n```"
     return f"Let me think step by step.\nAnswer: {problem.answer}"
 
 
 def wrong_response(task_id: str) -> str:
     if task_id in ("MBPP-v0", "MBPPFeedback-v0", "HumanEval-v0"):
         return "```python\ndef f(*args):\n    return None\n```"
+    if task_id in PROGRAM_TASKS:  # a program that runs and answers nothing
+        return "```cpp\nint main() {}\n```" if "Cpp" in task_id else "```javascript\nconst nothing = 0;\n```"
     return "I think it is hard.\nAnswer: 123456789"
 
 

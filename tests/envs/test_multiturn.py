@@ -333,9 +333,9 @@ def test_any_actions_end_within_k_turns_with_replies_that_only_compare() -> None
 
 
 # (the data-backed ids play other games: their vector test is in tests/tasks/test_multiturn_tasks.py; HiddenTable's
-# is in tests/tasks/test_hidden_table.py)
+# is in tests/tasks/test_hidden_table.py; the program feedback tasks' in tests/tasks/test_program_tasks.py)
 @pytest.mark.parametrize("env_id", [i for i in list_tasks("multi-turn") if i not in OFFLINE_DATA
-                                    and i != "HiddenTable-v0"])
+                                    and i not in ("HiddenTable-v0", "CppPickFeedback-v0", "JSFunctionsFeedback-v0")])
 def test_make_vec_with_gymnasiums_defaults_on_every_multi_turn_id(env_id: str) -> None:
     """Sync and async vector envs with default arguments play whole episodes (same-step autoreset: the step
     that ends an episode returns the next episode's prompt, its last reply in final_obs)."""

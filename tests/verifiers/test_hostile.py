@@ -372,7 +372,7 @@ def test_the_non_root_path_isolates_too(tmp_path: Path) -> None:
             os.setgid(65534)
             os.setuid(65534)
             system = os.path.realpath("/usr/bin/python3")
-            sandbox._interpreter = lambda: system  # type: ignore[assignment]
+            sandbox.interpreter = lambda: system  # type: ignore[assignment]
             sandbox._prefix = lambda: "/usr"  # type: ignore[assignment]
             sandbox._probe_bwrap.cache_clear()
             good = PATIENT(fenced("def add(a, b):\n    return a + b"), ADD)

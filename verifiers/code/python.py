@@ -1,10 +1,10 @@
 """CodeVerifier: extract a Python program from a response and score it by the tests it passes.
 
 Each candidate runs in the OS sandbox of ``sandbox.py`` (bubblewrap: fresh namespaces, an unprivileged uid,
-a read-only system, a capped tmpfs, nothing outlives the run) behind the harness of ``code_harness.py``.
-Verdicts are decided outside it: for ``assert <expr> == <literal>`` and its relatives (``code_plan.py``)
+a read-only system, a capped tmpfs, nothing outlives the run) behind the harness of ``harness.py``.
+Verdicts are decided outside it: for ``assert <expr> == <literal>`` and its relatives (``plan.py``)
 the sandbox only computes ``<expr>`` and reports its value; the parent decodes it into plain data
-(``code_values.py``) and compares it with the expected value, which never enters the sandbox. Tests of
+(``values.py``) and compares it with the expected value, which never enters the sandbox. Tests of
 other shapes run inside as generators whose asserts yield plain values for the parent to judge; stdio
 tests compare captured stdout outside. Exit codes and stdout (for asserts) are never trusted.
 """
@@ -18,10 +18,10 @@ import secrets
 from dataclasses import dataclass, field, replace
 
 from dapo_env.types import CodeTests, VerifyResult
-from .code_harness import HARNESS
-from .code_plan import TEST_FUNCTION, Check, TestPlan, plan_tests
-from .code_values import DecodeError, Expectation, decode
-from .references import code_tests
+from .harness import HARNESS
+from .plan import TEST_FUNCTION, Check, TestPlan, plan_tests
+from .values import DecodeError, Expectation, decode
+from ..references import code_tests
 from .sandbox import (
     ISOLATION_MODES,
     Isolation,
@@ -127,13 +127,30 @@ def _normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n")).rstrip("\n")
 
 
+# A test's verdict, and the letter each has in a reason's ";verdicts:" part (eval records keep the reason).
+STATUSES = ("passed", "wrong_answer", "time_limit", "runtime_error", "compile_error")
+STATUS_LETTERS = {"passed": "P", "wrong_answer": "W", "time_limit": "T", "runtime_error": "R", "compile_error": "C"}
+
+
+def _status_of(passed: bool, message: str) -> str:
+    if passed:
+        return "passed"
+    if "within the time limit" in message:
+        return "time_limit"
+    if message.startswith("raised ") or "exited with an error" in message or "crashed" in message \
+            or "output limit" in message:
+        return "runtime_error"
+    return "wrong_answer"
+
+
 @dataclass(frozen=True)
 class TestReport:
     """What happened to one test: passed or not, where it was decided, and a short message.
 
     ``message`` never holds an expected value: for a test decided outside it names the computed expression
     and the candidate's own value (or its exception); ``source`` is the test itself, for callers that may
-    show it (MBPP's tests are in its prompt; HumanEval's are hidden).
+    show it (MBPP's tests are in its prompt; HumanEval's are hidden). ``status`` is the verdict: ``passed``,
+    ``wrong_answer``, ``time_limit``, ``runtime_error`` or ``compile_error``.
     """
 
     __test__ = False  # not a pytest test class
@@ -143,6 +160,13 @@ class TestReport:
     passed: bool
     decided: str  # "outside" or "inside" the sandbox
     message: str
+    status: str = ""  # one of STATUSES; by default "passed" or "wrong_answer" from ``passed``
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            object.__setattr__(self, "status", _status_of(self.passed, self.message))
+        if self.status not in STATUSES:
+            raise ValueError(f"TestReport.status must be one of {STATUSES}, got {self.status!r}")
 
 
 @dataclass(frozen=True)
@@ -379,4 +403,4 @@ def _short(text: str) -> str:
     return text if len(text) <= _MESSAGE_CHARS else text[:_MESSAGE_CHARS - 3] + "..."
 
 
-__all__ = ["CodeReport", "CodeVerifier", "TestReport", "assemble_program", "extract_code"]
+__all__ = ["STATUSES", "STATUS_LETTERS", "CodeReport", "CodeVerifier", "TestReport", "assemble_program", "extract_code"]
