@@ -31,29 +31,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_settings import add_config_flags, given_flags, parse_set
 from .config import PRESETS, TrainConfig, build_config, preset
 from .engine import engine_names
+from .settings import SettingError, field_specs, yaml_value
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs, values parsed as YAML scalars (numbers, booleans, null, lists)."""
-    import yaml
-
+    """``key=value`` pairs, values read as YAML (numbers, booleans, null, lists, mappings; ``3e-4`` a number),
+    for keys without a known type; typed fields go through :func:`~dapo_env.learners.cli_settings.parse_set`."""
     out: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
-            raise SystemExit(f"--set {item!r}: use key=value, e.g. --set group_size=8")
-        key, _, value = item.partition("=")
-        parsed = yaml.safe_load(value)
-        if isinstance(parsed, str):  # YAML 1.1 reads "3e-4" as a string; numbers win
-            try:
-                parsed = float(parsed)
-            except ValueError:
-                pass
-        out[key.strip()] = parsed
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingError(f"--set {item!r}: use KEY=VALUE, e.g. --set group_size=8")
+        out[key.strip()] = yaml_value(value, item=item)
     return out
 
 
@@ -84,7 +79,11 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _train_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="train a model with DAPO (no arguments: the tiny default run)",
-                       description="Train with DAPO. Precedence: preset < --config file < flags/--set.",
+                       usage="dapo-env train [--preset P] [--model PATH] [--task TASK] [--FIELD VALUE ...] "
+                             "[--set KEY=VALUE ...] [--resume RUN_DIR]",
+                       description="Train with DAPO. Precedence: preset < --config file < flags/--set. Every "
+                                   "TrainConfig field has a flag (--FIELD-NAME, grouped below as in the config) "
+                                   "and a --set spelling (--set FIELD_NAME=VALUE).",
                        formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
@@ -92,20 +91,10 @@ def _train_parser(sub: Any) -> None:
                         "(default: tiny, or dapo when --model is given)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
-    p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
-                                  f"(default: the preset's, {_preset_default('task')})")
-    p.add_argument("--model", metavar="PATH", help="local Hugging Face model folder, never downloaded "
-                                                   "(default: a tiny random-init model built locally)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (default: start a new run)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing run folder of the same name (default: a fresh run refuses one)")
-    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
-                   help="your verifier, fn(response, reference) -> VerifyResult, bool or score in [0, 1], "
-                        "imported from the working directory first (default: the task's)")
-    p.add_argument("--engine", choices=engine_names(),
-                   help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
-                        "can run) (default: hf)")
     p.add_argument("--server-url", metavar="URL",
                    help="with --engine vllm-server: the server `dapo-env serve` started (sets engine_options.server_url; "
                         "default: $DAPO_SERVER_URL, else the engine starts its own)")
@@ -113,55 +102,14 @@ def _train_parser(sub: Any) -> None:
                    help="with --engine vllm-server: how pushes reach the server: file (a safetensors file on this "
                         "machine), nccl (vLLM's weight-transfer API; GPU learner and GPU server) or auto (nccl where "
                         "both are on GPUs and the server offers it) (sets engine_options.weight_sync; default: auto)")
-    p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
-    p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
-    p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
-                                            f"(default: {_preset_default('seed')})")
-    p.add_argument("--max-steps", type=int, metavar="N",
-                   help=f"training steps, one rollout batch each (default: {_preset_default('max_steps')})")
-    p.add_argument("--device", help=f"torch device: cpu, cuda, cuda:1, ... (default: {_preset_default('device')})")
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="override any TrainConfig field, e.g. --set group_size=8 lr=1e-5; may be repeated "
-                        "(default: none)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
+                   help="set a TrainConfig field (group_size=8, packing=off), a key of a mapping field "
+                        "(task_kwargs.data_files=F, engine_options.server_url=U) or a task knob (data_files=F, "
+                        "max_value=50), each read as its type; may be repeated (default: none)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
-    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
-                   help="recompute the decoder's activations in the backward: memory for long responses "
-                        "(default: off)")
-    _async_arguments(p)
-    _lora_arguments(p)
     _common(p)
-
-
-def _lora_arguments(p: argparse.ArgumentParser) -> None:
-    """LoRA (TrainConfig fields lora_rank, lora_alpha, lora_target_modules; optional extra peft)."""
-    p.add_argument("--lora-rank", type=int, metavar="R",
-                   help="train a rank-R LoRA adapter on a frozen base (needs pip install 'dapo-env[lora]'); 0 = full "
-                        f"fine-tuning (default: {_preset_default('lora_rank')})")
-    p.add_argument("--lora-alpha", type=float, metavar="A",
-                   help="scale of the adapter's update: lora_alpha / lora_rank "
-                        f"(default: {_preset_default('lora_alpha')})")
-    p.add_argument("--lora-target-modules", metavar="NAMES",
-                   help="comma-separated module names the adapter wraps, e.g. q_proj,v_proj, or all-linear "
-                        "(default: the architecture's attention + MLP projections)")
-
-
-def _async_arguments(p: argparse.ArgumentParser) -> None:
-    """Policy loss, rollout correction and asynchronous rollouts (TrainConfig fields of the same names)."""
-    from .losses import IS_CORRECTIONS, POLICY_LOSSES
-
-    p.add_argument("--loss", choices=sorted(POLICY_LOSSES),
-                   help=f"policy loss: ppo-clip (DAPO's clipped surrogate) or cispo (MiniMax-M1's clipped IS "
-                        f"weight), see docs/losses.md (default: {_preset_default('loss')})")
-    p.add_argument("--max-staleness", type=int, metavar="K",
-                   help="generate in a worker process with weights up to K training steps old while the learner "
-                        f"updates; 0 = synchronous (default: {_preset_default('max_staleness')})")
-    p.add_argument("--is-correction", choices=sorted(IS_CORRECTIONS),
-                   help="importance weights between the rollout engine and the learner: truncate or mask, per "
-                        "token or sequence (default: off)")
-    p.add_argument("--is-cap", type=float, metavar="C",
-                   help=f"bound of --is-correction: min(w, C) or keep [1/C, C] (default: {_preset_default('is_cap')})")
+    add_config_flags(p, TrainConfig, default_text=_preset_default)
 
 
 def _eval_parser(sub: Any) -> None:
@@ -210,8 +158,9 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="your verifier, imported from the working directory first (default: the run's, else the task's)")
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="task knobs merged over the run's, e.g. --set max_value=50 or data_files=test.jsonl; may be "
-                        "repeated (default: the run's knobs)")
+                   help="a task knob merged over the run's (data_files=test.jsonl, max_value=50, or dotted: "
+                        "task_kwargs.data_files=F) or an eval setting (n=8, prompt_template=...), each read as its "
+                        "type, as train's --set; may be repeated (default: the run's knobs)")
     p.add_argument("--engine", choices=engine_names(),
                    help="rollout engine, from the trainer's engine registry (default: the run's, else hf)")
     p.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's, else fp32")
@@ -237,12 +186,29 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if args.size != "all" and not args.size.isdigit():
             raise ValueError(f"--size {args.size!r}: pass a number of problems or 'all'")
         out["size"] = None if args.size == "all" else int(args.size)
-    if args.set:
-        out["task_kwargs"] = parse_overrides(args.set)
     out["n"] = args.n
     if args.no_greedy:
         out["greedy"] = False
+    if args.set:
+        from .eval_run import EvalSettings
+
+        items = parse_set(args.set, EvalSettings, task=out.get("task") or _run_task(args))
+        out.update(items.fields)
+        if "task_kwargs" in items.merges:  # merged over the run's knobs (eval_run.settings_from_run)
+            out["task_kwargs"] = {**out.get("task_kwargs", {}), **items.merges["task_kwargs"]}
     return out
+
+
+def _run_task(args: argparse.Namespace) -> str | None:
+    """The task of the run ``eval --model`` points into, or ``None`` (an endpoint, a bare model folder)."""
+    if getattr(args, "endpoint", None):
+        return None
+    from .eval_run import locate_checkpoint
+
+    try:
+        return (locate_checkpoint(args.model).run_config or {}).get("task")
+    except (OSError, ValueError):
+        return None
 
 
 def _serve_parser(sub: Any) -> None:
@@ -395,24 +361,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
-    """The run's config and whether to resume, from parsed ``train`` arguments."""
-    flags: dict[str, Any] = {}
-    for flag, field in (("task", "task"), ("model", "model"), ("verifier", "verifier"), ("engine", "engine"),
-                        ("run_name", "name"), ("out_dir", "out_dir"), ("seed", "seed"),
-                        ("max_steps", "max_steps"), ("device", "device"), ("loss", "loss"),
-                        ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap"),
-                        ("lora_rank", "lora_rank"), ("lora_alpha", "lora_alpha"),
-                        ("lora_target_modules", "lora_target_modules"),
-                        ("gradient_checkpointing", "gradient_checkpointing")):
-        value = getattr(args, flag)
-        if value is not None:
-            flags[field] = value
+    """The run's config and whether to resume, from parsed ``train`` arguments: the preset (or the resumed
+    run's ``config.json``), then ``--config``, then the flags and ``--set`` (later wins)."""
+    flags = given_flags(args, TrainConfig)
     server_options = {"server_url": args.server_url, "weight_sync": args.weight_sync}
     if any(server_options.values()):  # the vllm-server engine's keywords (also in a rollout worker's engine copy)
-        flags["engine_options"] = {key: value for key, value in server_options.items() if value}
-    flags.update(parse_overrides(args.set))
-    if args.no_progress:
-        flags["progress"] = False
+        flags["engine_options"] = {**flags.get("engine_options", {}),
+                                   **{key: value for key, value in server_options.items() if value}}
+    specs = field_specs(TrainConfig)  # the fields first: the task they name decides what the task knobs are
+    flags.update(parse_set([i for i in args.set if i.partition("=")[0].strip() in specs], TrainConfig).fields)
     if args.resume is not None:
         run_dir = Path(args.resume)
         cfg_file = run_dir / "config.json"
@@ -420,12 +377,17 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
             raise SystemExit(f"--resume {run_dir}: no config.json there; pass the folder of a run (runs/<name>)")
         cfg = TrainConfig.from_dict(json.loads(cfg_file.read_text()))
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
-        return cfg.with_overrides(flags), True
-    preset_name = args.preset or ("dapo" if args.model else _tiny_preset_for(flags.get("task")))
-    # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
-    own_scale = PRESETS[preset_name][1]
-    scale = None if args.model or own_scale != "paper" else "tiny"
-    return build_config(preset_name, scale=scale, config_file=args.config, overrides=flags), False
+        cfg = cfg.with_overrides(flags)
+    else:
+        preset_name = args.preset or ("dapo" if args.model else _tiny_preset_for(flags.get("task")))
+        # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
+        own_scale = PRESETS[preset_name][1]
+        scale = None if args.model or own_scale != "paper" else "tiny"
+        cfg = build_config(preset_name, scale=scale, config_file=args.config, overrides=flags)
+    items = parse_set(args.set, TrainConfig, task=cfg.task)
+    if items.merges:
+        cfg = cfg.with_overrides(items.apply(cfg.to_dict()))
+    return cfg, args.resume is not None
 
 
 def _tiny_preset_for(task: str | None) -> str:
