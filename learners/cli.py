@@ -27,7 +27,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ from .cli_settings import add_config_flags, given_flags, parse_set
 from .config import PRESETS, TrainConfig, build_config, preset
 from .engine import engine_names
 from .settings import SettingError, field_specs, yaml_value
+
+#: The exit statuses every command shares (each command's ``--help`` adds what makes it exit 1).
+EXIT_STATUS = "Exit status: 0 done; 2 a user error (one line naming the fix); 130 interrupted (Ctrl-C);"
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
@@ -84,6 +87,8 @@ def _train_parser(sub: Any) -> None:
                        description="Train with DAPO. Precedence: preset < --config file < flags/--set. Every "
                                    "TrainConfig field has a flag (--FIELD-NAME, grouped below as in the config) "
                                    "and a --set spelling (--set FIELD_NAME=VALUE).",
+                       epilog=EXIT_STATUS + " 1: the run finished but learned nothing (no step had an informative "
+                                            "group).",
                        formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
@@ -119,7 +124,9 @@ def _eval_parser(sub: Any) -> None:
         description="Evaluate a checkpoint. Inside a run folder (runs/<name>/checkpoints/step_N/model, or runs/<name> "
                     "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
-                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.")
+                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.",
+        epilog=EXIT_STATUS + " 1: nothing was scored, or more than --max-failed requests failed (a summary of the "
+                             "failures is printed; rerun the same command to retry them).")
     p.add_argument("--model", required=True, metavar="PATH|NAME",
                    help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder; with "
                         "--endpoint, the served model's name (required, no default)")
@@ -172,6 +179,9 @@ def _eval_parser(sub: Any) -> None:
                    help="eval folder (default: <run>/evals/step_<N>-<task>-<split>-n<K>, else ./evals/...)")
     p.add_argument("--overwrite", action="store_true", help="start the eval folder over (default: resume it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
+    p.add_argument("--max-failed", type=int, default=0, metavar="N",
+                   help="failed requests (after their retries) tolerated before the exit status is 1; the "
+                        "records are kept either way and a rerun retries exactly the failed ones (default: 0)")
     _common(p)
 
 
@@ -288,8 +298,13 @@ def _reverify_parser(sub: Any) -> None:
                        formatter_class=_HelpFormatter,
                        description="Re-score every response of an eval folder without calling any model; writes "
                                    "reverify-<name>.summary.json, .samples.jsonl and .flips.jsonl (the verdicts that "
-                                   "changed) beside the eval's own files.")
+                                   "changed) beside the eval's own files.",
+                       epilog=EXIT_STATUS + " 1: nothing was re-scored, or the verifier raised on more than "
+                                            "--max-failed responses.")
     p.add_argument("eval_dir", type=Path, metavar="EVAL_DIR", help="an eval folder written by `dapo-env eval`")
+    p.add_argument("--max-failed", type=int, default=0, metavar="N",
+                   help="responses whose grading raised (reason error:<exception>) tolerated before the exit "
+                        "status is 1 (default: 0)")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="another verifier, imported from the working directory first (default: the eval's own)")
     _common(p)
@@ -308,6 +323,17 @@ def _cmd_reverify(args: argparse.Namespace) -> int:
     print(f"files: {outcome.summary_path}, {outcome.flips_path}")
     print(json.dumps({"flips": len(outcome.flips), "metrics": {k: v["value"] for k, v in outcome.summary["metrics"].items()},
                       "summary": str(outcome.summary_path)}))
+    from .evaluation import is_failed
+
+    records = [json.loads(line) for line in outcome.samples_path.read_text().splitlines() if line.strip()]
+    raised = [r for r in records if str(r.get("reason") or "").startswith("error:") and not is_failed(r)]
+    if not outcome.summary["metrics"]:
+        print("dapo-env reverify: nothing was re-scored; exit status 1", file=sys.stderr)
+        return 1
+    if len(raised) > args.max_failed:
+        print(f"dapo-env reverify: the verifier raised on {len(raised)} response(s), more than --max-failed "
+              f"{args.max_failed} ({failure_summary(raised)}); exit status 1", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -432,11 +458,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
     print(f"held-out accuracy ({cfg.eval_split}, {cfg.eval_size} problems): "
           f"{start if start is None else f'{start:.3f}'} -> {end if end is None else f'{end:.3f}'}")
+    trained = [r.get("rollout/num_groups") for r in result.metrics if "rollout/num_groups" in r]
     partial = max((r.get("rollout/partial_batches") or 0 for r in result.metrics), default=0)
     if partial:
         print(f"partial batches: {partial} of {cfg.max_steps} steps had fewer than {cfg.batch_size} informative groups "
               f"(dynamic sampling ran out of its {cfg.max_gen_rounds} generation rounds; rollout/partial in metrics.jsonl)")
     print(f"run files: {result.run_dir} (config.json, metrics.jsonl, curves.png, checkpoints/)")
+    if trained and not any(trained):
+        print("dapo-env train: no step had an informative group (every group all right or all wrong, "
+              "rollout/accuracy_before_filter in metrics.jsonl says which), so nothing was learned; a longer warm "
+              "start (--warmstart-steps N), a larger --group-size or an easier task gives informative groups; "
+              "exit status 1", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -474,9 +507,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     failed = summary.get("failed", {}).get("samples", 0)
     if failed:
-        first = summary["failed"]["list"][0]
-        print(f"failed requests: {failed} (first: problem {first['index']}: {first['reason']}); rerun the same "
-              "command to re-run them", file=sys.stderr)
+        print(f"failed requests: {failed} ({failure_summary(summary['failed']['list'])}); rerun the same command "
+              "to re-run them", file=sys.stderr)
     print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
     if outcome.published is not None:
         print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
@@ -485,7 +517,33 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
                       "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
                       "failed": failed, "out": str(outcome.out_dir)}))
+    if not summary["problems"] or not metrics:
+        print(f"dapo-env eval: nothing was scored ({failed} failed request(s)); exit status 1", file=sys.stderr)
+        return 1
+    if failed > args.max_failed:
+        print(f"dapo-env eval: {failed} failed request(s), more than --max-failed {args.max_failed}; exit status 1 "
+              "(the scored problems are kept: rerun the same command to retry the failed ones)", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_summary(failed: Sequence[Mapping[str, Any]], *, shown: int = 3) -> str:
+    """The failures of an eval's summary (``summary["failed"]["list"]``) by reason, most frequent first.
+
+    Example:
+        >>> failure_summary([{"index": 0, "reason": "error:endpoint: refused"},
+        ...                  {"index": 3, "reason": "error:endpoint: refused"}])
+        '2 x error:endpoint: refused (first: problem 0)'
+    """
+    from collections import Counter
+
+    counts = Counter(str(f.get("reason")) for f in failed)
+    first = {}
+    for f in failed:
+        first.setdefault(str(f.get("reason")), f.get("index"))
+    parts = [f"{n} x {reason} (first: problem {first[reason]})" for reason, n in counts.most_common(shown)]
+    more = len(counts) - shown
+    return "; ".join(parts) + (f"; and {more} other reason(s)" if more > 0 else "")
 
 
 def task_kind(task: Any) -> str:
@@ -532,6 +590,8 @@ def task_source(task: Any) -> str:
     default = getattr(source, "default", None)
     if default is not None:
         return f"procedural:{type(default).__name__}"
+    if hasattr(source, "hub_id"):  # a dataset source without a hub dataset
+        return "local files (data_files=)"
     return type(source).__name__
 
 
@@ -557,8 +617,18 @@ def _one_line(exc: BaseException) -> str:
     """The exception's message on one line (a KeyError's without the quotes repr adds)."""
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"{exc.filename}: no such file or folder (relative paths start at {os.getcwd()})"
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    cli = next((e.cli_message for e in _chain(exc) if getattr(e, "cli_message", None)), None)
+    text = cli or (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc))
     return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (a task's data error inside a trainer's error)."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
 
 
 def _import_from_working_directory(verifier: str | None) -> None:

@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .settings import FieldSpec, SettingError, close_matches, coerce, field_specs, yaml_value
+from .settings import (
+    FieldSpec,
+    SettingError,
+    close_matches,
+    coerce,
+    field_specs,
+    yaml_value,
+)
 
 #: Flags spelled otherwise than ``--<field-name>`` (kept from earlier releases): field -> option strings.
 FLAG_NAMES: dict[str, tuple[str, ...]] = {"name": ("--run-name", "--name")}
