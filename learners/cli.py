@@ -432,6 +432,8 @@ def _tiny_preset_for(task: str | None) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from .heldout import HELDOUT_FILE, RULE, describe_run_rows, heldout_of
+    from .rollout import resolve_task
     from .trainer import TrainingInterrupted, train
 
     cfg, resume = config_from_args(args)
@@ -450,13 +452,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
         print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
               f"run_dir={cfg.run_dir}", flush=True)
+        held = heldout_of(resolve_task(cfg))  # the data is cached: the trainer's own load is free
+        if held is not None:
+            print(f"dapo-env train: held-out: {held.describe()}; {RULE} (recorded in {HELDOUT_FILE})", flush=True)
         result = train(cfg, resume=resume, overwrite=args.overwrite)
     except TrainingInterrupted as stop:
         if os.environ.get("RANK", "0") == "0":
             print(f"dapo-env train: {stop}", file=sys.stderr, flush=True)
         return 130
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
-    print(f"held-out accuracy ({cfg.eval_split}, {cfg.eval_size} problems): "
+    from .evaluation import load_eval_problems
+
+    task = resolve_task(cfg)
+    rows = describe_run_rows(result.run_dir, task, cfg.eval_split, cfg.task_kwargs)
+    count = len(load_eval_problems(task, split=cfg.eval_split, size=cfg.eval_size, task_kwargs=dict(cfg.task_kwargs)))
+    print(f"held-out accuracy ({rows}; {count} problems): "
           f"{start if start is None else f'{start:.3f}'} -> {end if end is None else f'{end:.3f}'}")
     trained = [r.get("rollout/num_groups") for r in result.metrics if "rollout/num_groups" in r]
     partial = max((r.get("rollout/partial_batches") or 0 for r in result.metrics), default=0)
@@ -499,7 +509,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     what = "greedy" if settings["greedy"] else ""
     if settings["n"]:
         what += f"{' + ' if what else ''}{settings['n']} samples (temperature {settings['temperature']})"
-    print(f"dapo-env eval: {settings['task']} {settings['split']}, {summary['problems']} problems, {what}")
+    print(f"dapo-env eval: {settings['task']} {settings['split']} ({summary.get('rows', 'rows: not recorded')}), "
+          f"{summary['problems']} problems, {what}")
     print(f"{'metric':<10} {'value':>7}   95% CI")
     for name, m in summary["metrics"].items():
         print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")

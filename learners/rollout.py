@@ -28,8 +28,13 @@ POLICY_STEP = "policy_step"
 
 def resolve_task(cfg: TrainConfig) -> Any:
     """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
-    when given (:func:`task_with`)."""
-    return task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+    when given (:func:`task_with`), and its rows split into training and held-out ones when both splits would
+    read the same rows (:func:`~dapo_env.learners.heldout.split_if_shared`)."""
+    from .heldout import split_if_shared
+
+    task = task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+    return split_if_shared(task, train_split=cfg.train_split, eval_split=cfg.eval_split,
+                           task_kwargs=cfg.task_kwargs, eval_size=cfg.eval_size)
 
 
 def task_with(name: str, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
@@ -200,6 +205,17 @@ def partial_batch_advice(cfg: TrainConfig) -> str:
 
 
 
-__all__ = ["POLICY_STEP", "chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env", "make_group_env",
-           "partial_batch_advice",
-           "make_sampler", "resolve_task", "shaping_options", "stamp_step", "task_with"]
+__all__ = [
+    "POLICY_STEP",
+    "chat_tokenizer",
+    "check_context",
+    "is_multi_turn",
+    "make_episode_env",
+    "make_group_env",
+    "make_sampler",
+    "partial_batch_advice",
+    "resolve_task",
+    "shaping_options",
+    "stamp_step",
+    "task_with",
+]
