@@ -596,11 +596,16 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 
 
 def eval_task(settings: EvalSettings) -> Any:
-    """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
+    """The task an eval grades with: the settings' task with their prompt template and custom verifier; the
+    task's own verifier also reads the common answer forms where its prompt states no format
+    (:mod:`~dapo_env.learners.answer_forms`), and a run's shared rows are split as the run split them."""
+    from .answer_forms import with_common_forms
     from .heldout import split_if_shared
     from .rollout import task_with
 
     task = task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
+    if settings.verifier is None:  # the task's own verifier: also read the common answer forms (answer_forms)
+        task = with_common_forms(task)
     if settings.heldout_from is None:
         return task
     return split_if_shared(task, train_split=settings.heldout_from, eval_split=settings.split,
