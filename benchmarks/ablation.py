@@ -47,7 +47,7 @@ import torch
 
 from _paths import UNTRACKED_DIR, out_path, write_json
 from dapo_env.learners.config import ABLATION, TrainConfig, preset
-from dapo_env.learners.engine import HFEngine, SamplingParams, WeightsLike
+from dapo_env.learners.engines import HFEngine, SamplingParams, WeightsLike
 from dapo_env.types import Completion
 
 #: The rows this benchmark can run: the paper's cumulative ladder (``ABLATION``, rows 0-5), then the
@@ -252,7 +252,7 @@ def warm_started(settings: AblationSettings, seed: int, cache_dir: Path | None =
     With ``cache_dir`` the warm-started weights are kept there, keyed by everything that shapes them,
     so a rerun (or the other mode) skips the warm start.
     """
-    from dapo_env.learners.rollout import resolve_task
+    from dapo_env.learners.rollout.setup import resolve_task
     from dapo_env.learners.trainer import build_model
     from dapo_env.learners.warmstart import warm_start
 

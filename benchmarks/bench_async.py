@@ -77,7 +77,7 @@ def smollm2_folder(folder: Path) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from dapo_env.learners.tiny import build_tokenizer
+    from dapo_env.learners.models.tiny import build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
     torch.manual_seed(0)
@@ -167,7 +167,7 @@ def total_threads(cfg: Any) -> int:
         >>> [total_threads(preset("tiny", num_threads=t, max_staleness=k)) for t, k in ((2, 0), (2, 1), (1, 0), (1, 1))]
         [2, 2, 1, 2]
     """
-    from dapo_env.learners.threads import thread_shares
+    from dapo_env.learners.rollout.threads import thread_shares
 
     threads = cfg.num_threads or 1
     return sum(thread_shares(threads)) if cfg.uses_rollout_worker else threads

@@ -113,7 +113,7 @@ class BenchConfig:
     #: Our side's rollout engine (TrainConfig.engine): "hf", "vllm" in-process (CUDA), or "vllm-server" (a
     #: ``vllm serve`` the engine starts beside the learner; every push verified).
     engine: str = "hf"
-    #: With engine "vllm-server": how pushes reach the server (auto, file or nccl; see learners/weight_sync.py).
+    #: With engine "vllm-server": how pushes reach the server (auto, file or nccl; see learners/engines/weight_sync.py).
     weight_sync: str = "auto"
 
     def __post_init__(self) -> None:
@@ -149,7 +149,7 @@ class BenchConfig:
 def vocab_alphabet(vocab: int) -> str:
     """Printable ASCII then CJK and further code points (no surrogates): ``vocab - 4`` distinct characters,
     so the character-level tokenizer (4 special tokens) has exactly ``vocab`` entries."""
-    from dapo_env.learners.tiny import DEFAULT_ALPHABET, SPECIAL_TOKENS
+    from dapo_env.learners.models.tiny import DEFAULT_ALPHABET, SPECIAL_TOKENS
 
     need = vocab - len(SPECIAL_TOKENS)
     if need < len(DEFAULT_ALPHABET):
@@ -167,7 +167,7 @@ def build_tokenizer_and_model(cfg: BenchConfig) -> tuple[Any, Any]:
     """The character tokenizer with the shape's vocabulary and the random-init model (seed ``cfg.seed``)."""
     import torch
 
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     shape = MODEL_SHAPES[cfg.model_shape]
     max_pos = max(512, 2 * (cfg.length + 64))
@@ -508,7 +508,7 @@ def run_rollout_floor(cfg: BenchConfig) -> dict[str, Any]:
     step in one process; generated tokens per main-thread CPU-second each."""
     import torch
 
-    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from dapo_env.learners.engines import HFEngine, SamplingParams
     from dapo_env.tasks import get_task
 
     torch.set_num_threads(cfg.threads)
@@ -611,10 +611,10 @@ def run_packing(cfg: BenchConfig) -> dict[str, Any]:
     cfg.packing`` on :func:`variable_length_groups`; per step: CPU seconds, loss tokens, padded share, loss."""
     import torch
 
-    from dapo_env.learners.batch import build_sequence_batch
+    from dapo_env.learners.algo.batch import build_sequence_batch
     from dapo_env.learners.config import preset
-    from dapo_env.learners.losses import group_advantages
-    from dapo_env.learners.update import update_policy
+    from dapo_env.learners.algo.losses import group_advantages
+    from dapo_env.learners.algo.update import update_policy
 
     torch.set_num_threads(cfg.threads)
     tok, model = build_tokenizer_and_model(cfg)
@@ -921,7 +921,7 @@ def dry_run(cfg: BenchConfig, args: argparse.Namespace) -> dict[str, Any]:
     missing = {side: pkg for side, pkg in (("trl", "trl"), ("ours", "torch" if cfg.engine == "hf" else "vllm"))
                if side in sides and importlib.util.find_spec(pkg) is None}
     if cfg.engine == "vllm-server":
-        from dapo_env.learners.weight_sync import check_weight_sync
+        from dapo_env.learners.engines.weight_sync import check_weight_sync
 
         try:
             check_weight_sync(cfg.weight_sync, learner_device=cfg.device)
@@ -990,7 +990,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--engine", default="hf", choices=["hf", "vllm", "vllm-server"],
                         help="our side's rollout engine (vllm: in-process, CUDA; vllm-server: a vllm serve it starts)")
     parser.add_argument("--weight-sync", default="auto", choices=["auto", "file", "nccl"],
-                        help="with --engine vllm-server: how pushes reach the server (learners/weight_sync.py)")
+                        help="with --engine vllm-server: how pushes reach the server (learners/engines/weight_sync.py)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the arguments, the sides' requirements and the output path; run nothing")
     parser.add_argument("--packing-sweep", action="store_true",

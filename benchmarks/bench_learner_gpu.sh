@@ -45,8 +45,8 @@ case "${1:-}" in
     exit 0 ;;
   --dry-run)
     echo "bench_learner_gpu: dry run (nothing is measured)"
-    for f in benchmarks/bench_learner.py benchmarks/_paths.py learners/server.py learners/weight_sync.py \
-             learners/nccl_sync.py learners/server_sync.py; do
+    for f in benchmarks/bench_learner.py benchmarks/_paths.py learners/engines/server.py learners/engines/weight_sync.py \
+             learners/engines/nccl_sync.py learners/engines/server_sync.py; do
       [[ -f "$f" ]] || { echo "bench_learner_gpu: missing $f" >&2; exit 1; }
     done
     if [[ -d .whl ]]; then echo "wheels: $(ls .whl/*.whl 2>/dev/null | wc -l) in .whl/"; else

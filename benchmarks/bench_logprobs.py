@@ -55,7 +55,7 @@ def worker(path: str, device: str, batch: int, length: int, chunk_size: int) -> 
     """One measurement in this (fresh) process; prints a JSON line."""
     import torch
 
-    from dapo_env.learners.logprobs import naive_logprobs_and_entropy, token_logprobs_and_entropy
+    from dapo_env.learners.algo.logprobs import naive_logprobs_and_entropy, token_logprobs_and_entropy
 
     model, ids, mask = _build(device, batch, length)
 

@@ -2,7 +2,7 @@
 
 The model is SmolLM2-135M-shaped (576 wide, 30 layers, 9 query / 3 key-value heads, MLP 1536, vocabulary
 49,152, tied embeddings) with random weights built locally, so nothing is downloaded. Every mode runs the
-SAME update on the SAME batch: the public :func:`~dapo_env.learners.update.update_policy` the trainer
+SAME update on the SAME batch: the public :func:`~dapo_env.learners.algo.update.update_policy` the trainer
 calls (forward, backward with gradient accumulation over micro-batches, gradient clipping, AdamW step)
 on ``--prompts`` groups of ``--group-size`` sequences of ``--prompt-len`` prompt and ``--response-len``
 response tokens (random ids, every response token in the loss, advantages +1/-1).
@@ -123,7 +123,7 @@ def build_batch(cfg: BenchConfig) -> tuple[Any, Any]:
     """``(SequenceBatch, advantages)``: random prompt and response ids, no EOS, every response token in the loss."""
     import torch
 
-    from dapo_env.learners.batch import build_sequence_batch
+    from dapo_env.learners.algo.batch import build_sequence_batch
     from dapo_env.types import Completion, Group
 
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -148,13 +148,13 @@ def run_mode(mode: str, cfg: BenchConfig) -> dict[str, Any]:
     import torch
 
     from dapo_env.learners.config import preset
-    from dapo_env.learners.update import update_policy
+    from dapo_env.learners.algo.update import update_policy
 
     torch.set_num_threads(cfg.threads)
     rss_start = _rss_mb()
     model = build_model(cfg)
     if mode != "full":
-        from dapo_env.learners.lora import LoraSettings, add_lora, adapter_state_dict
+        from dapo_env.learners.models.lora import LoraSettings, add_lora, adapter_state_dict
 
         add_lora(model, LoraSettings(rank=int(mode.removeprefix("lora-r")), alpha=cfg.alpha))
         pushed = adapter_state_dict(model).values()

@@ -39,7 +39,7 @@ def build_model(name: str, tok: Any, smollm2_layers: int) -> Any:
     """The tiny default Llama, or a random-init Llama shaped like SmolLM2-135M."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from dapo_env.learners.tiny import build_tiny_model
+    from dapo_env.learners.models.tiny import build_tiny_model
 
     if name == "tiny":
         return build_tiny_model(tok, max_positions=2048, seed=0).eval()
@@ -56,7 +56,7 @@ def rollout(engine: Any, tok: Any, *, turns: int, prompts: int, group_size: int,
             seed: int) -> dict[str, Any]:
     """One rollout of ``prompts * group_size`` episodes; returns its timings, token counts and trajectories."""
     from dapo_env import EpisodeGroupEnv
-    from dapo_env.learners.engine import SamplingParams
+    from dapo_env.learners.engines import SamplingParams
 
     calls = itertools.count()
 
@@ -106,7 +106,7 @@ def same_samples(a: Sequence[Any], b: Sequence[Any], where: str, tolerance: floa
 
 def measure(model_name: str, model: Any, tok: Any, turns: int, args: argparse.Namespace) -> dict[str, Any]:
     """Both modes on the same episodes, alternating, ``--repeats`` times; medians and their ratios."""
-    from dapo_env.learners.engine import HFEngine
+    from dapo_env.learners.engines import HFEngine
 
     engines = {mode: HFEngine(model, tok, batch_size=256, reuse_kv=mode == "reuse") for mode in MODES}
     prompts, group = (args.prompts if model_name == "tiny" else args.smollm2_prompts), args.group_size
@@ -135,7 +135,7 @@ def measure(model_name: str, model: Any, tok: Any, turns: int, args: argparse.Na
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from dapo_env.learners.tiny import build_tokenizer
+    from dapo_env.learners.models.tiny import build_tokenizer
 
     torch.set_num_threads(args.threads)
     tok = build_tokenizer(model_max_length=2048)

@@ -66,8 +66,8 @@ def best_of(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from dapo_env.learners.engine import HFEngine, SamplingParams
-    from dapo_env.learners.logprobs import token_logprobs_and_entropy
+    from dapo_env.learners.engines import HFEngine, SamplingParams
+    from dapo_env.learners.algo.logprobs import token_logprobs_and_entropy
 
     torch.set_num_threads(args.threads)
     model = smollm2_shaped(args.layers)

@@ -101,9 +101,9 @@ def long_response_point(length: int, checkpointing: bool, *, model_shape: str = 
     import torch
     from bench_learner import BenchConfig, build_tokenizer_and_model
 
-    from dapo_env.learners.batch import build_sequence_batch
+    from dapo_env.learners.algo.batch import build_sequence_batch
     from dapo_env.learners.config import preset
-    from dapo_env.learners.update import update_policy
+    from dapo_env.learners.algo.update import update_policy
     from dapo_env.types import Completion, Group
 
     torch.set_num_threads(threads)

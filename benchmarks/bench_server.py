@@ -33,8 +33,8 @@ import torch
 from _paths import add_out_argument, out_path, write_json
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import SamplingParams
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import SamplingParams
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 
 def prompts_for(count: int) -> list[str]:
@@ -94,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers, heads=cfg.tiny_heads,
                                 max_positions=cfg.tiny_max_positions, seed=0)
 
-    from dapo_env.learners.server import ServerEngine
-    from dapo_env.learners.vllm_engine import VLLMEngine
+    from dapo_env.learners.engines.server import ServerEngine
+    from dapo_env.learners.engines.vllm_engine import VLLMEngine
 
     results: dict[str, Any] = {}
     model = learner()

@@ -19,7 +19,6 @@ Run:  python benchmarks/bench_verifiers.py [--limit-s 5] [--workers 0] [--peer D
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import statistics

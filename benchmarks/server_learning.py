@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     from dapo_env.learners.config import preset
-    from dapo_env.learners.server import VLLMServer
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.engines.server import VLLMServer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     work = Path(tempfile.mkdtemp(prefix="server-learning-"))
     cfg = preset("tiny")  # the default run's architecture; every run pushes its own weights before sampling

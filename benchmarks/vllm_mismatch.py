@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from _paths import add_out_argument, out_path, write_json
 
-from dapo_env.learners.engine import SamplingParams
-from dapo_env.learners.logprobs import pack_batch, token_logprobs_and_entropy
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-from dapo_env.learners.vllm_engine import VLLMEngine
+from dapo_env.learners.engines import SamplingParams
+from dapo_env.learners.algo.logprobs import pack_batch, token_logprobs_and_entropy
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines.vllm_engine import VLLMEngine
 
 
 def prompts_for(count: int) -> list[str]:

@@ -1,7 +1,7 @@
 """Generated token ids -> :class:`~dapo_env.types.Completion`: for loops that call ``model.generate`` (or any
 engine) themselves and step the environments with what it produced.
 
-The conventions are the learner's engines' (``dapo_env.learners.engine``), so the env layer reads a
+The conventions are the learner's engines' (``dapo_env.learners.engines``), so the env layer reads a
 hand-made completion exactly as one of ours:
 
 - a response ends at its first token that is ANY of the EOS ids; that EOS token counts in

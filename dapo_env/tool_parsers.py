@@ -63,7 +63,7 @@ def _invalid(error: str, name: str | None = None) -> ToolCall:
 
 
 # --- JSON types ---------------------------------------------------------------------------------------------
-def _is_type(value: Any, kind: str) -> bool:
+def is_json_type(value: Any, kind: str) -> bool:
     if kind == "string":
         return isinstance(value, str)
     if kind == "integer":
@@ -81,9 +81,9 @@ def _is_type(value: Any, kind: str) -> bool:
     return True
 
 
-def _json_type(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     for kind in ("boolean", "integer", "number", "string", "array", "object", "null"):
-        if _is_type(value, kind):
+        if is_json_type(value, kind):
             return kind
     return type(value).__name__
 
@@ -135,7 +135,7 @@ def _from_object(value: Any, keys: tuple[str, ...], shape: str, call_id: Any = N
             return _invalid(f"the arguments string is {error}", name)
         arguments = decoded
     if not isinstance(arguments, dict):
-        return ToolCall(name, None, "bad_arguments", f"arguments must be a JSON object, got {_json_type(arguments)}")
+        return ToolCall(name, None, "bad_arguments", f"arguments must be a JSON object, got {json_type_name(arguments)}")
     return ToolCall(name, arguments, id=call_id if isinstance(call_id, str) else None)
 
 

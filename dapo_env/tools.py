@@ -47,8 +47,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from dapo_env.types import Completion, History, Interaction, Problem, ToolSpec, Turn, VerifyResult
-from dapo_env.tool_parsers import (TOOL_PARSERS, TOOL_STATUSES, ToolCall, ToolParser, _is_type,
-                                   _json_type, callable_text, detect_tool_format, format_tool_call,
+from dapo_env.tool_parsers import (TOOL_PARSERS, TOOL_STATUSES, ToolCall, ToolParser, is_json_type,
+                                   json_type_name, callable_text, detect_tool_format, format_tool_call,
                                    from_openai_message, from_openai_tool_calls, get_tool_parser, parse_fenced,
                                    parse_hermes, parse_llama3, parse_mistral, parse_tool_calls, register_tool_parser,
                                    to_openai_messages)
@@ -206,8 +206,8 @@ def _check_value(value: Any, schema: Mapping[str, Any], path: str) -> str | None
         return None
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    if kinds and not any(_is_type(value, k) for k in kinds):
-        return f"{path} must be of type {' or '.join(kinds)}, got {_json_type(value)}"
+    if kinds and not any(is_json_type(value, k) for k in kinds):
+        return f"{path} must be of type {' or '.join(kinds)}, got {json_type_name(value)}"
     if "enum" in schema and value not in schema["enum"]:
         return f"{path} must be one of {json.dumps(schema['enum'])}, got {json.dumps(value)[:60]}"
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
@@ -249,7 +249,7 @@ def validate_arguments(arguments: Any, spec: ToolSpec) -> str | None:
         "unexpected argument 'm' (allowed: 'n')"
     """
     if not isinstance(arguments, dict):
-        return f"arguments must be a JSON object, got {_json_type(arguments)}"
+        return f"arguments must be a JSON object, got {json_type_name(arguments)}"
     return _check_object(arguments, spec.parameters, "arguments")
 
 

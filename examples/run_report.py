@@ -23,13 +23,13 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dapo_env.learners.checkpoint import list_checkpoints
+from dapo_env.learners.run.checkpoint import list_checkpoints
 from dapo_env.learners.config import TrainConfig
-from dapo_env.learners.engine import HFEngine
+from dapo_env.learners.engines import HFEngine
 from dapo_env.learners.evaluation import evaluate, load_eval_problems
-from dapo_env.learners.report import write_report
-from dapo_env.learners.rollout import resolve_task
-from dapo_env.learners.run_folder import EvalSample, eval_samples_path, write_eval_samples
+from dapo_env.learners.run.report import write_report
+from dapo_env.learners.rollout.setup import resolve_task
+from dapo_env.learners.run.run_folder import EvalSample, eval_samples_path, write_eval_samples
 
 
 def eval_samples(model: Any, tokenizer: Any, cfg: TrainConfig, *, size: int, device: str) -> list[EvalSample]:

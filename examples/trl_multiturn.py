@@ -131,7 +131,7 @@ def warm_start(model: Any, examples: list[Any], steps: int, lr: float = 3e-3) ->
 
 def build(warm_steps: int, seed: int = 0) -> dict[str, Any]:
     """The factory, its dataset, the tokenizer and the warm-started tiny model."""
-    from dapo_env.learners.tiny import build_tiny_model
+    from dapo_env.learners.models.tiny import build_tiny_model
 
     factory = trl_environment_factory(TASK, tool=GUESS, reward_map=(-1.0, 1.0), size=64, seed=seed)
     train = factory.dataset(limit=8, system_prompt=SYSTEM)

@@ -1,6 +1,6 @@
 """TRL's ``GRPOTrainer`` on a dapo-env task: rows from ``to_hf_dataset``, rewards from ``trl_reward_function``.
 
-Runs offline in seconds: a tiny random Llama and a character tokenizer (``dapo_env.learners.tiny``) stand
+Runs offline in seconds: a tiny random Llama and a character tokenizer (``dapo_env.learners.models.tiny``) stand
 in for a real model, so the rewards of the two training steps are mostly -1; swap in
 ``model="Qwen/Qwen2.5-0.5B-Instruct"`` (and drop ``processing_class``) for a real run. Needs the ``bench``
 extra (``pip install "dapo-env[bench]"``, which pins TRL).
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     size = 200  # problems the procedural task generates; the dataset keeps the first 4 per step
     train = to_hf_dataset(args.task, chat=True, limit=4 * args.steps, size=size)

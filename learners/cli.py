@@ -33,7 +33,7 @@ from typing import Any
 
 from .cli_settings import add_config_flags, given_flags, parse_set
 from .config import PRESETS, TrainConfig, build_config, preset
-from .engine import engine_names
+from .engines import engine_names
 from .settings import SettingError, field_specs, yaml_value
 
 #: The exit statuses every command shares (each command's ``--help`` adds what makes it exit 1).
@@ -200,7 +200,7 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.no_greedy:
         out["greedy"] = False
     if args.set:
-        from .eval_run import EvalSettings
+        from .run.eval_run import EvalSettings
 
         items = parse_set(args.set, EvalSettings, task=out.get("task") or _run_task(args))
         out.update(items.fields)
@@ -213,7 +213,7 @@ def _run_task(args: argparse.Namespace) -> str | None:
     """The task of the run ``eval --model`` points into, or ``None`` (an endpoint, a bare model folder)."""
     if getattr(args, "endpoint", None):
         return None
-    from .eval_run import locate_checkpoint
+    from .run.eval_run import locate_checkpoint
 
     try:
         return (locate_checkpoint(args.model).run_config or {}).get("task")
@@ -260,8 +260,8 @@ def _serve_transfer(args: argparse.Namespace) -> str | None:
 def _cmd_serve(args: argparse.Namespace) -> int:
     import time
 
-    from .server import SERVER_URL_ENV, VLLMServer
-    from .vllm_engine import INSTALL_HINT, vllm_installed
+    from .engines.server import SERVER_URL_ENV, VLLMServer
+    from .engines.vllm_engine import INSTALL_HINT, vllm_installed
 
     if not vllm_installed():
         raise ImportError(f"dapo-env serve runs vLLM in this interpreter: {INSTALL_HINT}")
@@ -311,7 +311,7 @@ def _reverify_parser(sub: Any) -> None:
 
 
 def _cmd_reverify(args: argparse.Namespace) -> int:
-    from .reverify import reverify
+    from .run.reverify import reverify
 
     outcome = reverify(args.eval_dir, verifier=args.verifier)
     old = json.loads((args.eval_dir / "summary.json").read_text()) if (args.eval_dir / "summary.json").is_file() else {}
@@ -380,7 +380,7 @@ def _report_parser(sub: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .run.report import write_report
 
     print(f"dapo-env report: {write_report(args.run_dir, out=args.out)}")
     return 0
@@ -423,7 +423,7 @@ def _tiny_preset_for(task: str | None) -> str:
         return "tiny"
     from dapo_env.tasks import get_task
 
-    from .rollout import is_multi_turn
+    from .rollout.setup import is_multi_turn
 
     try:
         return "guess" if is_multi_turn(get_task(task)) else "tiny"
@@ -432,8 +432,8 @@ def _tiny_preset_for(task: str | None) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .heldout import HELDOUT_FILE, RULE, describe_run_rows, heldout_of
-    from .rollout import resolve_task
+    from .run.heldout import HELDOUT_FILE, RULE, describe_run_rows, heldout_of
+    from .rollout.setup import resolve_task
     from .trainer import TrainingInterrupted, train
 
     cfg, resume = config_from_args(args)
@@ -484,7 +484,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .eval_run import evaluate_checkpoint, evaluate_endpoint
+    from .run.eval_run import evaluate_checkpoint, evaluate_endpoint
 
     try:
         if args.endpoint:
@@ -664,8 +664,8 @@ def _import_from_working_directory(verifier: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dapo-env`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.pretrained.main
-        from .pretrained import main as prepare_model
+    if argv[:1] == ["prepare-model"]:  # its own parser: dapo_env.learners.models.pretrained.main
+        from .models.pretrained import main as prepare_model
 
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)

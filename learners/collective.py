@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .losses import loss_denominators
+from .algo.losses import loss_denominators
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,49 +50,49 @@ def _lr_schedules() -> tuple[str, ...]:
 
 
 def _engines() -> list[str]:
-    from .engine import engine_names
+    from .engines import engine_names
 
     return list(engine_names())
 
 
 def _thread_splits() -> tuple[str, ...]:
-    from .threads import THREAD_SPLITS
+    from .rollout.threads import THREAD_SPLITS
 
     return THREAD_SPLITS
 
 
 def _packings() -> tuple[str, ...]:
-    from .batch import PACKINGS
+    from .algo.batch import PACKINGS
 
     return PACKINGS
 
 
 def _aggregations() -> list[str]:
-    from .losses import AGGREGATIONS
+    from .algo.losses import AGGREGATIONS
 
     return sorted(AGGREGATIONS)
 
 
 def _ratio_levels() -> tuple[str, ...]:
-    from .losses import RATIO_LEVELS
+    from .algo.losses import RATIO_LEVELS
 
     return tuple(RATIO_LEVELS)
 
 
 def _advantages() -> list[str]:
-    from .losses import ADVANTAGES
+    from .algo.losses import ADVANTAGES
 
     return sorted(ADVANTAGES)
 
 
 def _policy_losses() -> list[str]:
-    from .losses import POLICY_LOSSES
+    from .algo.losses import POLICY_LOSSES
 
     return sorted(POLICY_LOSSES)
 
 
 def _is_corrections() -> list[str]:
-    from .losses import IS_CORRECTIONS
+    from .algo.losses import IS_CORRECTIONS
 
     return sorted(IS_CORRECTIONS)
 
@@ -368,7 +368,7 @@ class TrainConfig:
 
     @property
     def lora(self) -> Any:
-        """The run's :class:`~dapo_env.learners.lora.LoraSettings`, or ``None`` for full fine-tuning.
+        """The run's :class:`~dapo_env.learners.models.lora.LoraSettings`, or ``None`` for full fine-tuning.
 
         Example:
             >>> TrainConfig(lora_rank=8, lora_target_modules="q_proj,v_proj").lora.target_modules
@@ -378,7 +378,7 @@ class TrainConfig:
         """
         if not self.lora_rank:
             return None
-        from .lora import LoraSettings
+        from .models.lora import LoraSettings
 
         return LoraSettings(rank=self.lora_rank, alpha=self.lora_alpha, dropout=self.lora_dropout,
                             target_modules=self.lora_target_modules)

@@ -1,7 +1,7 @@
 """Held-out evaluation: the one function that generates, verifies and grades a set of problems.
 
 The trainer's ``eval/accuracy``, the warm start's probe, ``dapo-env eval`` and the benchmarks all call
-:func:`evaluate`. It returns one :class:`~dapo_env.learners.run_folder.EvalSample` per sample (``samples``
+:func:`evaluate`. It returns one :class:`~dapo_env.learners.run.run_folder.EvalSample` per sample (``samples``
 per problem): the record of a run folder's ``eval/step_<N>.jsonl`` lines, so pass@k, avg@k and maj@k
 (``dapo_env.evaluation``) can be computed from them.
 Prompts are rendered exactly as the group env renders them (the task's template, then the chat template
@@ -15,8 +15,8 @@ With a chat template episodes are token-exact, as in training: each turn is samp
 ``release()`` when the episodes end); without one each turn is generated from the conversation's text.
 
 Example:
-    >>> from dapo_env.learners.engine import HFEngine
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.engines import HFEngine
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> from dapo_env.tasks import get_task
     >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok, seed=0), tok)
     >>> task = get_task("Arithmetic-v0")
@@ -35,9 +35,9 @@ from dapo_env.envs import render_prompt
 from dapo_env.types import Problem
 from dapo_env.verifiers import as_verifier, verify_batch
 
-from .engine import RolloutEngine, SamplingParams
-from .openai_engine import ENDPOINT_ERROR, endpoint_error
-from .run_folder import EvalSample
+from .engines import RolloutEngine, SamplingParams
+from .engines.openai_engine import ENDPOINT_ERROR, endpoint_error
+from .run.run_folder import EvalSample
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         messages: play a multi-turn task's turns through ``engine.generate_turns`` from each episode's chat
             messages even without ``tokenizer`` (an endpoint's chat API applies its own template).
 
-    A sample whose request failed (an endpoint engine's :class:`~dapo_env.learners.openai_engine.FailedCompletion`)
+    A sample whose request failed (an endpoint engine's :class:`~dapo_env.learners.engines.openai_engine.FailedCompletion`)
     is recorded with ``reason="error:endpoint: <cause>"`` and is not graded (:func:`is_failed`).
     """
     if getattr(task, "turns", "single-turn") == "multi-turn":
@@ -145,7 +145,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
 
     from dapo_env.episodes import EpisodeGroupEnv
 
-    from .update import derive_seed
+    from .algo.update import derive_seed
 
     if not problems:
         return ()

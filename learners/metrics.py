@@ -212,13 +212,13 @@ def progress_postfix(record: Mapping[str, Any], eval_history: Sequence[tuple[int
     return postfix
 
 
-#: Rollout-correction metrics of :func:`~dapo_env.learners.update.update_policy`, logged as ``is/<name without is_>``.
+#: Rollout-correction metrics of :func:`~dapo_env.learners.algo.update.update_policy`, logged as ``is/<name without is_>``.
 IS_METRICS = ("is_weight_mean", "is_weight_max", "is_truncated_share", "is_masked_share", "mismatch_k3", "mismatch_abs")
 
 
 def update_record(update: Mapping[str, float], *, lr: float, optimizer_steps: int, drift: float | None,
                   is_correction: bool) -> dict[str, Any]:
-    """The update half of a step's record from :func:`~dapo_env.learners.update.update_policy`'s metrics
+    """The update half of a step's record from :func:`~dapo_env.learners.algo.update.update_policy`'s metrics
     (each the mean over the step's optimizer steps; ``None`` where the step had no update), plus the
     update's ``update_s`` (seconds) and ``trained_tokens`` (loss tokens x epochs) when it ran.
 

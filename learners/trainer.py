@@ -2,7 +2,7 @@
 
 One step (:meth:`Trainer.train_step`): sample a batch of informative groups from the task's group env
 (``DynamicSampler``: generation, verification and reward shaping in the env layer), build the padded
-sequence batch, group advantages, the old policy's log-probs, then :func:`~dapo_env.learners.update.update_policy`
+sequence batch, group advantages, the old policy's log-probs, then :func:`~dapo_env.learners.algo.update.update_policy`
 (mini-batches, accumulation with global denominators, clipping, optimizer steps, a weight push to the
 engine after each), then the step's metrics. The same loop runs on one process or on W data-parallel
 ranks: a :class:`~dapo_env.learners.collective.Collective` supplies what differs.
@@ -32,22 +32,22 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from . import checkpoint as ckpt
-from .batch import autocast_dtype, batch_logprobs, build_sequence_batch, logprob_mismatch
-from .checkpoint import build_model
+from .run import checkpoint as ckpt
+from .algo.batch import autocast_dtype, batch_logprobs, build_sequence_batch, logprob_mismatch
+from .run.checkpoint import build_model
 from .collective import Collective, LocalCollective
 from .config import TrainConfig
-from .engine import RolloutEngine, make_engine, weights_fingerprint
+from .engines import RolloutEngine, make_engine, weights_fingerprint
 from .evaluation import evaluate, load_eval_problems
-from .heldout import write_record as write_heldout_record
-from .lora import adapter_state_dict, has_lora
-from .losses import TurnRewards, get_advantage
+from .run.heldout import write_record as write_heldout_record
+from .models.lora import adapter_state_dict, has_lora
+from .algo.losses import TurnRewards, get_advantage
 from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record
-from .rollout import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
-from .run_folder import eval_samples_path, write_eval_samples
-from .sources import make_rollout_source
-from .threads import LEARNER, ThreadBudget, mean_threads
-from .update import behaviour_logprobs, derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
+from .rollout.setup import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
+from .run.run_folder import eval_samples_path, write_eval_samples
+from .rollout.sources import make_rollout_source
+from .rollout.threads import LEARNER, ThreadBudget, mean_threads
+from .algo.update import behaviour_logprobs, derive_seed, lr_lambda, make_optimizer, param_drift, update_policy
 from dapo_env.types import Group
 
 
@@ -395,7 +395,7 @@ class Trainer:
         written atomically; a failed refresh is warned about (once per cause) and never stops training."""
         if not (self.cfg.report_every_eval and self.collective.is_main):
             return
-        from .report import write_report
+        from .run.report import write_report
 
         try:
             write_report(self.run_dir)
@@ -409,7 +409,7 @@ class Trainer:
 
 
 def learner_threads(cfg: TrainConfig, model: Any) -> ThreadBudget | None:
-    """With a rollout worker, the :class:`~dapo_env.learners.threads.ThreadBudget` of ``cfg.num_threads``
+    """With a rollout worker, the :class:`~dapo_env.learners.rollout.threads.ThreadBudget` of ``cfg.num_threads``
     torch threads (``None``: torch's count now) that the learner shares with it, attached to the learner's
     ``model`` (each layer's forward and backward runs with the learner's threads of that moment); ``None`` without a worker (the learner keeps ``cfg.num_threads``). Rollout workers run on one
     process only (``collective.local_config`` refuses more), so ``model`` is the plain HF model."""

@@ -13,7 +13,7 @@ after it) but no strategy, since its answers carry nothing of the episode's repl
 model's turns only (the trajectory's ``sampled_mask``).
 
 Example:
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> from dapo_env.tasks import get_task
     >>> tok = build_tokenizer(); model = build_tiny_model(tok, seed=0)
     >>> stats = warm_start(model, tok, get_task("Arithmetic-v0"), steps=2, batch_size=8)
@@ -179,7 +179,7 @@ def warm_start(model: torch.nn.Module, tokenizer: Any, task: Any, *, steps: int 
     Returns:
         ``{"steps", "final_loss", "probe_accuracy", "seconds"}``.
     """
-    from .engine import HFEngine
+    from .engines import HFEngine
     from .evaluation import evaluate
 
     if weighting not in ("token", "turn"):

@@ -10,7 +10,7 @@ from .base import DataFiles, ProblemSource, Task, TaskDataError, template_fields
 from .registry import get_task, list_tasks, register_task, unregister_task
 
 # Built-in tasks: each module registers its task(s) on import.
-from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402  (after the registry exists)
+from . import arithmetic, code_tasks, countdown, largest, math_tasks, sort  # noqa: E402,F401  (after the registry exists)
 from . import guess_number  # noqa: E402,F401  (multi-turn)
 from . import multiturn_tasks  # noqa: E402,F401  (multi-turn, on the code sandbox)
 from . import hidden_table  # noqa: E402,F401  (multi-turn, tool use)

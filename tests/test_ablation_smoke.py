@@ -40,8 +40,8 @@ def test_rows_follow_the_papers_cumulative_switches(ablation, tmp_path):
 
 
 def test_counting_engine_counts_training_rollouts_only(ablation):
-    from dapo_env.learners.engine import HFEngine, SamplingParams
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.engines import HFEngine, SamplingParams
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer()
     counter = ablation.CountingEngine(HFEngine(build_tiny_model(tok, seed=0), tok))

@@ -123,7 +123,7 @@ def test_inverse_cdf_sampler_matches_the_distribution_and_skips_zero_probabiliti
 # --- the floors and the padding sweep --------------------------------------------------------------------
 def _micro_batch(bench, tmp_path, *, packing="off"):
     """A saved update batch of 2 groups x 2 samples of different lengths, as our side saves it."""
-    from dapo_env.learners.batch import build_sequence_batch
+    from dapo_env.learners.algo.batch import build_sequence_batch
     from dapo_env.types import Completion, Group
 
     cfg = bench.BenchConfig(model_shape="micro", group_size=2, prompts_per_step=2, micro_batch=2, length=8)
@@ -146,7 +146,7 @@ def test_floor_update_step_is_the_same_computation_as_our_update(bench, tmp_path
     import copy
 
     from dapo_env.learners.config import preset
-    from dapo_env.learners.update import update_policy
+    from dapo_env.learners.algo.update import update_policy
 
     cfg, model, batch, adv, saved = _micro_batch(bench, tmp_path)
     ours, floor = copy.deepcopy(model), copy.deepcopy(model)

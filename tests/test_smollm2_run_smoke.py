@@ -84,7 +84,7 @@ def test_plot_curve_writes_a_png(smol, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_one_real_dapo_step_on_smollm2(smol, tmp_path: Path) -> None:
-    from dapo_env.learners.pretrained import INSTALL_HINT, find_smollm2_gguf
+    from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 
     try:
         find_smollm2_gguf()

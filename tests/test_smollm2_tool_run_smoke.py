@@ -73,7 +73,7 @@ def test_the_scripts_doctests_pass(tool) -> None:
 @pytest.fixture()
 def hermes_tok(tool):
     """The tiny model's character tokenizer (offline, fast) with the script's Hermes ChatML template."""
-    from dapo_env.learners.tiny import build_tokenizer
+    from dapo_env.learners.models.tiny import build_tokenizer
 
     tok = build_tokenizer(model_max_length=8192)
     tok.chat_template = tool.HERMES_CHATML_TEMPLATE
@@ -143,7 +143,7 @@ def test_the_held_out_play_reports_accuracy_and_tool_call_statuses(tool, hermes_
 
 @pytest.mark.slow
 def test_one_real_step_on_a_two_problem_gsm8k(tool, tmp_path: Path, monkeypatch) -> None:
-    from dapo_env.learners.pretrained import INSTALL_HINT, find_smollm2_gguf
+    from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 
     try:
         find_smollm2_gguf()
@@ -174,7 +174,7 @@ def test_one_real_step_on_a_two_problem_gsm8k(tool, tmp_path: Path, monkeypatch)
 
 @pytest.mark.slow
 def test_one_real_native_step_on_hidden_table(tool, tmp_path: Path) -> None:
-    from dapo_env.learners.pretrained import INSTALL_HINT, find_smollm2_gguf
+    from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 
     try:
         find_smollm2_gguf()

@@ -35,7 +35,7 @@ def test_hand_worked_rows() -> None:
 
 def test_decoding_with_a_tokenizer_drops_the_eos_from_the_text() -> None:
     pytest.importorskip("torch")
-    from dapo_env.learners.tiny import build_tokenizer
+    from dapo_env.learners.models.tiny import build_tokenizer
 
     tok = build_tokenizer()
     ids = tok("Answer: 4")["input_ids"]
@@ -48,8 +48,8 @@ def test_decoding_with_a_tokenizer_drops_the_eos_from_the_text() -> None:
 
 def test_same_completions_as_the_learner_engine() -> None:
     torch = pytest.importorskip("torch")
-    from dapo_env.learners.engine import HFEngine, SamplingParams
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.engines import HFEngine, SamplingParams
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer()
     stop_ids = tok.convert_tokens_to_ids(list("aeiou"))  # frequent stops, so both finish reasons occur

@@ -539,7 +539,7 @@ class RecordingReward:
 def test_real_grpo_trainer_two_steps_on_to_hf_dataset_rows(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     train = to_hf_dataset("Arithmetic-v0", chat=True, limit=8, size=100)
     reward = RecordingReward(trl_reward_function("Arithmetic-v0", reward_map=(-1.0, 1.0)))

@@ -47,7 +47,7 @@ class _FakeRounds:
         self.weights_sum = float(sum(t.sum() for t in tensors.values()))
 
     def run(self, request: Any) -> Any:
-        from dapo_env.learners.async_rollout import RoundResult
+        from dapo_env.learners.rollout.async_source import RoundResult
         from dapo_env.types import Completion, Group
 
         if request.policy_step != self.version:  # the ordered channel's promise
@@ -87,7 +87,7 @@ class FakeRoundJob:
 
 def flip_worker_flag(budget: Any, seen: Any, go: Any, release: Any) -> None:
     """In a spawned process: report the worker's threads, then mark the worker busy until ``release``."""
-    from dapo_env.learners.threads import WORKER
+    from dapo_env.learners.rollout.threads import WORKER
 
     seen.put(budget.threads(WORKER))
     with budget.working(WORKER):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.run_folder import (
+from dapo_env.learners.run.run_folder import (
     EvalSample,
     eval_samples_path,
     eval_summary_path,

@@ -14,9 +14,9 @@ import torch
 from dapo_env import GroupVectorEnv
 from dapo_env.schedule import PromptSchedule
 from dapo_env.tasks import get_task
-from dapo_env.learners.async_rollout import MAX_CONSECUTIVE_LOSSES, AsyncGroupSource, staleness_metrics
-from dapo_env.learners.rollout_worker import RolloutWorker
-from dapo_env.learners.update import derive_seed
+from dapo_env.learners.rollout.async_source import MAX_CONSECUTIVE_LOSSES, AsyncGroupSource, staleness_metrics
+from dapo_env.learners.rollout.worker import RolloutWorker
+from dapo_env.learners.algo.update import derive_seed
 
 from async_helpers import FakeRoundJob
 

@@ -195,10 +195,10 @@ def test_update_masks_outlier_tokens_before_the_denominators_and_weights_the_res
     and the global token count; the others carry w = exp(old - engine)."""
     import torch
 
-    from dapo_env.learners.batch import batch_logprobs, build_sequence_batch
-    from dapo_env.learners.losses import POLICY_LOSSES, group_advantages
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-    from dapo_env.learners.update import update_policy
+    from dapo_env.learners.algo.batch import batch_logprobs, build_sequence_batch
+    from dapo_env.learners.algo.losses import POLICY_LOSSES, group_advantages
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.algo.update import update_policy
     from dapo_env.types import Completion, Group
 
     torch.manual_seed(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dapo_env.learners.rollout_worker import RolloutWorker, RolloutWorkerError, WorkerLost
+from dapo_env.learners.rollout.worker import RolloutWorker, RolloutWorkerError, WorkerLost
 
 from async_helpers import EchoJob
 
@@ -115,7 +115,7 @@ def test_the_worker_dies_with_a_killed_learner(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import sys, time
         sys.path[:0] = [sys.argv[1], sys.argv[2]]
-        from dapo_env.learners.rollout_worker import RolloutWorker
+        from dapo_env.learners.rollout.worker import RolloutWorker
         from async_helpers import EchoJob
         if __name__ == "__main__":
             worker = RolloutWorker(EchoJob(), timeout_s=120)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from dapo_env.learners import checkpoint as ckpt
+from dapo_env.learners.run import checkpoint as ckpt
 from dapo_env.learners.metrics import read_metrics, strip_timing
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.trainer import Trainer, train
 
 sys.path.insert(0, str(Path(__file__).parent))

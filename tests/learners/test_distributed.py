@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 import torch
 
-from dapo_env.learners.batch import build_sequence_batch, response_logprobs
+from dapo_env.learners.algo.batch import build_sequence_batch, response_logprobs
 from dapo_env.learners.collective import World, rank_seed, reduce_records, shard_config
 from dapo_env.learners.config import preset
-from dapo_env.learners.losses import group_advantages
-from dapo_env.learners.tiny import build_tiny_model  # noqa: F401  (imports transformers' Llama before forking)
+from dapo_env.learners.algo.losses import group_advantages
+from dapo_env.learners.models.tiny import build_tiny_model  # noqa: F401  (imports transformers' Llama before forking)
 from dapo_env.learners.trainer import Trainer
-from dapo_env.learners.update import update_policy
+from dapo_env.learners.algo.update import update_policy
 from dapo_env.types import Completion, Group, VerifyResult
 
 WORLD = 2

@@ -6,15 +6,15 @@ import functools
 import pytest
 import torch
 
-from dapo_env.learners.engine import (
+from dapo_env.learners.engines import (
     HFEngine,
     RolloutEngine,
     SamplingParams,
     collect_eos_ids,
     weights_fingerprint,
 )
-from dapo_env.learners.hf_engine import _filter_logits
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines.hf_engine import _filter_logits
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 torch.set_num_threads(1)
 
@@ -170,7 +170,7 @@ def test_load_weights_version_and_fingerprint(tok, model) -> None:
 
 def test_inverse_cdf_sampler_matches_the_distribution() -> None:
     """The per-row CDF inversion draws each token with its probability (chi-square-sized tolerance)."""
-    from dapo_env.learners.hf_engine import _sample_from
+    from dapo_env.learners.engines.hf_engine import _sample_from
 
     probs = torch.tensor([[0.5, 0.0, 0.3, 0.2], [0.0, 0.0, 0.0, 1.0]]).repeat(20000, 1)  # (40000, 4)
     draws = _sample_from(probs, torch.Generator().manual_seed(0))
@@ -209,7 +209,7 @@ def test_every_engine_class_implements_the_whole_protocol() -> None:
     call, single- and multi-turn), with the protocol's parameters first and any extra ones optional."""
     import inspect
 
-    from dapo_env.learners.vllm_engine import VLLMEngine  # importable without vLLM (it loads when built)
+    from dapo_env.learners.engines.vllm_engine import VLLMEngine  # importable without vLLM (it loads when built)
 
     members = {name for name in vars(RolloutEngine) if not name.startswith("_")}
     assert members >= {"generate", "generate_turns", "release", "turn_stats", "load_weights", "fingerprint",

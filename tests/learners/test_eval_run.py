@@ -18,10 +18,10 @@ import torch
 
 from dapo_env.learners.cli import main
 from dapo_env.learners.config import preset
-from dapo_env.learners.eval_run import locate_checkpoint, read_samples
+from dapo_env.learners.run.eval_run import locate_checkpoint, read_samples
 from dapo_env.learners.metrics import read_metrics
-from dapo_env.learners.report import write_report
-from dapo_env.learners.run_folder import eval_samples_path, eval_summary_path, read_eval_samples, read_eval_summary
+from dapo_env.learners.run.report import write_report
+from dapo_env.learners.run.run_folder import eval_samples_path, eval_summary_path, read_eval_samples, read_eval_summary
 from dapo_env.learners.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +108,7 @@ def test_pass_at_k_avg_and_maj_from_the_sample_file_match_an_independent_computa
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
-    from dapo_env.learners import eval_run
+    from dapo_env.learners.run import eval_run
 
     calls = 0
     real = eval_run.run_eval
@@ -223,7 +223,7 @@ def test_a_lora_adapter_folder_is_evaluated_through_the_lora_module(run: Path, t
     like the merged model. Without peft installed the error names the install command."""
     import importlib.util
 
-    from dapo_env.learners.eval_run import evaluate_checkpoint
+    from dapo_env.learners.run.eval_run import evaluate_checkpoint
 
     args = dict(task="Largest-v0", size=6, max_response_tokens=8, progress=False)
     if importlib.util.find_spec("peft") is None:  # a fresh `pip install -e ".[test]"` has no peft
@@ -245,7 +245,7 @@ def test_a_lora_adapter_folder_is_evaluated_through_the_lora_module(run: Path, t
     import torch
     from transformers import AutoModelForCausalLM
 
-    from dapo_env.learners import lora
+    from dapo_env.learners.models import lora
 
     base = _final_model(run)
     model = lora.add_lora(AutoModelForCausalLM.from_pretrained(str(base)), lora.LoraSettings(rank=2))

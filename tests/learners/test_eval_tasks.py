@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dapo_env.learners.eval_run import EvalSettings, read_samples, run_eval, settings_from_run
-from dapo_env.learners.tiny import build_tokenizer
+from dapo_env.learners.run.eval_run import EvalSettings, read_samples, run_eval, settings_from_run
+from dapo_env.learners.models.tiny import build_tokenizer
 from dapo_env.tasks import get_task, list_tasks
 from dapo_env.types import Completion
 
@@ -247,7 +247,7 @@ def test_settings_from_run_take_the_runs_held_out_evaluation() -> None:
         settings_from_run({})
 
 
-@pytest.mark.parametrize("name", ["dapo_env.learners.eval_run", "dapo_env.evaluation"])
+@pytest.mark.parametrize("name", ["dapo_env.learners.run.eval_run", "dapo_env.evaluation"])
 def test_docstring_examples_run(name: str) -> None:
     import doctest
     import importlib

@@ -5,15 +5,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dapo_env.learners.engine import HFEngine, SamplingParams
-from dapo_env.learners.logprobs import (
+from dapo_env.learners.engines import HFEngine, SamplingParams
+from dapo_env.learners.algo.logprobs import (
     chunked_head_logprobs,
     naive_logprobs_and_entropy,
     pack_batch,
     supports_chunked_head,
     token_logprobs_and_entropy,
 )
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 torch.set_num_threads(1)
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 from optional_extras import require
 
-from dapo_env.learners.engine import HFEngine, SamplingParams
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import HFEngine, SamplingParams
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 require("peft", "LoRA tests")
 
-from dapo_env.learners import lora  # noqa: E402
-from dapo_env.learners.lora import LoraSettings  # noqa: E402
+from dapo_env.learners.models import lora  # noqa: E402
+from dapo_env.learners.models.lora import LoraSettings  # noqa: E402
 
 LLAMA_TARGETS = ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj")
 
@@ -215,7 +215,7 @@ def test_adapter_files_are_peft_format_both_ways(tok, tmp_path) -> None:
 
 
 def test_adapter_round_trips_exactly_and_rebuilds_base_plus_adapter(tok, tmp_path) -> None:
-    from dapo_env.learners.tiny import save_tiny
+    from dapo_env.learners.models.tiny import save_tiny
 
     model = lora.add_lora(tiny(tok, seed=3), LoraSettings(rank=8, alpha=4, dropout=0.1))
     perturb_adapter(model, seed=2)
@@ -271,6 +271,7 @@ def test_merged_weights_are_base_plus_scaled_b_times_a(tok) -> None:
     a, b = state[f"{prefix}.lora_A.default.weight"], state[f"{prefix}.lora_B.default.weight"]  # (2, 64), (64, 2)
     w = state[f"{prefix}.base_layer.weight"]  # (64, 64)
     merged = lora.merged_state_dict(model)
+    assert torch.equal(a, torch.ones_like(a))
     # A is all ones, so (B A)[i, j] = B[i, 0] + B[i, 1] for every column j; the scale is alpha / r = 3.
     expected = w + 3.0 * (b[:, 0] + b[:, 1])[:, None].expand(-1, 64)
     torch.testing.assert_close(merged[f"{prefix}.weight"], expected)

@@ -12,10 +12,10 @@ import pytest
 import torch
 from optional_extras import require
 
-from dapo_env.learners import checkpoint as ckpt
+from dapo_env.learners.run import checkpoint as ckpt
 from dapo_env.learners.cli import build_parser, config_from_args
 from dapo_env.learners.config import TrainConfig, preset
-from dapo_env.learners.engine import HFEngine, SamplingParams
+from dapo_env.learners.engines import HFEngine, SamplingParams
 from dapo_env.learners.metrics import strip_timing
 from dapo_env.learners.trainer import Trainer, train
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from trainer_helpers import tiny_config  # noqa: E402
 
 require("peft", "LoRA training")
-from dapo_env.learners import lora  # noqa: E402
+from dapo_env.learners.models import lora  # noqa: E402
 
 
 # ---- config and CLI ------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
 
 
 def test_a_model_folder_base_is_referenced_not_copied(tmp_path: Path) -> None:
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
     build_tiny_model(tok, hidden_size=64, layers=1, heads=2, max_positions=256).save_pretrained(tmp_path / "base")
@@ -123,7 +123,7 @@ def test_a_model_folder_base_is_referenced_not_copied(tmp_path: Path) -> None:
 
 
 def test_an_adapter_model_needs_lora_rank(tmp_path: Path) -> None:
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=256)
     model = lora.add_lora(build_tiny_model(tok, hidden_size=64, layers=1, heads=2, max_positions=256),

@@ -14,8 +14,8 @@ import pytest
 import torch
 from optional_extras import REQUIRE_VLLM, is_installed, skip_reason, vllm_marks
 
-from dapo_env.learners.engine import HFEngine, SamplingParams, weights_fingerprint
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import HFEngine, SamplingParams, weights_fingerprint
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 pytestmark = [
     *vllm_marks("the vLLM LoRA tests"),
@@ -28,7 +28,7 @@ PROMPTS = ["12+7=", "What is 3*4? Answer:", "<bos>user: 9-2?\nassistant: "]
 
 def train_adapter(model: torch.nn.Module, seed: int, scale: float = 0.3) -> None:
     """Stand-in for an update: move every adapter tensor (B included, so the adapter changes the outputs)."""
-    from dapo_env.learners.lora import adapter_state_dict
+    from dapo_env.learners.models.lora import adapter_state_dict
 
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -46,8 +46,8 @@ def teacher_forced(model: torch.nn.Module, prompt: list[int], response: list[int
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[tuple[object, torch.nn.Module, object]]:
-    from dapo_env.learners import vllm_engine as ve
-    from dapo_env.learners.lora import LoraSettings, add_lora
+    from dapo_env.learners.engines import vllm_engine as ve
+    from dapo_env.learners.models.lora import LoraSettings, add_lora
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
@@ -71,7 +71,7 @@ def test_engine_serves_the_adapter_like_the_hf_engine(setup) -> None:
 
 
 def test_adapter_only_push_takes_effect_every_time(setup) -> None:
-    from dapo_env.learners.lora import adapter_state_dict, merged_model
+    from dapo_env.learners.models.lora import adapter_state_dict, merged_model
 
     engine, learner, tok = setup
     names = list(adapter_state_dict(learner))
@@ -95,7 +95,7 @@ def test_adapter_only_push_takes_effect_every_time(setup) -> None:
 
 
 def test_a_push_must_be_the_whole_adapter(setup) -> None:
-    from dapo_env.learners.lora import adapter_state_dict
+    from dapo_env.learners.models.lora import adapter_state_dict
 
     engine, learner, tok = setup
     adapter = adapter_state_dict(learner)

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dapo_env.learners.losses import (
+from dapo_env.learners.algo.losses import (
     AGGREGATIONS,
     IS_CORRECTIONS,
     POLICY_LOSSES,
@@ -553,7 +553,7 @@ def test_is_correction_registry_and_errors() -> None:
 
 
 def test_advantage_registry_group_entry_matches_hand_worked_values() -> None:
-    from dapo_env.learners.losses import get_advantage
+    from dapo_env.learners.algo.losses import get_advantage
 
     group = get_advantage("group")
     rewards = torch.tensor([1.0, -1.0, -1.0, -1.0, 0.5, 0.5])  # G = 3: groups (1, -1, -1), (-1, .5, .5)
@@ -569,7 +569,7 @@ def test_advantage_registry_group_entry_matches_hand_worked_values() -> None:
 
 def test_advantage_registry_refuses_duplicates_and_lists_known_names(monkeypatch: pytest.MonkeyPatch) -> None:
     from dapo_env.learners.config import TrainConfig
-    from dapo_env.learners.losses import ADVANTAGES, get_advantage, register_advantage
+    from dapo_env.learners.algo.losses import ADVANTAGES, get_advantage, register_advantage
 
     def per_token(rewards, mask, *, group_size, scale_by_std, turns=None):  # the same reward on every loss token
         return rewards[:, None] * mask

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from dapo_env import EpisodeGroupEnv, TurnRequest
-from dapo_env.learners.engine import HFEngine, SamplingParams
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import HFEngine, SamplingParams
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 torch.set_num_threads(1)
 SAMPLING = dict(temperature=1.0, max_response_tokens=8)

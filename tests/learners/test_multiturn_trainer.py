@@ -18,18 +18,18 @@ import pytest
 import torch
 
 from dapo_env import EpisodeGroupEnv
-from dapo_env.learners.batch import build_sequence_batch, logprob_mismatch
+from dapo_env.learners.algo.batch import build_sequence_batch, logprob_mismatch
 from dapo_env.learners.cli import build_parser, config_from_args
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import HFEngine, SamplingParams
+from dapo_env.learners.engines import HFEngine, SamplingParams
 from dapo_env.learners.evaluation import evaluate
-from dapo_env.learners.losses import group_advantages
+from dapo_env.learners.algo.losses import group_advantages
 from dapo_env.learners.metrics import read_metrics, strip_timing
-from dapo_env.learners.rollout import make_group_env, resolve_task, shaping_options
+from dapo_env.learners.rollout.setup import make_group_env, resolve_task, shaping_options
 from dapo_env.sampler import play_round
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.trainer import train
-from dapo_env.learners.update import update_policy
+from dapo_env.learners.algo.update import update_policy
 from dapo_env.types import Completion
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -88,7 +88,7 @@ def test_token_mean_loss_divides_by_sampled_tokens(tok: Any) -> None:
 def test_mismatch_is_over_sampled_tokens_only(tok: Any) -> None:
     model, groups = rollout_groups(tok, seed=2)
     batch = build_sequence_batch(groups, pad_id=tok.pad_token_id)
-    from dapo_env.learners.batch import batch_logprobs
+    from dapo_env.learners.algo.batch import batch_logprobs
 
     learner = batch_logprobs(model, batch, micro_batch_size=8, temperature=1.0)
     version = groups[0].completions[0].weights_version

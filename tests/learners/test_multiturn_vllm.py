@@ -15,15 +15,15 @@ import torch
 from optional_extras import vllm_marks
 
 from dapo_env import EpisodeGroupEnv, TurnRequest
-from dapo_env.learners.engine import SamplingParams, TurnEngine
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import SamplingParams, TurnEngine
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 pytestmark = vllm_marks("the vLLM multi-turn tests")
 
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[tuple[object, torch.nn.Module, object]]:
-    from dapo_env.learners.vllm_engine import VLLMEngine
+    from dapo_env.learners.engines.vllm_engine import VLLMEngine
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)

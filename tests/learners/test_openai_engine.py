@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fault_server import FaultServer  # noqa: E402
 
-from dapo_env.learners.engine import SamplingParams, make_engine  # noqa: E402
-from dapo_env.learners.openai_engine import (  # noqa: E402
+from dapo_env.learners.engines import SamplingParams, make_engine  # noqa: E402
+from dapo_env.learners.engines.openai_engine import (  # noqa: E402
     EndpointConfig,
     EndpointError,
     FailedCompletion,
@@ -163,7 +163,7 @@ def test_the_api_key_comes_from_the_named_environment_variable(monkeypatch) -> N
 
 
 def test_training_on_a_server_without_token_ids_is_refused_in_one_line() -> None:
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer()
     with FaultServer() as server:

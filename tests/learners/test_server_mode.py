@@ -20,9 +20,9 @@ import torch
 from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import HFEngine, SamplingParams, weights_fingerprint
-from dapo_env.learners.server import SERVER_URL_ENV, ServerEngine, VLLMServer
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import HFEngine, SamplingParams, weights_fingerprint
+from dapo_env.learners.engines.server import SERVER_URL_ENV, ServerEngine, VLLMServer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 pytestmark = vllm_marks("the server-mode tests")
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from dapo_env import GroupVectorEnv
-from dapo_env.learners.async_rollout import AsyncGroupSource
+from dapo_env.learners.rollout.async_source import AsyncGroupSource
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import make_engine
-from dapo_env.learners.rollout import POLICY_STEP, resolve_task
-from dapo_env.learners.rollout_worker import RolloutWorker
-from dapo_env.learners.sources import EngineSource, ResponseGeneration, TurnGeneration, make_rollout_source
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines import make_engine
+from dapo_env.learners.rollout.setup import POLICY_STEP, resolve_task
+from dapo_env.learners.rollout.worker import RolloutWorker
+from dapo_env.learners.rollout.sources import EngineSource, ResponseGeneration, TurnGeneration, make_rollout_source
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 from dapo_env.sampler import DynamicSampler, EnvSource, RolloutSource
 from dapo_env.schedule import PromptSchedule
 from dapo_env.tasks import get_task

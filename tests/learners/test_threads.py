@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dapo_env.learners.config import TrainConfig
-from dapo_env.learners.threads import (LEARNER, THREAD_SPLITS, WORKER, ThreadBudget, mean_threads, side_threads,
+from dapo_env.learners.rollout.threads import (LEARNER, THREAD_SPLITS, WORKER, ThreadBudget, mean_threads, side_threads,
                                        thread_shares)
 from dapo_env.learners.trainer import train
 
@@ -72,7 +72,7 @@ def test_apply_sets_torch_threads_and_counts_each_unit() -> None:
 
 
 def test_attach_applies_before_every_layer_forward_and_backward() -> None:
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     budget = ThreadBudget(2)
     model = build_tiny_model(build_tokenizer(), hidden_size=64, layers=2, heads=2)

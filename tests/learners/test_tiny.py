@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dapo_env.learners.tiny import (
+from dapo_env.learners.models.tiny import (
     DEFAULT_ALPHABET,
     build_tiny_model,
     build_tokenizer,

@@ -21,8 +21,8 @@ import pytest
 from optional_extras import vllm_marks
 
 from dapo_env.learners.config import preset
-from dapo_env.learners.eval_run import evaluate_checkpoint, evaluate_endpoint, read_samples
-from dapo_env.learners.server import VLLMServer
+from dapo_env.learners.run.eval_run import evaluate_checkpoint, evaluate_endpoint, read_samples
+from dapo_env.learners.engines.server import VLLMServer
 from dapo_env.learners.trainer import train
 from dapo_env.learners.warmstart import warm_start
 from dapo_env.tools import format_tool_call

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from dapo_env.learners.losses import POLICY_LOSSES, group_advantages
+from dapo_env.learners.algo.losses import POLICY_LOSSES, group_advantages
 from dapo_env.learners.trainer import Trainer, train
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -43,7 +43,7 @@ def test_two_steps_change_parameters_and_log_every_metric(tmp_path: Path) -> Non
     run = result.run_dir
     for name in ("config.json", "metrics.jsonl", "curves.png", "init_weights.pt"):
         assert (run / name).exists(), name
-    from dapo_env.learners.run_folder import find_eval_files, read_eval_samples
+    from dapo_env.learners.run.run_folder import find_eval_files, read_eval_samples
 
     evals = find_eval_files(run)  # every evaluation's samples, as the report reads them
     assert sorted(evals) == [0, 1, 2]
@@ -54,8 +54,8 @@ def test_two_steps_change_parameters_and_log_every_metric(tmp_path: Path) -> Non
 
 
 def test_stale_engine_is_caught_by_the_push_check(tmp_path: Path) -> None:
-    from dapo_env.learners.engine import HFEngine
-    from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    from dapo_env.learners.engines import HFEngine
+    from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
     class Stale(HFEngine):  # an engine whose load_weights silently does nothing
         def load_weights(self, weights) -> None:
@@ -173,7 +173,7 @@ def test_difficulty_sampling_logs_its_beliefs_and_checkpoints_them(tmp_path: Pat
 def test_a_registered_advantage_estimator_trains_without_touching_the_trainer(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A per-token estimator (N, R) registered from outside reaches update_policy through the config alone."""
-    from dapo_env.learners.losses import ADVANTAGES
+    from dapo_env.learners.algo.losses import ADVANTAGES
 
     seen: list[tuple[int, ...]] = []
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from dapo_env.learners import report
+from dapo_env.learners.run import report
 from dapo_env.learners.metrics import is_batch_metric
-from dapo_env.learners.run_folder import RunFolderError
+from dapo_env.learners.run.run_folder import RunFolderError
 from dapo_env.learners.trainer import train
 from tests.learners.trainer_helpers import tiny_config
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from dapo_env.learners.batch import build_sequence_batch
-from dapo_env.learners.losses import TurnRewards, get_advantage, group_advantages
-from dapo_env.learners.tiny import build_tokenizer
+from dapo_env.learners.algo.batch import build_sequence_batch
+from dapo_env.learners.algo.losses import TurnRewards, get_advantage, group_advantages
+from dapo_env.learners.models.tiny import build_tokenizer
 from dapo_env.learners.trainer import train
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
-from dapo_env.learners.losses import group_advantages
-from dapo_env.learners.turn_credit import naive_turn_advantages, per_token, turn_credit_advantages
+from dapo_env.learners.algo.losses import group_advantages
+from dapo_env.learners.algo.turn_credit import naive_turn_advantages, per_token, turn_credit_advantages
 
 # The problem (HiddenTable in miniature). Turn 0: call the tool (prob p) or answer at once. A direct answer is
 # right with prob q (reward 1 at turn 0, episode over). A tool call earns 0 at turn 0; turn 1 then answers right

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from dapo_env.learners import update as update_module
-from dapo_env.learners.batch import batch_logprobs, build_sequence_batch, logprob_mismatch
+from dapo_env.learners.algo import update as update_module
+from dapo_env.learners.algo.batch import batch_logprobs, build_sequence_batch, logprob_mismatch
 from dapo_env.learners.config import preset
-from dapo_env.learners.losses import AGGREGATIONS, POLICY_LOSSES, group_advantages, register_aggregation
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-from dapo_env.learners.update import update_policy
+from dapo_env.learners.algo.losses import AGGREGATIONS, POLICY_LOSSES, group_advantages, register_aggregation
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.algo.update import update_policy
 from dapo_env.types import Completion, Group
 
 torch.set_num_threads(1)
@@ -152,8 +152,8 @@ def test_behaviour_logprobs_make_the_clipped_ratio_the_true_importance_ratio() -
     """keep_surplus=True, hand-built: a stale sample drawn by the engine with p = 0.25 per token, now p = 0.5
     under the learner. Recomputed old log-probs (the learner's) give ratio 1, nothing clipped: the sample is
     trained as if on-policy. The engine's (behaviour) log-probs give the true ratio 2, clipped at 1 + 0.28."""
-    from dapo_env.learners.losses import policy_loss
-    from dapo_env.learners.update import behaviour_logprobs
+    from dapo_env.learners.algo.losses import policy_loss
+    from dapo_env.learners.algo.update import behaviour_logprobs
 
     logp = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))  # (N=2, R=2) the learner now
     engine = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))  # row 0 sampled by older weights

@@ -17,8 +17,8 @@ import pytest
 import torch
 from optional_extras import REQUIRE_VLLM, is_installed, skip_reason
 
-from dapo_env.learners import vllm_engine as ve
-from dapo_env.learners.engine import (
+from dapo_env.learners.engines import vllm_engine as ve
+from dapo_env.learners.engines import (
     HFEngine,
     RolloutEngine,
     SamplingParams,
@@ -26,7 +26,7 @@ from dapo_env.learners.engine import (
     resolve_engine_kind,
     weights_fingerprint,
 )
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 
 HAS_VLLM = is_installed("vllm")
 needs_vllm = pytest.mark.skipif(
@@ -41,7 +41,7 @@ LONG_PROMPT = "".join(f"Step {i}: compute (17 + {i}) * 3 - 8 / 2 + 11 and carry 
 
 # ---- no vLLM needed --------------------------------------------------------------------------------
 def test_import_does_not_import_vllm() -> None:
-    code = "import sys, dapo_env.learners.vllm_engine; print('vllm' in sys.modules)"
+    code = "import sys, dapo_env.learners.engines.vllm_engine; print('vllm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "False"
 
@@ -110,12 +110,12 @@ def test_cpu_patch_keeps_linear_weights_and_restores(monkeypatch: pytest.MonkeyP
     assert linear.weight.shape == (3, 4) and linear.cpu_linear is torch.nn.functional.linear
     assert calls == ["Conv1d"]  # non-linear layers still go to vLLM's own dispatch
     assert utils.dispatch_cpu_unquantized_gemm is packing_dispatch
-    ve._check_plain_cpu_linears(torch.nn.Sequential(linear))
+    ve.check_plain_cpu_linears(torch.nn.Sequential(linear))
     packed = torch.nn.Linear(4, 3)
     packing_dispatch(packed, remove_weight=True)  # what vLLM does without the patch
     packed.cpu_linear = lambda x, weight, bias: x
     with pytest.raises(RuntimeError, match="did not take effect"):
-        ve._check_plain_cpu_linears(torch.nn.Sequential(linear, packed))
+        ve.check_plain_cpu_linears(torch.nn.Sequential(linear, packed))
     with pytest.warns(RuntimeWarning, match="untested"):
         fake.__version__ = "0.0.1"
         with ve.plain_cpu_linears(fake):

@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import FaultServer
 
 from dapo_env.learners.cli import build_parser, config_from_args
-from dapo_env.learners.openai_engine import EndpointError
-from dapo_env.learners.server import ServerEngine, vllm_command
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-from dapo_env.learners.weight_sync import (
+from dapo_env.learners.engines.openai_engine import EndpointError
+from dapo_env.learners.engines.server import ServerEngine, vllm_command
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines.weight_sync import (
     ServerControl,
     ServerInfo,
     bounded,

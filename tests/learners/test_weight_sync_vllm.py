@@ -19,10 +19,10 @@ import pytest
 import torch
 from optional_extras import vllm_marks
 
-from dapo_env.learners.engine import weights_fingerprint
-from dapo_env.learners.server import ServerEngine, VLLMServer, vllm_command
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
-from dapo_env.learners.weight_sync import ServerControl, ServerInfo, control_request
+from dapo_env.learners.engines import weights_fingerprint
+from dapo_env.learners.engines.server import ServerEngine, VLLMServer, vllm_command
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.engines.weight_sync import ServerControl, ServerInfo, control_request
 
 pytestmark = vllm_marks("the NCCL weight-sync tests")
 
@@ -61,7 +61,7 @@ def test_the_server_command_parses_with_vllms_serve_parser() -> None:
     args = make_arg_parser(FlexibleArgumentParser()).parse_args(cmd[3:])
     validate_parsed_serve_args(args)
     assert args.weight_transfer_config.backend == "nccl" and args.gpu_memory_utilization == 0.3
-    assert args.worker_extension_cls == "dapo_env.learners.server_sync.WeightSyncExtension"
+    assert args.worker_extension_cls == "dapo_env.learners.engines.server_sync.WeightSyncExtension"
 
 
 @pytest.mark.parametrize("op, payload", CALLS)
@@ -90,7 +90,7 @@ def test_the_payloads_vllm_builds_from_ours_parse_as_the_workers(rl_app) -> None
         NCCLWeightTransferUpdateInfo,
     )
 
-    from dapo_env.learners.nccl_sync import RoutesClient, TensorSource, trainer_init_info
+    from dapo_env.learners.engines.nccl_sync import RoutesClient, TensorSource, trainer_init_info
 
     _, client = rl_app
     info = trainer_init_info("127.0.0.1", 29555, 2)
@@ -120,7 +120,7 @@ def test_the_payloads_vllm_builds_from_ours_parse_as_the_workers(rl_app) -> None
 
 
 def test_cpu_tensors_are_refused_for_nccl_in_one_line() -> None:
-    from dapo_env.learners.nccl_sync import wire_tensors
+    from dapo_env.learners.engines.nccl_sync import wire_tensors
 
     with pytest.raises(ValueError, match=r"one CUDA device; the tensors are on \['cpu'\]: use --weight-sync file"):
         wire_tensors({"w": torch.zeros(2)})

@@ -4,11 +4,9 @@ envs; offline on the shipped samples, and on the real files where ``$DAPO_ENV_DA
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,10 +16,10 @@ from gymnasium.utils.env_checker import check_env
 import dapo_env  # noqa: F401  (registers the ids)
 from dapo_env import MultiTurnEnv
 from dapo_env.tasks import TaskDataError, get_task, list_tasks
-from dapo_env.tasks.multiturn_tasks import (CodeFeedback, FeedbackRules, FinalAnswerVerifier, PythonTool, ToolRules,
+from dapo_env.tasks.multiturn_tasks import (CodeFeedback, FeedbackRules, PythonTool, ToolRules,
                                             outside_code)
 from dapo_env.types import CodeTests, Completion, History, Problem
-from dapo_env.verifiers import CodeVerifier, MathVerifier, SandboxLimits
+from dapo_env.verifiers import CodeVerifier, SandboxLimits
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 DATA = {

@@ -1,12 +1,12 @@
 """``--weight-sync nccl``: the learner's weights into a GPU ``vllm serve`` through vLLM's own weight-transfer API.
 
 Imports vLLM (its trainer-side engine), so it is loaded only when this strategy is chosen
-(:meth:`~dapo_env.learners.server.ServerEngine` builds it). The server runs with ``VLLM_SERVER_DEV_MODE=1`` and
+(:meth:`~dapo_env.learners.engines.server.ServerEngine` builds it). The server runs with ``VLLM_SERVER_DEV_MODE=1`` and
 ``--weight-transfer-config '{"backend": "nccl"}'`` (``dapo-env serve --weight-sync nccl``); the learner and the
 server need the same vLLM version. With vLLM 0.32's routes (``vllm/entrypoints/rl/online/api_router.py``):
 
 1. once: ``GET /get_world_size`` (the server's workers, ``W``); the learner opens a TCP rendezvous at
-   (:func:`~dapo_env.learners.weight_sync.learner_address`, a free port) as rank 0 of ``W + 1`` while
+   (:func:`~dapo_env.learners.engines.weight_sync.learner_address`, a free port) as rank 0 of ``W + 1`` while
    ``POST /init_weight_transfer_engine {"init_info": {master_address, master_port, rank_offset: 1, world_size,
    packed...}}`` makes the workers join (vLLM's ``NCCLTrainerWeightTransferEngine.trainer_init``);
 2. every push: ``POST /pause?mode=wait``; ``POST /start_weight_update``; ``POST /update_weights {"update_info":
@@ -15,7 +15,7 @@ server need the same vLLM version. With vLLM 0.32's routes (``vllm/entrypoints/r
    ``POST /resume`` (vLLM's ``send_weights`` drives the middle three through :class:`RoutesClient`).
 
 Each of the two steps runs in a daemon thread waited for at most the push timeout
-(:func:`~dapo_env.learners.weight_sync.bounded`): a server that dies mid-push (its workers never finish the
+(:func:`~dapo_env.learners.engines.weight_sync.bounded`): a server that dies mid-push (its workers never finish the
 broadcast) ends the push with one line instead of a hang. The engine then verifies the push by fingerprint,
 as for every strategy.
 """
@@ -54,7 +54,7 @@ class TensorSource(WeightSource):
 
 
 class RoutesClient:
-    """vLLM's ``VLLMWeightSyncClient`` protocol over :class:`~dapo_env.learners.weight_sync.ServerControl` (its
+    """vLLM's ``VLLMWeightSyncClient`` protocol over :class:`~dapo_env.learners.engines.weight_sync.ServerControl` (its
     four calls, each bounded and failing in one line), for vLLM's trainer-side engine to drive."""
 
     def __init__(self, control: ServerControl) -> None:

@@ -140,7 +140,7 @@ def _group(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool
 
 def _turn(rewards: Tensor, mask: Tensor, *, group_size: int, scale_by_std: bool,
           turns: TurnRewards | None = None) -> Tensor:
-    """Per-turn credit (:func:`~dapo_env.learners.turn_credit.turn_credit_advantages`), spread onto the tokens
+    """Per-turn credit (:func:`~dapo_env.learners.algo.turn_credit.turn_credit_advantages`), spread onto the tokens
     each turn sampled: (N, R)."""
     from .turn_credit import per_token, turn_credit_advantages
 

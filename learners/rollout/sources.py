@@ -6,14 +6,14 @@ A rollout source (:class:`~dapo_env.sampler.RolloutSource`) owns its generation 
 generates in the learner's process: an HF, vLLM or server engine alike) whose generation is
 :class:`ResponseGeneration` (one response per prompt) or :class:`TurnGeneration` (multi-turn episodes,
 ``engine.generate_turns``), or, with a rollout worker, an
-:class:`~dapo_env.learners.async_rollout.AsyncGroupSource`. The trainer holds whichever it gets and never
+:class:`~dapo_env.learners.rollout.async_source.AsyncGroupSource`. The trainer holds whichever it gets and never
 asks which; a new kind of generation is one more class with ``play(env, position, *, seed)``, a new kind of
 source one more branch here.
 
 Example:
     >>> from dapo_env.learners.config import preset
-    >>> from dapo_env.learners.engine import make_engine
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.engines import make_engine
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> cfg = preset("tiny", batch_size=2, group_size=2, mini_batch_size=1, eval_size=4)
     >>> tok = build_tokenizer(); engine = make_engine("hf", build_tiny_model(tok), tok)
     >>> source = make_rollout_source(cfg, resolve_task(cfg), engine, tokenizer=tok)
@@ -33,21 +33,21 @@ from typing import Any
 from dapo_env.sampler import GroupEnv, Position, grouped, play_round
 from dapo_env.types import RolloutBatch
 
-from .config import TrainConfig
-from .rollout import is_multi_turn, make_group_env, resolve_task, stamp_step  # noqa: F401 (resolve_task: example)
+from ..config import TrainConfig
+from .setup import is_multi_turn, make_group_env, resolve_task, stamp_step  # noqa: F401 (resolve_task: example)
 
 
 def round_sampling(sampling: Any, seed: int, position: Position, *turn: int) -> Any:
     """``sampling`` with the seed of the generation round at ``position`` (and of ``turn`` within an
     episode): a pure function of the run's seed and the sampler's position, so a resume regenerates exactly."""
-    from .update import derive_seed
+    from ..algo.update import derive_seed
 
     return dataclasses.replace(sampling, seed=derive_seed(seed, *position, *turn))
 
 
 class ResponseGeneration:
     """One response per prompt: ``engine.generate(prompts, n=G, sampling)`` for a round's B distinct prompts
-    (any :class:`~dapo_env.learners.engine.RolloutEngine`: HF, vLLM or a server)."""
+    (any :class:`~dapo_env.learners.engines.RolloutEngine`: HF, vLLM or a server)."""
 
     def __init__(self, engine: Any, sampling: Any, *, seed: int, group_size: int) -> None:
         self.engine, self.sampling, self.seed, self.group_size = engine, sampling, seed, group_size
@@ -121,16 +121,16 @@ class EngineSource:
 def make_rollout_source(cfg: TrainConfig, task: Any, engine: Any, *, tokenizer: Any, model: Any = None,
                         threads: Any = None) -> Any:
     """The rollout source of a run: with ``cfg.uses_rollout_worker`` an
-    :class:`~dapo_env.learners.async_rollout.AsyncGroupSource` (a worker process with its own engine copy built
-    from ``model.config``, sharing the learner's :class:`~dapo_env.learners.threads.ThreadBudget` ``threads``),
+    :class:`~dapo_env.learners.rollout.async_source.AsyncGroupSource` (a worker process with its own engine copy built
+    from ``model.config``, sharing the learner's :class:`~dapo_env.learners.rollout.threads.ThreadBudget` ``threads``),
     else an :class:`EngineSource` over ``engine`` (multi-turn tasks play episodes through
     :class:`TurnGeneration`). Incompatible settings are refused by :class:`TrainConfig` itself."""
-    from .engine import SamplingParams
+    from ..engines import SamplingParams
 
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
                               max_response_tokens=cfg.max_response_tokens)
     if cfg.uses_rollout_worker:
-        from .async_rollout import make_async_source
+        from .async_source import make_async_source
 
         return make_async_source(cfg, task, tokenizer, model, engine=engine, sampling=sampling, threads=threads)
     generation = (TurnGeneration(engine, sampling, seed=cfg.seed) if is_multi_turn(task)

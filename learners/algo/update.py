@@ -13,7 +13,7 @@ count, so across ranks the shares sum too); the value reported for the update is
 optimizer steps (``loss``, ``entropy``, ``clip_frac_high``, ``clip_frac_low``, ``clip_frac``,
 ``dual_clip_frac``, ``approx_kl``, ``ratio_mean``, ``grad_norm``). One exception, said here:
 ``padded_share`` is padding tokens / all tokens of the update's forward passes (a ratio of the update's
-sums), the padding that ``cfg.packing`` (:data:`~dapo_env.learners.batch.PACKINGS`) leaves.
+sums), the padding that ``cfg.packing`` (:data:`~dapo_env.learners.algo.batch.PACKINGS`) leaves.
 
 Micro-batches: ``cfg.packing="off"`` takes the mini-batch's rows in order and pads every one to the
 batch's longest prompt and response; ``"length"`` sorts them by length so each micro-batch pads only to
@@ -24,9 +24,9 @@ in the backward.
 
 Example:
     >>> import torch
-    >>> from dapo_env.learners.batch import build_sequence_batch
+    >>> from dapo_env.learners.algo.batch import build_sequence_batch
     >>> from dapo_env.learners.config import preset
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> from dapo_env.types import Completion, Group
     >>> tok = build_tokenizer(); model = build_tiny_model(tok, hidden_size=64, layers=1, heads=2)
     >>> c = [Completion("x", token_ids=(5 + i, 2), prompt_token_ids=(1, 7)) for i in range(2)]
@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from .batch import SequenceBatch, autocast, layout_logprobs, micro_batch_layouts
-from .collective import Collective, LocalCollective
+from ..collective import Collective, LocalCollective
 from .losses import get_policy_loss, masked_mean, rollout_correction
 
 #: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
@@ -69,7 +69,7 @@ def derive_seed(*keys: int) -> int:
 
 
 def loss_settings(cfg: Any) -> dict[str, Any]:
-    """The :func:`~dapo_env.learners.losses.policy_loss` keywords a :class:`TrainConfig` selects."""
+    """The :func:`~dapo_env.learners.algo.losses.policy_loss` keywords a :class:`TrainConfig` selects."""
     return {"clip_low": cfg.clip_low, "clip_high": cfg.clip_high, "clip_c": cfg.clip_c, "agg": cfg.loss_agg,
             "ratio_level": cfg.ratio_level, "max_response_tokens": cfg.max_response_tokens}
 

@@ -1,7 +1,7 @@
 """Per-turn credit for multi-turn episodes: a pure advantage estimator over turns (docs/losses.md, "Per-turn
 credit").
 
-The episode-return estimator (:func:`~dapo_env.learners.losses.group_advantages`) gives every sampled token of an
+The episode-return estimator (:func:`~dapo_env.learners.algo.losses.group_advantages`) gives every sampled token of an
 episode the same advantage. Here each turn ``t`` of episode ``i`` gets
 
     A[i, t] = G[i, t] - mean_{j != i} G[j, t]            (optionally / std of the group's episode returns)
@@ -48,7 +48,7 @@ def turn_credit_advantages(rewards: Tensor, group_size: int, *, turn_rewards: Te
         turn_rewards: (N, T) each turn's reward (``Trajectory.turns[t].reward``), any value past the last turn.
         turn_mask: (N, T) True for the turns an episode has (a prefix; at least the first).
         scale_by_std: divide a group's advantages by the unbiased std of its episode returns (+ ``eps``), as
-            :func:`~dapo_env.learners.losses.group_advantages` does; a group whose returns are all equal is not
+            :func:`~dapo_env.learners.algo.losses.group_advantages` does; a group whose returns are all equal is not
             scaled.
         eps: added to the standard deviation.
 

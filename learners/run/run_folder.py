@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .metrics import read_metrics
+from ..metrics import read_metrics
 
 SAMPLES_SUFFIX, SUMMARY_SUFFIX = ".jsonl", ".summary.json"
 

@@ -1,6 +1,6 @@
 """The run report: one self-contained HTML file of a run folder's curves, evaluations and samples.
 
-``write_report(run_dir)`` reads the run folder (``learners/run_folder.py``: ``config.json``,
+``write_report(run_dir)`` reads the run folder (``learners/run/run_folder.py``: ``config.json``,
 ``metrics.jsonl``, ``eval/step_<N>.jsonl``, ``eval/step_<N>.summary.json``) and writes
 ``<run_dir>/report.html``: the config summary; a line chart per metric group (inline SVG drawn in
 Python; batch metrics of steps with an empty batch are gaps, as in ``curves.png``); held-out accuracy
@@ -35,7 +35,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from .metrics import empty_batch_spans, is_batch_metric, metric_series
+from ..metrics import empty_batch_spans, is_batch_metric, metric_series
 from .run_folder import EvalSample, RunFolder, load_run, write_text_atomic
 from .svg_chart import COLORS, Series, format_number, line_chart_svg
 

@@ -1,23 +1,23 @@
 """Weight sync inside a ``vllm serve`` worker: the worker extension server-mode training starts vLLM with.
 
-``vllm serve --worker-extension-cls dapo_env.learners.server_sync.WeightSyncExtension`` (what
-:class:`~dapo_env.learners.server.VLLMServer` passes with ``weight_sync=True``) mixes these methods into
+``vllm serve --worker-extension-cls dapo_env.learners.engines.server_sync.WeightSyncExtension`` (what
+:class:`~dapo_env.learners.engines.server.VLLMServer` passes with ``weight_sync=True``) mixes these methods into
 vLLM's worker; the learner calls them through vLLM's ``POST /collective_rpc`` route (development mode,
 ``VLLM_SERVER_DEV_MODE=1``), whose arguments are strings:
 
 - ``dapo_load_weights(path)``: load the tensors of a safetensors file (HF ``state_dict`` names, written
   by the learner on the same machine) with the model's own weight loader;
-- ``dapo_fingerprint(names_json)``: :func:`~dapo_env.learners.engine.weights_fingerprint` of the model's
+- ``dapo_fingerprint(names_json)``: :func:`~dapo_env.learners.engines.weights_fingerprint` of the model's
   weights under HF names (all of them, or the JSON list of names), to compare with the learner's;
 - ``dapo_describe()``: where the weights live (``device``, ``dtype``, ``gpu_uuid``) and vLLM's weight-transfer
   backend (``transfer_backend``, ``None`` unless the server runs with ``--weight-transfer-config``), from which the
-  learner picks its weight-sync strategy (:mod:`~dapo_env.learners.weight_sync`).
+  learner picks its weight-sync strategy (:mod:`~dapo_env.learners.engines.weight_sync`).
 
 The CPU trap (``notes/vllm-cpu.md``, ``docs/vllm.md``): vLLM's CPU backend prepacks every linear layer's
 weight and drops the parameter, so a later load leaves those layers stale. vLLM imports this module in
 its worker process before it loads the model; on CPU (and with ``DAPO_SERVER_SYNC=1``, which
-:class:`~dapo_env.learners.server.VLLMServer` sets) the import therefore swaps the private GEMM dispatch
-for :func:`~dapo_env.learners.vllm_engine.plain_cpu_linears`'s (ordinary parameters computed by
+:class:`~dapo_env.learners.engines.server.VLLMServer` sets) the import therefore swaps the private GEMM dispatch
+for :func:`~dapo_env.learners.engines.vllm_engine.plain_cpu_linears`'s (ordinary parameters computed by
 ``torch.nn.functional.linear``) for the life of the process, and ``dapo_load_weights`` refuses to load
 while any linear layer computes with a packed copy. Every push is verified by the learner with
 ``dapo_fingerprint`` (``StaleWeightsError`` on a difference).
@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
-from .engine import weights_fingerprint
-from .vllm_engine import _check_plain_cpu_linears, _import_vllm, hf_named_weights, plain_cpu_linears
+from .base import weights_fingerprint
+from .vllm_engine import check_plain_cpu_linears, import_vllm, hf_named_weights, plain_cpu_linears
 
 
-#: Set (to 1) by :class:`~dapo_env.learners.server.VLLMServer` for the server it starts with weight sync: only
+#: Set (to 1) by :class:`~dapo_env.learners.engines.server.VLLMServer` for the server it starts with weight sync: only
 #: then does importing this module patch vLLM (a learner process that merely imports it is left alone).
 SYNC_ENV = "DAPO_SERVER_SYNC"
 
@@ -48,7 +48,7 @@ def _patch_cpu_linears() -> Any:
     vLLM's dispatch)."""
     if os.environ.get(SYNC_ENV) != "1":
         return None  # not a weight-sync server: dapo_load_weights refuses packed layers anyway
-    vllm = _import_vllm()
+    vllm = import_vllm()
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu():
@@ -80,7 +80,7 @@ class WeightSyncExtension:
         from vllm.platforms import current_platform
 
         if current_platform.is_cpu():
-            _check_plain_cpu_linears(model)
+            check_plain_cpu_linears(model)
         tensors = load_file(path)
         model.load_weights(iter(tensors.items()))
         return {"loaded": len(tensors)}

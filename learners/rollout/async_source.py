@@ -6,7 +6,7 @@ generates and verifies the rounds ahead while the learner updates.
 the ``n``-th draw of the learner's own group env (the same stream a synchronous run steps through); round
 ``n`` is sampled with the seed :meth:`AsyncGroupSource._round_seed` gives it (the in-process loop's seed at ``max_staleness=0``) and the weights of the policy
 training step current when it was *issued*. The worker executes rounds strictly in order after the weights sent
-before them (:mod:`~dapo_env.learners.rollout_worker`), so which step's weights generate which round is a function of the
+before them (:mod:`~dapo_env.learners.rollout.worker`), so which step's weights generate which round is a function of the
 learner's progress, never of timing: an asynchronous run is reproducible, and every sample is stamped with
 the engine's weights version (``Completion.weights_version``) and every group with its ``policy_step``.
 
@@ -47,9 +47,9 @@ import torch
 from dapo_env.schedule import PromptSchedule
 from dapo_env.types import RolloutBatch
 
-from .metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
-from .rollout import POLICY_STEP, stamp_step
-from .rollout_worker import RolloutWorker, WorkerLost
+from ..metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
+from .setup import POLICY_STEP, stamp_step
+from .worker import RolloutWorker, WorkerLost
 from .threads import LEARNER, WORKER, ThreadBudget, mean_threads
 
 #: A replacement worker that is lost again this many times in a row, without finishing a round, ends the run.
@@ -129,7 +129,7 @@ class AsyncGroupSource:
             (``_round_seed``).
         engine: the learner's engine; its ``weights_version`` at :meth:`publish` is stamped on the samples
             generated with those weights (``None``: the training step).
-        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the worker (``None``:
+        threads: the :class:`~dapo_env.learners.rollout.threads.ThreadBudget` shared with the worker (``None``:
             none); the learner lends its threads to the worker while it waits for a round.
 
     Call :meth:`publish` with the learner's weights before the first draw and after every step. Each
@@ -169,7 +169,7 @@ class AsyncGroupSource:
     def _round_seed(self, n: int, position: tuple[int, int]) -> int:
         """The sampling seed of round ``n``, drawn at sampler ``position``: the synchronous loop's (a function
         of the position) when rounds are issued as they are drawn (``max_staleness=0``), else of ``n`` alone."""
-        from .update import derive_seed
+        from ..algo.update import derive_seed
 
         return derive_seed(self.seed, *position) if self.max_staleness == 0 else derive_seed(self.seed, 2**31 + 1, n)
 
@@ -417,7 +417,7 @@ def engine_copy(kind: str, model_config: Any, tokenizer: Any, *, dtype: torch.dt
     through ``functools.partial``."""
     from transformers import AutoModelForCausalLM
 
-    from .engine import make_engine
+    from ..engines import make_engine
 
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype).to(device)
     if threads is not None:
@@ -475,7 +475,7 @@ class _GroupExecutor:
 
 @dataclass(frozen=True)
 class GroupRolloutJob:
-    """The :class:`~dapo_env.learners.rollout_worker.RolloutJob` of asynchronous training: the worker builds
+    """The :class:`~dapo_env.learners.rollout.worker.RolloutJob` of asynchronous training: the worker builds
     its own engine copy and group env once, then answers each :class:`RoundRequest` with the round's
     verified, shaped groups (every sample stamped with the request's ``weights_version``).
 
@@ -483,7 +483,7 @@ class GroupRolloutJob:
         make_engine: builds the worker's engine (e.g. ``functools.partial(engine_copy, ...)``).
         make_env: builds the worker's group env, configured like the learner's (same task, split, shaping).
         sampling: the sampling settings (each round sets its own seed).
-        threads: the :class:`~dapo_env.learners.threads.ThreadBudget` shared with the learner: the worker
+        threads: the :class:`~dapo_env.learners.rollout.threads.ThreadBudget` shared with the learner: the worker
             counts as working while it runs a round (``make_engine`` should attach the same budget to its
             model, as :func:`engine_copy` does with ``threads=``); ``None``: one torch thread, always.
     """
@@ -504,14 +504,14 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
     the learner keeps the prompt schedule (a :class:`~dapo_env.schedule.PromptSchedule`); a :class:`RolloutWorker` (``cfg.rollout_timeout_s``)
     runs a :class:`GroupRolloutJob` whose engine copy (``cfg.engine`` over ``model.config``, weights from
     :meth:`AsyncGroupSource.publish`) and group env are configured exactly as the synchronous loop's.
-    ``threads``: the learner's :class:`~dapo_env.learners.threads.ThreadBudget`, shared with the worker.
-    Reached through :func:`~dapo_env.learners.sources.make_rollout_source`."""
+    ``threads``: the learner's :class:`~dapo_env.learners.rollout.threads.ThreadBudget`, shared with the worker.
+    Reached through :func:`~dapo_env.learners.rollout.sources.make_rollout_source`."""
     import functools
 
-    from .batch import autocast_dtype
+    from ..algo.batch import autocast_dtype
     from dapo_env.envs import load_problems
 
-    from .rollout import make_group_env
+    from .setup import make_group_env
 
     job = GroupRolloutJob(
         make_engine=functools.partial(engine_copy, cfg.engine, model.config, tokenizer, device=cfg.device, seed=cfg.seed,

@@ -1,9 +1,9 @@
 """The HF rollout engine: :class:`HFEngine` samples from a plain ``transformers`` causal LM (CPU or GPU) with a
 hand-written KV-cache loop, and keeps each multi-turn episode's cache between its turns.
 
-It implements the whole :class:`~dapo_env.learners.engine.RolloutEngine` protocol under the conventions
-written down in :mod:`~dapo_env.learners.engine`; prompts are encoded and sampled ids turned into
-:class:`~dapo_env.types.Completion` s by the helpers every engine shares (:mod:`~dapo_env.learners.engine_io`).
+It implements the whole :class:`~dapo_env.learners.engines.RolloutEngine` protocol under the conventions
+written down in :mod:`~dapo_env.learners.engines`; prompts are encoded and sampled ids turned into
+:class:`~dapo_env.types.Completion` s by the helpers every engine shares (:mod:`~dapo_env.learners.engines.engine_io`).
 Build it by name with ``make_engine("hf", ...)``.
 
 Speed (measured on this project's shared 2-core CPU box, one thread, 64 responses of 16 tokens): the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -29,9 +29,8 @@ from dapo_env.types import Completion
 from .engine_io import WeightsLike, collect_eos_ids, completion_of, empty_turn, weights_fingerprint
 from .engine_io import encode_prompts, turn_inputs
 from .turn_cache import EpisodeKVCache, KVEntry, batched_past, reusable, row_kv
+from .base import SamplingParams
 
-if TYPE_CHECKING:  # the protocols' module builds HF engines by name: imported for annotations only (no cycle)
-    from .engine import SamplingParams
 
 
 def _sample_from(probs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -84,8 +83,8 @@ class HFEngine:
             episode's next turn prefills its history again).
 
     Example:
-        >>> from dapo_env.learners.engine import SamplingParams
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.engines import SamplingParams
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok), tok)
         >>> out = engine.generate(["1+1="], n=2, sampling=SamplingParams(max_response_tokens=4, seed=0))
         >>> len(out), len(out[0]), out[0][0].num_tokens <= 4
@@ -195,8 +194,8 @@ class HFEngine:
         floating-point rounding, see the class's ``reuse_kv``).
 
         Example:
-            >>> from dapo_env.learners.engine import SamplingParams
-            >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+            >>> from dapo_env.learners.engines import SamplingParams
+            >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
             >>> from dapo_env.multiturn import TurnRequest
             >>> tok = build_tokenizer(); engine = HFEngine(build_tiny_model(tok), tok)
             >>> first = TurnRequest(key="a", turn=0, group=0, messages=(), text="", context_token_ids=(1, 40, 41))

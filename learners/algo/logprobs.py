@@ -11,7 +11,7 @@ Batch layout (see :func:`pack_batch`): prompts left-padded, responses right-padd
 being the LAST ``response_len`` columns of ``input_ids``.
 
 Example:
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); model = build_tiny_model(tok)
     >>> batch = pack_batch([[1, 5], [1]], [[6, 2], [7]], pad_id=0)
     >>> logp, ent = token_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask, batch.response_len)
@@ -382,7 +382,7 @@ def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]
     LoRA adapters (peft injects them into the same layers) and needs no input gradients (non-reentrant).
 
     Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> model = build_tiny_model(build_tokenizer())
         >>> with activation_checkpointing(model):
         ...     inside = model.model.layers[0].gradient_checkpointing
@@ -394,7 +394,7 @@ def activation_checkpointing(model: Any, enabled: bool = True) -> Iterator[None]
         return
     from transformers import PreTrainedModel
 
-    from .collective import ShardedPolicy
+    from ..collective import ShardedPolicy
 
     hf = model.module if isinstance(model, ShardedPolicy) else model
     if not isinstance(hf, PreTrainedModel) or not hf.supports_gradient_checkpointing:

@@ -70,7 +70,7 @@ class EvalSettings:
         prompt_template: replaces the task's template (as the run did; ``None``: the task's own).
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as the run's evaluation).
         heldout_from, heldout_size: a run's training split and ``eval_size``: when ``split`` reads the same rows
-            as ``heldout_from``, the eval covers the rows the run held out of them (``learners.heldout``);
+            as ``heldout_from``, the eval covers the rows the run held out of them (``learners.run.heldout``);
             ``None``: the split as it loads.
     """
 
@@ -236,7 +236,7 @@ def _open_folder(out_dir: Path, manifest: dict[str, Any], overwrite: bool) -> li
 def _split_failed(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(graded, failed)``: a sample whose request failed is not an answer (``evaluation.is_failed``); the
     last record of a sample wins (a resume appends the re-run of a failed one)."""
-    from .evaluation import is_failed
+    from ..evaluation import is_failed
 
     latest = {(r["index"], bool(r["greedy"]), r["sample"]): r for r in records}
     graded = [r for r in latest.values() if not is_failed(r)]
@@ -331,15 +331,15 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
     """
     from tqdm.auto import tqdm
 
-    from .evaluation import evaluate
-    from .update import derive_seed
+    from ..evaluation import evaluate
+    from ..algo.update import derive_seed
 
     out_dir = Path(out_dir)
     manifest = {"settings": settings.to_dict(), "model": dict(identity or {})}
     kept, retry = _split_failed(_open_folder(out_dir, manifest, overwrite))
     retry_keys = {(r["index"], bool(r["greedy"])) for r in retry}  # failed before: re-run exactly these
     done = {(r["index"], bool(r["greedy"]), r["sample"]) for r in kept}
-    from .rollout import is_multi_turn
+    from ..rollout.setup import is_multi_turn
 
     # episodes always run through the chat template (exact tokens), as the trainer's evaluation does
     chat = tokenizer if settings.chat_template or is_multi_turn(task) else None
@@ -535,11 +535,11 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
         model: the served model's name.
         out_dir: the eval folder (default ``evals/<model>-<task>-<split>-n<K>``).
         api, concurrency, timeout_s, retries, api_key_env: see
-            :class:`~dapo_env.learners.openai_engine.EndpointConfig`.
+            :class:`~dapo_env.learners.engines.openai_engine.EndpointConfig`.
         overrides: :class:`EvalSettings` fields (``task`` is required).
     """
-    from .openai_engine import EndpointConfig, OpenAIEngine
-    from .rollout import is_multi_turn
+    from ..engines.openai_engine import EndpointConfig, OpenAIEngine
+    from ..rollout.setup import is_multi_turn
 
     if "task" not in overrides:
         raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
@@ -598,10 +598,10 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 def eval_task(settings: EvalSettings) -> Any:
     """The task an eval grades with: the settings' task with their prompt template and custom verifier; the
     task's own verifier also reads the common answer forms where its prompt states no format
-    (:mod:`~dapo_env.learners.answer_forms`), and a run's shared rows are split as the run split them."""
+    (:mod:`~dapo_env.learners.run.answer_forms`), and a run's shared rows are split as the run split them."""
     from .answer_forms import with_common_forms
     from .heldout import split_if_shared
-    from .rollout import task_with
+    from ..rollout.setup import task_with
 
     task = task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
     if settings.verifier is None:  # the task's own verifier: also read the common answer forms (answer_forms)
@@ -614,7 +614,7 @@ def eval_task(settings: EvalSettings) -> Any:
 
 def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
     """The problems an eval covers: the first ``settings.size`` of its split (all when ``None``)."""
-    from .evaluation import load_eval_problems
+    from ..evaluation import load_eval_problems
 
     size = settings.size if settings.size is not None else len(task.load(split=settings.split,
                                                                           **dict(settings.task_kwargs)))
@@ -627,8 +627,8 @@ def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:
 def _make_engine(settings: EvalSettings, model: Any, tokenizer: Any, device: str) -> Any:
     """The trainer's engine factory with the run's engine, device and precision; HF batches
     ``settings.batch_size`` rows per forward (the trainer's 256 by default)."""
-    from .batch import autocast_dtype
-    from .engine import make_engine, resolve_engine_kind
+    from ..algo.batch import autocast_dtype
+    from ..engines import make_engine, resolve_engine_kind
 
     kind = resolve_engine_kind(settings.engine)
     extra = {"batch_size": settings.batch_size} if kind == "hf" else {}

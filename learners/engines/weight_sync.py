@@ -1,12 +1,12 @@
 """How a server-mode engine moves the learner's weights into a ``vllm serve`` process: a weight-sync strategy.
 
-:class:`~dapo_env.learners.server.ServerEngine` holds one strategy and calls its ``push(tensors)`` after every
+:class:`~dapo_env.learners.engines.server.ServerEngine` holds one strategy and calls its ``push(tensors)`` after every
 optimizer step; whatever the strategy, the engine then resets the server's prefix cache and compares the
 server's fingerprint with the learner's (``StaleWeightsError`` on a difference). Two strategies:
 
 - ``"file"`` (:class:`FileWeightSync`, CPU or one machine): the tensors go to a safetensors file on this
   machine and dapo-env's worker extension loads it (``POST /collective_rpc`` ``dapo_load_weights``);
-- ``"nccl"`` (:class:`~dapo_env.learners.nccl_sync.NcclWeightSync`, a GPU learner and a server on other GPUs,
+- ``"nccl"`` (:class:`~dapo_env.learners.engines.nccl_sync.NcclWeightSync`, a GPU learner and a server on other GPUs,
   one machine or several): vLLM's own weight-transfer API. Its control plane is HTTP (vLLM 0.32,
   ``vllm/entrypoints/rl/online/api_router.py``, development mode), its data plane an NCCL broadcast from the
   learner (rank 0) to the server's workers, driven by vLLM's trainer-side ``NCCLTrainerWeightTransferEngine``.
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from .openai_engine import EndpointConfig, EndpointError, HTTPClient, _NoRoute
+from .openai_engine import EndpointConfig, EndpointError, HTTPClient, NoRoute
 
 #: What ``--weight-sync`` accepts.
 WEIGHT_SYNCS = ("auto", "file", "nccl")
@@ -134,7 +134,7 @@ class ServerControl:
         method, path, body = control_request(op, payload)
         try:
             return self.client.request(method, f"{self.root}{path}", body, retries=0, timeout=self.timeout_s)
-        except _NoRoute:
+        except NoRoute:
             raise EndpointError(f"{self.root} has no {path.split('?')[0]} route: start the server with `dapo-env serve "
                                 "--weight-sync nccl` (vLLM's development routes and its NCCL weight transfer)") from None
         except EndpointError as exc:
@@ -145,7 +145,7 @@ class ServerControl:
         body = {"method": method, "args": list(args), "timeout": self.timeout_s}
         try:
             answer = self.client.request("POST", f"{self.root}/collective_rpc", body, retries=0, timeout=self.timeout_s)
-        except _NoRoute:
+        except NoRoute:
             raise EndpointError(f"{self.root} has no /collective_rpc route: start the server with `dapo-env "
                                 "serve --model PATH` (vLLM's development routes and dapo-env's weight-sync worker "
                                 "extension)") from None

@@ -11,7 +11,7 @@ Because the channel is ordered, a task runs with exactly the weights of the last
 which training step's weights generate which work is decided by the learner when it sends, not by timing, so an
 asynchronous run is as reproducible as a synchronous one. What the worker does with a task is a
 :class:`RolloutJob` (built in the learner, pickled to the worker, where :meth:`RolloutJob.build` makes the
-engine and environment once); :mod:`~dapo_env.learners.async_rollout` defines the job that generates and
+engine and environment once); :mod:`~dapo_env.learners.rollout.async_source` defines the job that generates and
 verifies rounds of groups.
 
 :class:`RolloutWorker` is the learner's handle. It detects a worker that died (a crash, the OOM killer,

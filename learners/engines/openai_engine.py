@@ -21,7 +21,7 @@ most ``(retries + 1) * timeout_s + retries * max_backoff_s`` seconds. Other 4xx 
 A request that still fails is an error, never a wrong answer: with ``on_error="record"`` (evaluation) the
 sample is a :class:`FailedCompletion` (empty text, the cause in ``error``); with ``"raise"`` (training) the
 call raises :class:`EndpointError`. Training needs the sampled token ids and log-probs:
-``require_token_ids=True`` (what :func:`~dapo_env.learners.engine.make_engine` asks for) refuses a server
+``require_token_ids=True`` (what :func:`~dapo_env.learners.engines.make_engine` asks for) refuses a server
 that does not return them, in one line. The API key is read from the environment variable named by
 ``api_key_env`` (``OPENAI_API_KEY`` by default), never from a flag or a file; without one no
 ``Authorization`` header is sent (a local vLLM needs none).
@@ -47,7 +47,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -56,9 +56,8 @@ from dapo_env.tools import from_openai_message, to_openai_messages
 from dapo_env.types import Completion
 
 from .engine_io import WeightsLike
+from .base import SamplingParams
 
-if TYPE_CHECKING:  # the engine registry builds this engine by name: imported for annotations only (no cycle)
-    from .engine import SamplingParams
 
 APIS = ("auto", "completions", "chat")
 ON_ERROR = ("record", "raise")
@@ -84,7 +83,7 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-class _NoRoute(Exception):
+class NoRoute(Exception):
     """The server has no such route (404/405/501)."""
 
 
@@ -213,7 +212,7 @@ class HTTPClient:
             detail = f": {_snippet(data, 300)}" if response.status == 500 and data else ""
             raise _Retryable(f"HTTP {response.status}{detail}", response.getheader("Retry-After"))
         if response.status in _NO_ROUTE:
-            raise _NoRoute(f"HTTP {response.status} for {parts.path}")
+            raise NoRoute(f"HTTP {response.status} for {parts.path}")
         if response.status >= 400:
             raise EndpointError(f"HTTP {response.status} from {url}: {_snippet(data)}")
         try:
@@ -224,7 +223,7 @@ class HTTPClient:
     def request(self, method: str, url: str, payload: Mapping[str, Any] | None = None, *,
                 retries: int | None = None, timeout: float | None = None) -> Any:
         """The decoded JSON answer; raises :class:`EndpointError` once the retries are spent (or at once
-        for a 4xx other than 429) and ``_NoRoute`` for 404/405/501."""
+        for a 4xx other than 429) and ``NoRoute`` for 404/405/501."""
         cfg = self.config
         retries = cfg.retries if retries is None else retries
         body = None if payload is None else json.dumps(payload).encode()
@@ -301,7 +300,7 @@ class OpenAIEngine:
                 answer = self.client.request("GET", f"{self.config.root}/version", retries=1,
                                              timeout=min(10.0, self.config.timeout_s))
                 self._vllm = isinstance(answer, dict) and "version" in answer
-            except (EndpointError, _NoRoute):
+            except (EndpointError, NoRoute):
                 self._vllm = False
         return self._vllm
 
@@ -430,7 +429,7 @@ class OpenAIEngine:
                 answer = self._completions(call, sampling)
                 self._api = self._api or "completions"
                 return answer
-            except _NoRoute as exc:
+            except NoRoute as exc:
                 if self.config.api != "auto":
                     raise EndpointError(f"{exc}: the server has no completions API; pass --api chat") from None
                 self._api = "chat"  # auto: this server speaks chat only
@@ -442,7 +441,7 @@ class OpenAIEngine:
             messages = ({"role": "user", "content": call.prompt},)
         try:
             return self._chat(messages, call, sampling)
-        except _NoRoute as exc:
+        except NoRoute as exc:
             raise EndpointError(f"{exc}: the server has neither a completions nor a chat API at "
                                 f"{self.config.base_url}") from None
 

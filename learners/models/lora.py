@@ -15,7 +15,7 @@ export; :func:`base_state_dict` is the frozen base under its original names.
 read; importing this module needs only torch.
 
 Example:
-    >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+    >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
     >>> tok = build_tokenizer(); model = build_tiny_model(tok, hidden_size=64, layers=1, heads=2)
     >>> model = add_lora(model, LoraSettings(rank=4))
     >>> lora_settings(model).target_modules
@@ -125,7 +125,7 @@ def default_target_modules(model: torch.nn.Module) -> tuple[str, ...]:
     """The architecture's attention and MLP projections (:data:`DEFAULT_TARGETS`), or ``("all-linear",)``.
 
     Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> default_target_modules(build_tiny_model(build_tokenizer()))[:3]
         ('q_proj', 'k_proj', 'v_proj')
     """
@@ -198,7 +198,7 @@ def adapter_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The adapter's tensors under ``model.state_dict()`` names (views, no copies): what a weight push sends.
 
     Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> m = add_lora(build_tiny_model(build_tokenizer(), hidden_size=64, layers=1, heads=2),
         ...              LoraSettings(rank=2, target_modules=("q_proj",)))
         >>> {k: tuple(v.shape) for k, v in adapter_state_dict(m).items()}
@@ -400,7 +400,7 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
     """``(trainable, total)`` distinct parameters (tied weights counted once).
 
     Example:
-        >>> from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
         >>> m = build_tiny_model(build_tokenizer(), hidden_size=64, layers=1, heads=2)
         >>> trainable, total = count_parameters(add_lora(m, LoraSettings(rank=1, target_modules=("q_proj",))))
         >>> trainable  # A: (1, 64), B: (64, 1)

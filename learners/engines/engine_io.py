@@ -1,6 +1,6 @@
 """What goes into and comes out of every rollout engine, written once for all of them.
 
-The HF engine (:mod:`~dapo_env.learners.hf_engine`) and the vLLM engine (:mod:`~dapo_env.learners.vllm_engine`)
+The HF engine (:mod:`~dapo_env.learners.engines.hf_engine`) and the vLLM engine (:mod:`~dapo_env.learners.engines.vllm_engine`)
 share these steps, so their conventions cannot drift apart:
 
 - :func:`encode_prompts`: prompt strings -> token ids, tokenised as given and never truncated (a prompt that
@@ -15,7 +15,7 @@ share these steps, so their conventions cannot drift apart:
 - :func:`weights_fingerprint`: a cheap exact summary of named tensors (an engine's and the learner's).
 
 Example:
-    >>> from dapo_env.learners.tiny import build_tokenizer
+    >>> from dapo_env.learners.models.tiny import build_tokenizer
     >>> tok = build_tokenizer()
     >>> ids = encode_prompts(tok, ["1+1="], add_special_tokens=True, max_response_tokens=4, context_length=64)[0]
     >>> c = completion_of([5, 6, tok.eos_token_id], [-0.5, -0.25, -1.0], ids, max_response_tokens=4, tokenizer=tok,

@@ -9,11 +9,11 @@ child process in its own process group, with the settings the rest of dapo-env r
   learner's);
 - with ``weight_sync=True``: vLLM's development routes (``VLLM_SERVER_DEV_MODE=1``: ``/collective_rpc``,
   ``/reset_prefix_cache``) and our worker extension
-  (``--worker-extension-cls dapo_env.learners.server_sync.WeightSyncExtension``), which takes weight pushes
+  (``--worker-extension-cls dapo_env.learners.engines.server_sync.WeightSyncExtension``), which takes weight pushes
   and answers fingerprints (server-mode training).
 - with ``weight_transfer="nccl"`` as well: vLLM's own weight-transfer engine
   (``--weight-transfer-config '{"backend": "nccl"}'``), for ``--weight-sync nccl`` on a GPU
-  (:mod:`~dapo_env.learners.nccl_sync`).
+  (:mod:`~dapo_env.learners.engines.nccl_sync`).
 
 It polls ``GET /v1/models`` until the server lists the model (or the process exits, or ``startup_s`` pass),
 then :attr:`url` is the OpenAI base URL. :meth:`close` (or leaving the ``with`` block, or this process
@@ -40,18 +40,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dapo_env.types import Completion
 
 from .openai_engine import EndpointError
-from .weight_sync import free_port
+from .weight_sync import WeightSync, free_port
+from .base import SamplingParams
 
-if TYPE_CHECKING:  # the engine registry builds this engine by name: imported for annotations only (no cycle)
-    from .engine import SamplingParams
-    from .weight_sync import WeightSync
-
-SYNC_EXTENSION = "dapo_env.learners.server_sync.WeightSyncExtension"
+SYNC_EXTENSION = "dapo_env.learners.engines.server_sync.WeightSyncExtension"
 
 
 def _die_with_parent() -> None:
@@ -200,12 +197,12 @@ class ServerEngine:
     """Server-mode rollouts (registry name ``vllm-server``): generation through a ``vllm serve`` started with
     weight sync (``dapo-env serve``), weights pushed after every optimizer step and verified.
 
-    Generation is an :class:`~dapo_env.learners.openai_engine.OpenAIEngine` with the learner's tokenizer
+    Generation is an :class:`~dapo_env.learners.engines.openai_engine.OpenAIEngine` with the learner's tokenizer
     (token-id prompts; a prompt's samples in one request; token ids and log-probs back; a failed request
     raises, in bounded time). A push (:meth:`load_weights`) hands the tensors to the engine's weight-sync
-    strategy (:mod:`~dapo_env.learners.weight_sync`: ``"file"``, a safetensors file the server's worker loads;
+    strategy (:mod:`~dapo_env.learners.engines.weight_sync`: ``"file"``, a safetensors file the server's worker loads;
     ``"nccl"``, vLLM's weight-transfer API over NCCL), resets the server's prefix cache, then compares the
-    server's fingerprint with the learner's and raises :class:`~dapo_env.learners.vllm_engine.StaleWeightsError`
+    server's fingerprint with the learner's and raises :class:`~dapo_env.learners.engines.vllm_engine.StaleWeightsError`
     on any difference, whatever the strategy. The engine pushes (and verifies) the learner's weights once when
     it connects, so a resumed run or a server that served something else starts in sync.
 
@@ -316,7 +313,7 @@ class ServerEngine:
         return self._version
 
     def fingerprint(self, names: Iterable[str] | None = None) -> str:
-        """The server's :func:`~dapo_env.learners.engine.weights_fingerprint` of its weights under HF names."""
+        """The server's :func:`~dapo_env.learners.engines.weights_fingerprint` of its weights under HF names."""
         return str(self.control.rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
 
     def _push(self, weights: Any) -> None:
