@@ -405,10 +405,10 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
         cfg = cfg.with_overrides(flags)
     else:
-        preset_name = args.preset or ("dapo" if args.model else _tiny_preset_for(flags.get("task")))
+        preset_name = args.preset or ("dapo" if flags.get("model") else _tiny_preset_for(flags.get("task")))
         # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
         own_scale = PRESETS[preset_name][1]
-        scale = None if args.model or own_scale != "paper" else "tiny"
+        scale = None if flags.get("model") or own_scale != "paper" else "tiny"
         cfg = build_config(preset_name, scale=scale, config_file=args.config, overrides=flags)
     items = parse_set(args.set, TrainConfig, task=cfg.task)
     if items.merges:
@@ -673,7 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "reverify": _cmd_reverify, "serve": _cmd_serve}
     try:
         if args.command in ("train", "eval", "reverify"):
-            _import_from_working_directory(args.verifier)
+            _import_from_working_directory(getattr(args, "verifier", None))
         return commands[args.command](args)
     except KeyboardInterrupt:
         if args.debug:

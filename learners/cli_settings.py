@@ -56,8 +56,8 @@ def flag_for(name: str) -> tuple[str, ...]:
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, default_text: Callable[[str], str]) -> None:
     """One flag per field of ``cls`` (except :data:`NOT_FLAGS`), in an argument group per section of the class,
-    with the field's docstring as help and ``default_text(name)`` as its default. Every flag's default is
-    ``None`` (not given); a boolean field gets ``--x`` / ``--no-x``; values are read as the field's type."""
+    with the field's docstring as help and ``default_text(name)`` as its default. A flag not given leaves
+    no attribute (:func:`given_flags` reads those given); a boolean field gets ``--x`` / ``--no-x``; values are read as the field's type."""
     groups: dict[str, Any] = {}
     for spec in field_specs(cls).values():
         if spec.name in NOT_FLAGS:
@@ -68,7 +68,8 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, default_text
         help_ = spec.help or spec.name.replace("_", " ")
         if "default" not in help_:
             help_ += f" (default: {default_text(spec.name)})"
-        kwargs: dict[str, Any] = {"dest": spec.name, "default": None, "help": help_.replace("%", "%%")}
+        # not given: absent from the namespace (SUPPRESS), so a flag may set an optional field to None
+        kwargs: dict[str, Any] = {"dest": spec.name, "default": argparse.SUPPRESS, "help": help_.replace("%", "%%")}
         if spec.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
@@ -100,9 +101,9 @@ def _reader(spec: FieldSpec) -> Callable[[str], Any]:
 
 
 def given_flags(args: argparse.Namespace, cls: type) -> dict[str, Any]:
-    """The fields whose flags were given (their values, already of the field's type)."""
-    return {name: getattr(args, name) for name in field_specs(cls)
-            if name not in NOT_FLAGS and getattr(args, name, None) is not None}
+    """The fields whose flags were given (their values, already of the field's type; ``None`` clears an optional
+    field)."""
+    return {name: getattr(args, name) for name in field_specs(cls) if name not in NOT_FLAGS and hasattr(args, name)}
 
 
 # --- --set -----------------------------------------------------------------------------------------------------
