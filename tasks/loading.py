@@ -144,7 +144,7 @@ def convert_rows(rows: Iterable[Mapping[str, Any]], convert: RowConverter, *, wh
             raise TaskDataError(f"{where}: row {index + 1}: field {exc.field!r}: {exc}") from exc
         except Exception as exc:  # a converter's own bug or assumption: say where, keep the cause
             detail = f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
-            columns = sorted(row) if isinstance(row, Mapping) else []
+            columns = sorted(k for k, v in row.items() if v is not None) if isinstance(row, Mapping) else []
             raise TaskDataError(f"{where}: row {index + 1}: the converter raised {type(exc).__name__}: {detail} "
                                 f"(the row has fields {columns})") from exc
     return problems
