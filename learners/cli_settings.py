@@ -14,10 +14,12 @@ YAML (``data_files={train: a.jsonl, test: b.jsonl}``); a YAML error names the it
 
 Example:
     >>> from dapo_env.learners.config import TrainConfig
-    >>> got = parse_set(["packing=off", "lr=3e-4", "data_files=my.jsonl", "task_kwargs.seed=2"], TrainConfig,
-    ...                 task="Largest-v0")
+    >>> got = parse_set(["packing=off", "lr=3e-4", "data_files=my.jsonl", "task_kwargs.hub_config=main"],
+    ...                 TrainConfig, task="GSM8K-v0")
     >>> got.fields, got.merges
-    ({'packing': 'off', 'lr': 0.0003}, {'task_kwargs': {'data_files': 'my.jsonl', 'seed': 2}})
+    ({'packing': 'off', 'lr': 0.0003}, {'task_kwargs': {'data_files': 'my.jsonl', 'hub_config': 'main'}})
+    >>> parse_set(["max_value=50", "task_kwargs.seed=2"], TrainConfig, task="Largest-v0").merges
+    {'task_kwargs': {'max_value': 50, 'seed': 2}}
 """
 
 from __future__ import annotations

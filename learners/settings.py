@@ -12,11 +12,13 @@ Example:
     >>> @dataclass(frozen=True)
     ... class Knobs:
     ...     steps: Annotated[int, Range(1)] = 3
-    ...     "training steps"
     ...     mode: str = "off"
     >>> spec = field_specs(Knobs)["steps"]
-    >>> (spec.kind, spec.help, coerce(spec, "8"), coerce(field_specs(Knobs)["mode"], "off"))
-    ('int', 'training steps', 8, 'off')
+    >>> (spec.kind, spec.range.describe(True), coerce(spec, "8"), coerce(field_specs(Knobs)["mode"], "off"))
+    ('int', 'an integer >= 1', 8, 'off')
+    >>> from dapo_env.learners.config import TrainConfig
+    >>> field_specs(TrainConfig)["max_steps"].help, field_specs(TrainConfig)["max_steps"].section
+    ('training steps, one rollout batch each', 'run')
     >>> check_fields(Knobs(steps=0))
     Traceback (most recent call last):
     ...
