@@ -34,7 +34,7 @@ from typing import Any
 from .cli_settings import add_config_flags, given_flags, parse_set
 from .config import PRESETS, TrainConfig, build_config, preset
 from .engines import engine_names
-from .settings import SettingError, field_specs, yaml_value
+from .settings import field_specs
 
 #: The exit statuses every command shares (each command's ``--help`` adds what makes it exit 1).
 EXIT_STATUS = "Exit status: 0 done; 2 a user error (one line naming the fix); 130 interrupted (Ctrl-C);"
@@ -43,16 +43,12 @@ EXIT_STATUS = "Exit status: 0 done; 2 a user error (one line naming the fix); 13
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
 
 
-def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs, values read as YAML (numbers, booleans, null, lists, mappings; ``3e-4`` a number),
-    for keys without a known type; typed fields go through :func:`~dapo_env.learners.cli_settings.parse_set`."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SettingError(f"--set {item!r}: use KEY=VALUE, e.g. --set group_size=8")
-        out[key.strip()] = yaml_value(value, item=item)
-    return out
+def parse_overrides(items: Sequence[str], *, task: str | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as ``TrainConfig`` overrides, by the one ``--set`` grammar
+    (:func:`~dapo_env.learners.cli_settings.parse_set`): fields read as their type, task knobs (of ``task``,
+    when given) and dotted keys gathered under their mapping field (``{"task_kwargs": {...}}``)."""
+    got = parse_set(items, TrainConfig, task=task)
+    return {**got.fields, **got.merges}
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -286,7 +286,8 @@ def close_matches(key: str, names: Iterable[str]) -> list[str]:
     """The names a mistyped ``key`` may have meant, best first (difflib's, plus names that contain it)."""
     names = sorted(set(names))
     found = difflib.get_close_matches(key, names, n=4, cutoff=0.6)
-    found += [n for n in names if key and (key in n or n in key) and n not in found and len(n) > 2]
+    if len(key) >= 4:  # a fragment of a name ("rounds" of max_gen_rounds); shorter ones match too much
+        found += [n for n in names if (key in n or (len(n) >= 4 and n in key)) and n not in found]
     return found[:5]
 
 
