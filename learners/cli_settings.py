@@ -173,7 +173,7 @@ def _unknown(key: str, item: str, cls: type, specs: Mapping[str, FieldSpec],
     near = close_matches(key, [*names, *(knobs or {})])
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     options = f"an option of {task} ({', '.join(sorted(knobs))})" if knobs is not None else "a task option"
-    where = f"neither a {cls.__name__} field nor {options}" if specs else f"not {options}"
+    where = f"neither a field of {cls.__name__} nor {options}" if specs else f"not {options}"
     command = "train" if cls.__name__ == "TrainConfig" else "eval"
     return f"--set {item}: {key!r} is {where}; {hint}`dapo-env {command} --help` lists the fields"
 

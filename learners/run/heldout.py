@@ -87,13 +87,21 @@ def split_if_shared(task: Any, *, train_split: str, eval_split: str, task_kwargs
     module docstring), else ``task`` unchanged. Raises ``ValueError`` naming the fix for a single row."""
     if _generated(task.source) or isinstance(task.source, HeldOutSplit):
         return task
+    from dapo_env.tasks import TaskDataError
+
     kwargs = dict(task_kwargs)
     train = task.load(split=train_split, **kwargs)
-    evaluation = train if eval_split == train_split else task.load(split=eval_split, **kwargs)
+    source = rows_source(task, train_split, kwargs)
+    try:
+        evaluation = train if eval_split == train_split else task.load(split=eval_split, **kwargs)
+    except TaskDataError:
+        if "data_files" in kwargs:
+            raise
+        evaluation = train  # the hub dataset read the training split but has no evaluation split: one split
+        source += f" (it has no {eval_split!r} split)"
     seen = {_key(p) for p in train}
     if not len(evaluation) or not all(_key(p) in seen for p in evaluation):
         return task
-    source = rows_source(task, train_split, kwargs)
     if len(train) < 2:
         raise ValueError(f"{task.env_id}: the {train_split!r} and {eval_split!r} splits read the same {len(train)} "
                          f"row(s) of {source}, too few to hold any out: pass a file per split, --set "

@@ -201,3 +201,23 @@ def test_a_served_models_common_answer_forms_are_graded_as_answers(tmp_path: Pat
                      "--no-progress", "--out", str(tmp_path / "e")]) == 0
     summary = json.loads((tmp_path / "e" / "summary.json").read_text())
     assert summary["metrics"]["greedy"]["value"] == 1.0
+
+
+def test_a_dataset_with_a_single_split_holds_out_from_it() -> None:
+    from dapo_env.learners.run.heldout import heldout_of, split_if_shared
+    from dapo_env.tasks import Task, TaskDataError
+    from dapo_env.types import Problem
+    from dapo_env.verifiers import MathVerifier
+
+    class OneSplit:  # a hub dataset with a train split only
+        def load(self, split: str, data_files: object = None, **kwargs: object) -> list[Problem]:
+            if split != "train":
+                raise TaskDataError(f"no split {split!r}")
+            return [Problem(id=str(i), question=f"{i}+1?", answer=str(i + 1)) for i in range(10)]
+
+    task = split_if_shared(Task(name="OneSplit", source=OneSplit(), verifier=MathVerifier()), train_split="train",
+                           eval_split="test", task_kwargs={}, eval_size=200)
+    held = heldout_of(task)
+    assert held is not None and held.describe().startswith("2 of the 10 rows of OneSplit-v0's source (it has no "
+                                                           "'test' split) held out")
+    assert len(task.load(split="test")) == 2 and len(task.load(split="train")) == 8
