@@ -68,7 +68,7 @@ def rollout(engine: Any, tok: Any, *, turns: int, prompts: int, group_size: int,
         env.reset(seed=seed)
         before = engine.turn_stats["prefilled_tokens"]
         wall, cpu = time.perf_counter(), time.process_time()
-        episodes = [t for group in env.rollout(generate) for t in group.completions]
+        episodes = [t for group in env.rollout(generate).groups for t in group.completions]
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     engine.release()
     return {"wall_s": wall, "cpu_s": cpu, "sampled_tokens": sum(t.num_tokens for t in episodes),

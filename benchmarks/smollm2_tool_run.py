@@ -246,7 +246,7 @@ def play_held_out(model: Any, tokenizer: Any, cfg: Any, size: int) -> dict[str, 
     params = SamplingParams(temperature=0.0, max_response_tokens=cfg.max_response_tokens, seed=0)
     t0 = time.perf_counter()
     try:
-        groups = env.rollout(lambda requests: engine.generate_turns(requests, params))
+        groups = env.rollout(lambda requests: engine.generate_turns(requests, params)).groups
     finally:
         env.close()
     summary = summarise_play(play_records(groups), cfg.task_kwargs["tool_format"])

@@ -162,7 +162,7 @@ def tool_use_after(result: Any, cfg: Any, episodes: int) -> dict[str, float]:
                           max_episode_tokens=cfg.max_episode_tokens, **dict(cfg.task_kwargs))
     env.reset(seed=cfg.seed + 1)
     params = SamplingParams(temperature=0.0, max_response_tokens=cfg.max_response_tokens, seed=0)
-    groups = env.rollout(lambda requests: engine.generate_turns(requests, params))
+    groups = env.rollout(lambda requests: engine.generate_turns(requests, params)).groups
     env.close()
     infos = [info for g in groups for info in g.infos]
     solved = [c for g in groups for c in g.correct]  # correctness is a Group field (not repeated in infos)

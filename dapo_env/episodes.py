@@ -20,12 +20,12 @@ import numpy as np
 
 from dapo_env.difficulty import DifficultySampler
 from dapo_env.envs import as_completion, load_problems, resolve_task
-from dapo_env.multiturn import Episode, TurnRequest, check_budget, chat_tokens, episode_prompt
+from dapo_env.multiturn import Episode, EpisodeStart, TurnRequest, check_budget, chat_tokens, episode_start
 from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
-from dapo_env.tools import tool_use_stats
-from dapo_env.types import Completion, Group, Problem
+from dapo_env.tools import tool_status_stats
+from dapo_env.types import Completion, Group, Problem, RolloutBatch
 
 GenerateTurns = Callable[[list[TurnRequest]], Sequence["Completion | str"]]
 
@@ -71,7 +71,7 @@ class EpisodeGroupEnv:
         >>> def generate(requests):  # guess 8, then 4 or 12 depending on the reply, then stop guessing
         ...     return [{0: "Answer: 8", 1: "Answer: 4" if "lower" in r.text else "Answer: 12"}.get(r.turn, "pass")
         ...             for r in requests]
-        >>> groups = env.rollout(generate)
+        >>> groups = env.rollout(generate).groups
         >>> len(groups), groups[0].size, {t.num_turns for g in groups for t in g.completions} <= {1, 2, 5}
         (2, 3, True)
         >>> env.close()
@@ -100,7 +100,6 @@ class EpisodeGroupEnv:
         self.num_envs, self.group_size = num_envs, group_size
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
         self._rounds = 0  # rollouts over the env's life (part of every episode key)
-        self.rollout_stats: dict[str, float] = {}
         self.threads = threads
         self._executor: ThreadPoolExecutor | None = None
         from dapo_env.verifiers.pool import VerifierPool  # lazy: the pool module starts nothing on import
@@ -118,10 +117,10 @@ class EpisodeGroupEnv:
         """The next rollout's B*G first observations as the model sees them (group-major)."""
         if self.schedule.needs_reset:
             return ()
-        return tuple(p for problem in self.schedule.current() for p in [self._prompt(problem)[0]] * self.group_size)
+        return tuple(p for problem in self.schedule.current() for p in [self._start(problem).text] * self.group_size)
 
-    def _prompt(self, problem: Problem) -> tuple[str, tuple[int, ...] | None]:
-        return episode_prompt(self.task, problem, self.chat)
+    def _start(self, problem: Problem) -> EpisodeStart:
+        return episode_start(self.task, problem, self.chat)
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -133,9 +132,11 @@ class EpisodeGroupEnv:
         return self.prompts, {"problem_id": ids, "group_id": group_ids}
 
     # -- rollout -----------------------------------------------------------------------------------
-    def rollout(self, generate: GenerateTurns) -> list[Group]:
-        """Play the B*G episodes to their ends, one ``generate`` call per round; returns B groups and draws
-        the next rollout's problems."""
+    def rollout(self, generate: GenerateTurns) -> RolloutBatch:
+        """Play the B*G episodes to their ends, one ``generate`` call per round; returns the B groups with the
+        round's episode stats (``episodes``, ``generate_calls``, ``turns_mean``, ``turns_max``, ``sampled_tokens``,
+        ``env_tokens``, ``solved_share``, ``truncated_share``, and for a task with tools the ``tool/`` stats of
+        :func:`~dapo_env.tools.tool_use_stats`), and draws the next rollout's problems."""
         if self.needs_reset:
             raise RuntimeError("EpisodeGroupEnv.rollout() called before reset(): call reset(seed=...) first")
         if not callable(generate):
@@ -143,9 +144,10 @@ class EpisodeGroupEnv:
                 "generate must be a callable: generate(requests: list[TurnRequest]) -> list[Completion | str]")
         episodes: list[Episode] = []
         for b, problem in enumerate(self.schedule.current()):
+            start = self._start(problem)  # once per problem: its G episodes share the prompt and the tool setup
             episodes += [Episode(self.task, problem, chat=self.chat, max_turns=self.max_turns,
                                  max_episode_tokens=self.max_episode_tokens, key=f"{self._rounds}:{b}:{g}",
-                                 prompt=self._prompt(problem)) for g in range(self.group_size)]
+                                 start=start) for g in range(self.group_size)]
         terms: list[dict[str, float]] = [{} for _ in episodes]  # each episode's turn terms, summed by name
         calls = 0
         while live := [i for i, e in enumerate(episodes) if not e.done]:
@@ -159,17 +161,17 @@ class EpisodeGroupEnv:
         size = self.group_size
         groups = [self._group(b, episodes[b * size:(b + 1) * size], terms[b * size:(b + 1) * size])
                   for b in range(self.num_prompts)]
-        self.rollout_stats = self._stats(episodes, calls)
+        stats = self._stats(episodes, calls)
         self._rounds += 1
         self.schedule.advance([g.num_correct for g in groups])
-        return groups
+        return RolloutBatch(groups=tuple(groups), stats=stats)
 
     def _advance(self, episodes: list[Episode], completions: list[Completion],
                  verdicts: list[Any]) -> list[Mapping[str, float]]:
         """Let each live episode's interaction answer its turn (in ``threads`` threads when > 1); returns each
         turn's reward terms."""
         def advance(args: tuple[Episode, Completion, Any]) -> Mapping[str, float]:
-            return args[0].advance(args[1], args[2])[-1]["reward_terms"]
+            return args[0].advance(args[1], args[2]).reward_terms
 
         if self.threads == 1 or len(episodes) == 1:
             return [advance(args) for args in zip(episodes, completions, verdicts)]
@@ -210,7 +212,7 @@ class EpisodeGroupEnv:
                 "turn_rewards": [t.reward for t in trajectory.turns], "terminated": e.terminated,
                 "truncated": e.truncated, "truncated_by": e.truncated_by, "problem_id": e.problem.id,
                 "task": self.task.env_id, "group_id": group_id,
-                **({} if e.tool_calls is None else {"tool_calls": list(e.tool_calls)})})
+                **({} if e.tool_calls is None else {"tool_calls": [c.to_dict() for c in e.tool_calls]})})
             if self.shaping.overlong_penalty is not None:
                 infos[-1]["overlong_penalty_applied"] = applied
         return Group(problem_id=episodes[0].problem.id, prompt=episodes[0].prompt_text, completions=tuple(trajectories),
@@ -220,14 +222,14 @@ class EpisodeGroupEnv:
     @staticmethod
     def _stats(episodes: list[Episode], calls: int) -> dict[str, float]:
         turns = [len(e.turns) for e in episodes]
-        tools = [{"tool_calls": e.tool_calls} for e in episodes if e.tool_calls is not None]  # a task with tools
+        tools = [[c.status for c in e.tool_calls] for e in episodes if e.tool_calls is not None]  # a task with tools
         env_tokens = sum(t.num_reply_tokens for e in episodes for t in e.turns)
-        return {"episodes": float(len(episodes)), "generate_calls": float(calls),
-                "turns_mean": float(np.mean(turns)), "turns_max": float(max(turns)),
-                "sampled_tokens": float(sum(e.sampled_tokens for e in episodes)), "env_tokens": float(env_tokens),
-                "solved_share": float(np.mean([e.solved for e in episodes])),
-                "truncated_share": float(np.mean([e.truncated for e in episodes])),
-                **(tool_use_stats(tools) if tools else {})}
+        stats = {"episodes": float(len(episodes)), "generate_calls": float(calls),
+                 "turns_mean": float(np.mean(turns)), "turns_max": float(max(turns)),
+                 "sampled_tokens": float(sum(e.sampled_tokens for e in episodes)), "env_tokens": float(env_tokens),
+                 "solved_share": float(np.mean([e.solved for e in episodes])),
+                 "truncated_share": float(np.mean([e.truncated for e in episodes]))}
+        return {**{f"episode/{k}": v for k, v in stats.items()}, **(tool_status_stats(tools) if tools else {})}
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, build_id_index, load_p
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
 from dapo_env.tools import TOOL_FORMAT_KNOB, ToolUse, tool_messages
-from dapo_env.types import (Completion, History, Interaction, Problem, Trajectory, TrajectoryTurn, Turn,
+from dapo_env.types import (Completion, History, Interaction, Problem, ToolCall, Trajectory, TrajectoryTurn, Turn,
                             VerifyResult)
 
 
@@ -108,12 +108,73 @@ def tool_setup(task: Task, problem: Problem, chat: ChatTokens | None) -> tuple[P
     return problem, chat
 
 
-def episode_prompt(task: Task, problem: Problem, chat: ChatTokens | None) -> tuple[str, tuple[int, ...] | None]:
-    """The first observation of an episode of ``problem``: the rendered prompt and its token ids (``None``
-    without a chat); G episodes of one problem share it."""
+@dataclass(frozen=True, slots=True)
+class EpisodeStart:
+    """What the G episodes of one problem share, set up once: the problem with its tool format resolved, the
+    chat that renders its tools, the prompt's content and its rendered text and token ids (``None`` without
+    a chat)."""
+
+    problem: Problem
+    chat: ChatTokens | None
+    content: str
+    text: str
+    token_ids: tuple[int, ...] | None
+
+
+def episode_start(task: Task, problem: Problem, chat: ChatTokens | None) -> EpisodeStart:
+    """Set up the episodes of ``problem`` (:func:`tool_setup`, then the prompt rendered once).
+
+    Example:
+        >>> from dapo_env.tasks import get_task
+        >>> task = get_task("GuessNumber-v0")
+        >>> start = episode_start(task, task.load(size=1)[0], None)
+        >>> start.text == start.content, start.token_ids
+        (True, None)
+    """
     problem, chat = tool_setup(task, problem, chat)
     content = task.format_prompt(problem)
-    return chat.prompt(content) if chat is not None else (content, None)
+    if chat is None:
+        return EpisodeStart(problem, None, content, content, None)
+    text, ids = chat.prompt(content)
+    return EpisodeStart(problem, chat, content, text, tuple(ids or ()))
+
+
+def episode_prompt(task: Task, problem: Problem, chat: ChatTokens | None) -> tuple[str, tuple[int, ...] | None]:
+    """The first observation of an episode of ``problem``: the rendered prompt and its token ids (``None``
+    without a chat)."""
+    start = episode_start(task, problem, chat)
+    return start.text, start.token_ids
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnOutcome:
+    """What one assistant turn of an :class:`Episode` produced. :meth:`MultiTurnEnv.step` turns it into
+    Gymnasium's 5-tuple; the episode group env reads the reward terms from it directly.
+
+    Attributes:
+        turn: the turn's index (0 for the first).
+        reply, reward, terminated, truncated: as ``Env.step`` returns them.
+        reward_terms: the turn's named reward parts (summing to ``reward``).
+        verdict: what the verifier said of the turn.
+        response_length: the turn's sampled tokens (``None`` when unknown: no tokenizer, no token count).
+        response_truncated: the turn was cut at its token budget (finish reason ``"length"``).
+        turn_info: what the interaction reported beyond its reply (``Turn.info``).
+        tool_calls: the calls this turn attempted, typed, each with its status (``None``: a task without tools).
+        reply_token_ids: the reply's token ids as the model will see them (``None`` without a tokenizer).
+    """
+
+    turn: int
+    reply: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    reward_terms: Mapping[str, float]
+    verdict: VerifyResult
+    response_length: int | None
+    response_truncated: bool
+    turn_info: Mapping[str, Any]
+    tool_calls: tuple[ToolCall, ...] | None
+    reply_token_ids: tuple[int, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,36 +222,33 @@ class Episode:
         max_episode_tokens: truncate when the tokens after the prompt (sampled and, with a tokenizer, reply
             tokens) would leave no room for another turn; without a tokenizer only sampled tokens count.
         key: the episode's id in :class:`TurnRequest`.
-        prompt: the prompt's rendered text and token ids, when the caller already has them (G episodes of
-            one problem share them).
+        start: the problem's :class:`EpisodeStart` when the caller already set it up (G episodes of one problem
+            share it); ``None`` sets it up here.
 
     Example:
         >>> from dapo_env.tasks import get_task
         >>> task = get_task("GuessNumber-v0")
         >>> episode = Episode(task, task.load(size=1)[0])
         >>> verdict = task.verifier("Answer: 8", episode.problem.answer)
-        >>> reply, reward, terminated, truncated, info = episode.advance(Completion("Answer: 8"), verdict)
-        >>> info["turn"], terminated or reply in ("higher", "lower")
+        >>> outcome = episode.advance(Completion("Answer: 8"), verdict)
+        >>> outcome.turn, outcome.terminated or outcome.reply in ("higher", "lower")
         (0, True)
     """
 
     def __init__(self, task: Task, problem: Problem, *, chat: ChatTokens | None = None, max_turns: int | None = None,
-                 max_episode_tokens: int | None = None, key: str = "0",
-                 prompt: tuple[str, tuple[int, ...] | None] | None = None) -> None:
+                 max_episode_tokens: int | None = None, key: str = "0", start: EpisodeStart | None = None) -> None:
         check_budget("max_turns", max_turns)
         check_budget("max_episode_tokens", max_episode_tokens)
         self.interaction = interaction_of(task)
-        problem, chat = tool_setup(task, problem, chat)
-        self.task, self.problem, self.chat, self.key = task, problem, chat, key
+        start = episode_start(task, problem, chat) if start is None else start
+        self.task, self.problem, self.chat, self.key = task, start.problem, start.chat, key
+        problem = start.problem
         self.max_turns, self.max_episode_tokens = max_turns, max_episode_tokens
-        content = task.format_prompt(problem)
-        if prompt is None:
-            prompt = chat.prompt(content) if chat is not None else (content, None)
-        self.prompt_text, self.prompt_ids = prompt[0], (None if chat is None else tuple(prompt[1] or ()))
-        self.messages: list[dict[str, str]] = [{"role": "user", "content": content}]
+        self.prompt_text, self.prompt_ids = start.text, start.token_ids
+        self.messages: list[dict[str, str]] = [{"role": "user", "content": start.content}]
         uses_tools = isinstance(self.interaction, ToolUse)
-        #: every call the episode attempted (``ToolCall.to_dict()``), ``None`` for a task without tools
-        self.tool_calls: list[dict[str, Any]] | None = [] if uses_tools else None
+        #: every call the episode attempted, typed (``None`` for a task without tools)
+        self.tool_calls: list[ToolCall] | None = [] if uses_tools else None
         self.tool_format: str | None = problem.metadata.get(TOOL_FORMAT_KNOB) if uses_tools else None
         self.verdicts: list[VerifyResult] = []
         self.turns: list[TrajectoryTurn] = []
@@ -239,8 +297,8 @@ class Episode:
         except (TypeError, ValueError):
             raise TypeError(f"Completion.token_ids must be integers, got {completion.token_ids!r:.80}") from None
 
-    def advance(self, completion: Completion, verdict: VerifyResult) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Play one assistant turn; returns ``(reply, reward, terminated, truncated, info)`` like ``Env.step``."""
+    def advance(self, completion: Completion, verdict: VerifyResult) -> TurnOutcome:
+        """Play one assistant turn; returns what it produced (:meth:`MultiTurnEnv.step` makes the Gym tuple)."""
         if self.done:
             raise RuntimeError(f"episode {self.key} has ended: reset before stepping again")
         index = len(self.turns)
@@ -269,13 +327,16 @@ class Episode:
         reply_text, reply_ids = self._reply(turn, replies, completion)
         self.messages.extend(replies)
         if self.tool_calls is not None:
-            self.tool_calls.extend(turn.info.get("tool_calls", ()))
+            self.tool_calls.extend(turn.tool_calls)
         self.turns.append(TrajectoryTurn(
             text=completion.text, num_tokens=num_tokens, finish_reason=completion.finish_reason, reply=turn.reply,
             reward=turn.reward, reply_text=reply_text, num_reply_tokens=len(reply_ids),
-            weights_version=getattr(completion, "weights_version", None)))
-        return turn.reply, turn.reward, self.terminated, self.truncated, self._info(index, turn, verdict, completion,
-                                                                                    num_tokens, reply_ids)
+            weights_version=completion.weights_version))
+        return TurnOutcome(turn=index, reply=turn.reply, reward=turn.reward, terminated=self.terminated,
+                           truncated=self.truncated, reward_terms=turn.reward_terms, verdict=verdict,
+                           response_length=num_tokens, response_truncated=completion.finish_reason == "length",
+                           turn_info=dict(turn.info), tool_calls=None if self.tool_calls is None else turn.tool_calls,
+                           reply_token_ids=reply_ids if self.chat is not None else None)
 
     def _reply(self, turn: Turn, replies: list[dict[str, str]], completion: Completion) -> tuple[str, tuple[int, ...]]:
         """Append the reply messages for the next turn (nothing once the episode is over); applies the token
@@ -296,25 +357,26 @@ class Episode:
             self.logprobs.extend([0.0] * len(ids))
         return text, ids
 
-    def _info(self, index: int, turn: Turn, verdict: VerifyResult, completion: Completion, num_tokens: int | None,
-              reply_ids: tuple[int, ...]) -> dict[str, Any]:
-        turn_info = dict(turn.info)
+    def step_info(self, outcome: TurnOutcome) -> dict[str, Any]:
+        """The Gymnasium step info of the turn ``outcome`` (this episode's latest): its verdict, lengths, tool
+        calls as dicts, and at the episode's end its return, turn count and :class:`Trajectory`."""
+        verdict = outcome.verdict
         info: dict[str, Any] = {
-            "turn": index,
-            "reward_terms": turn.reward_terms,
+            "turn": outcome.turn,
+            "reward_terms": dict(outcome.reward_terms),
             "verifier": {"correct": bool(verdict.correct), "score": float(verdict.score),
                          "extracted": verdict.extracted, "reason": verdict.reason},
             "solved": self.solved,
-            "response_length": num_tokens,
-            "response_truncated": completion.finish_reason == "length",
-            "turn_info": turn_info,
+            "response_length": outcome.response_length,
+            "response_truncated": outcome.response_truncated,
+            "turn_info": dict(outcome.turn_info),
             "problem_id": self.problem.id,
             "task": self.task.env_id,
         }
-        if self.tool_calls is not None:  # this turn's calls, each with its status
-            info["tool_calls"] = list(turn_info.pop("tool_calls", ()))
-        if self.chat is not None:
-            info["reply_token_ids"] = reply_ids
+        if outcome.tool_calls is not None:  # this turn's calls, each with its status
+            info["tool_calls"] = [call.to_dict() for call in outcome.tool_calls]
+        if outcome.reply_token_ids is not None:
+            info["reply_token_ids"] = outcome.reply_token_ids
         if self.done:
             info.update(episode_return=self.episode_return, num_turns=len(self.turns), truncated_by=self.truncated_by,
                         trajectory=self.trajectory())
@@ -426,10 +488,10 @@ class MultiTurnEnv(gym.Env[str, str]):
                 "a new episode")
         completion = as_completion(action)
         verdict = self.task.verifier(completion.text, self._episode.problem.answer)
-        result = self._episode.advance(completion, verdict)
+        outcome = self._episode.advance(completion, verdict)
         if self.render_mode == "human":
             print(self.render_text())
-        return result
+        return outcome.reply, outcome.reward, outcome.terminated, outcome.truncated, self._episode.step_info(outcome)
 
     def render_text(self) -> str:
         """The transcript so far: the prompt, then each turn and reply."""
@@ -449,4 +511,5 @@ class MultiTurnEnv(gym.Env[str, str]):
         return None
 
 
-__all__ = ["Episode", "MultiTurnEnv", "SingleAttempt", "TurnRequest", "episode_prompt", "interaction_of", "tool_setup"]
+__all__ = ["Episode", "EpisodeStart", "MultiTurnEnv", "SingleAttempt", "TurnOutcome", "TurnRequest", "episode_prompt",
+           "episode_start", "interaction_of", "tool_setup"]

@@ -83,8 +83,8 @@ class RolloutSource(Protocol):
 
 def play_round(env: GroupEnv, generate: Callable[..., Any], *, seed: int | None = None) -> RolloutBatch:
     """One generation round of a group env: its first ``reset(seed=seed)`` when it needs one, then
-    ``env.rollout(generate)``; ``stats`` hold the env's difficulty beliefs after the round (if it draws by
-    difficulty). What every in-process source runs.
+    ``env.rollout(generate)``; ``stats`` hold the round's own (an episode env's ``episode/`` and ``tool/``) and
+    the env's difficulty beliefs after the round (if it draws by difficulty). What every in-process source runs.
 
     Example:
         >>> from dapo_env import GroupVectorEnv
@@ -96,9 +96,9 @@ def play_round(env: GroupEnv, generate: Callable[..., Any], *, seed: int | None 
     """
     if env.needs_reset:
         env.reset(seed=seed)
-    groups = env.rollout(generate)
-    stats = env.difficulty.stats() if env.difficulty is not None else {}
-    return RolloutBatch(groups=tuple(groups), stats=stats)
+    played = env.rollout(generate)
+    difficulty = env.difficulty.stats() if env.difficulty is not None else {}
+    return RolloutBatch(groups=played.groups, stats={**played.stats, **difficulty})
 
 
 class EnvSource:
@@ -225,11 +225,15 @@ def group_to_dict(group: Group) -> dict[str, Any]:
         "correct": list(group.correct),
         "loss_mask": list(group.loss_mask),
         "infos": [_plain(dict(info)) for info in group.infos],
+        "policy_step": group.policy_step,
     }
 
 
 def group_from_dict(data: Mapping[str, Any]) -> Group:
-    """Inverse of :func:`group_to_dict`."""
+    """Inverse of :func:`group_to_dict` (a checkpoint from before ``Group.policy_step`` kept the step in every
+    info: it is read from there)."""
+    infos = tuple(dict(i) for i in data["infos"])
+    step = data.get("policy_step", infos[0].get("policy_step") if infos else None)
     return Group(
         problem_id=data["problem_id"],
         prompt=data["prompt"],
@@ -237,7 +241,8 @@ def group_from_dict(data: Mapping[str, Any]) -> Group:
         rewards=tuple(float(r) for r in data["rewards"]),
         correct=tuple(bool(c) for c in data["correct"]),
         loss_mask=tuple(bool(m) for m in data["loss_mask"]),
-        infos=tuple(dict(i) for i in data["infos"]),
+        infos=tuple({k: v for k, v in info.items() if k != "policy_step"} for info in infos),
+        policy_step=None if step is None else int(step),
     )
 
 

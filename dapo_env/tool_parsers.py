@@ -10,54 +10,11 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
-TOOL_STATUSES = ("ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error")
-ToolStatus = Literal["ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error"]
+from dapo_env.types import TOOL_STATUSES, ToolCall, ToolStatus
 
 # --- calls ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One attempted tool call and what became of it.
-
-    Attributes:
-        name: the tool's name as written (``None`` when it could not be read).
-        arguments: the arguments as parsed (``None`` when they could not be read).
-        status: one of :data:`TOOL_STATUSES` (a parser leaves ``ok`` or ``invalid_json``; :func:`call_tools`
-            settles the rest).
-        error: what was wrong, in words the model can act on (``None`` when ``ok``).
-        result: the tool's output (``None`` until run, or when it failed).
-        id: the call's id where the format or the server gives one.
-
-    Example:
-        >>> ToolCall("lookup", {"key": "a"}).to_dict()["status"]
-        'ok'
-    """
-
-    name: str | None
-    arguments: dict[str, Any] | None
-    status: ToolStatus = "ok"
-    error: str | None = None
-    result: str | None = None
-    id: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.status not in TOOL_STATUSES:
-            raise ValueError(f"ToolCall.status must be one of {TOOL_STATUSES}, got {self.status!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (what ``info["tool_calls"]`` holds)."""
-        return {"name": self.name, "arguments": self.arguments, "status": self.status, "error": self.error,
-                "result": self.result, "id": self.id}
-
-    @property
-    def message(self) -> str:
-        """The tool message that answers this call: the result, or what was wrong."""
-        if self.status == "ok":
-            return self.result or ""
-        return f"Error ({self.status}): {self.error}"
-
-
 def _invalid(error: str, name: str | None = None) -> ToolCall:
     return ToolCall(name, None, "invalid_json", error)
 

@@ -318,7 +318,8 @@ class ToolUse:
     the episode unsolved (its calls are checked, not run). In the ``fenced`` format with a ``fenced`` interaction, turns are answered by it (the
     task's original protocol) and a turn it ran code for reports one call of ``fenced_tool``.
 
-    ``info["tool_calls"]``: one dict per attempted call (:meth:`ToolCall.to_dict`), ``[]`` for none.
+    ``Turn.tool_calls``: every attempted call, typed, each with its status (empty for none); step infos report
+    them as dicts (:meth:`ToolCall.to_dict`).
 
     Args:
         tools: the tools the model may call.
@@ -343,7 +344,7 @@ class ToolUse:
         >>> history = History(problem, ({"role": "user", "content": "What is b?"},))
         >>> call = format_tool_call("hermes", [("lookup", {"key": "b"}), ("lookup", {"key": "z"})])
         >>> turn = use.respond(history, Completion(call), VerifyResult(False, 0.0, None, "no_answer"))
-        >>> turn.reply, turn.role, [c["status"] for c in turn.info["tool_calls"]]
+        >>> turn.reply, turn.role, [c.status for c in turn.tool_calls]
         ('2\\n\\nno such key', 'tool', ['ok', 'ok'])
     """
 
@@ -406,24 +407,23 @@ class ToolUse:
             penalty = float(problem.metadata.get("attempt_penalty", 0.0))
             reward = 1.0 - penalty * used if verdict.correct else 0.0
             return Turn("Final answer recorded.", reward, done=True, solved=bool(verdict.correct),
-                        info={"action": "answer", "tool_calls": []})
+                        info={"action": "answer"})
         if used >= allowed:
             checked = call_tools(calls, self.tools, problem, run=False)
             return Turn("No tool calls left: the episode is over.", 0.0, done=True, role="tool",
-                        info={"action": "tools", "tool_calls": [c.to_dict() for c in checked], "tool_calls_left": 0})
+                        info={"action": "tools", "tool_calls_left": 0}, tool_calls=tuple(checked))
         settled = call_tools(calls, self.tools, problem)
         return Turn("\n\n".join(c.message for c in settled), 0.0, role="tool",
-                    info={"action": "tools", "tool_calls": [c.to_dict() for c in settled],
-                          "tool_calls_left": allowed - used - 1})
+                    info={"action": "tools", "tool_calls_left": allowed - used - 1}, tool_calls=tuple(settled))
 
     def _fenced_turn(self, history: History, action: Completion, verdict: VerifyResult) -> Turn:
         turn = self.fenced.respond(history, action, verdict)  # type: ignore[union-attr]
-        calls: list[dict[str, Any]] = []
+        calls: tuple[ToolCall, ...] = ()
         if turn.info.get("action") == "code":
             parsed = parse_fenced(action.text)
             arguments = parsed[0].arguments if parsed else None
-            calls = [ToolCall(self.fenced_tool, arguments, result=turn.reply).to_dict()]
-        return replace(turn, info={**turn.info, "tool_calls": calls})
+            calls = (ToolCall(self.fenced_tool, arguments, result=turn.reply),)
+        return replace(turn, tool_calls=calls)
 
 
 def tool_messages(turn: Turn) -> list[dict[str, str]]:
@@ -431,14 +431,13 @@ def tool_messages(turn: Turn) -> list[dict[str, str]]:
     ``"tool"`` and it lists its calls, else the one reply message.
 
     Example:
-        >>> turn = Turn("7\\n\\nno such key", role="tool", info={"tool_calls": [ToolCall("f", {}, result="7").to_dict(),
-        ...                                                          ToolCall("f", {}, result="no such key").to_dict()]})
+        >>> turn = Turn("7\\n\\nno such key", role="tool", tool_calls=(ToolCall("f", {}, result="7"),
+        ...                                                     ToolCall("f", {}, result="no such key")))
         >>> [m["content"] for m in tool_messages(turn)]
         ['7', 'no such key']
     """
-    calls = turn.info.get("tool_calls")
-    if turn.role == "tool" and calls:
-        return [{"role": "tool", "content": ToolCall(**call).message} for call in calls]
+    if turn.role == "tool" and turn.tool_calls:
+        return [{"role": "tool", "content": call.message} for call in turn.tool_calls]
     return [{"role": turn.role, "content": turn.reply}]
 
 
@@ -457,8 +456,19 @@ def tool_use_stats(infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         >>> stats["tool/calls_per_episode"], stats["tool/no_call_share"], stats["tool/invalid_json_share"]
         (1.0, 0.5, 0.5)
     """
-    episodes = [list(info["tool_calls"]) for info in infos if info.get("tool_calls") is not None]
-    statuses = [str(call.get("status")) for calls in episodes for call in calls]
+    return tool_status_stats([[str(call.get("status")) for call in info["tool_calls"]]
+                              for info in infos if info.get("tool_calls") is not None])
+
+
+def tool_status_stats(episodes: Sequence[Sequence[str]]) -> dict[str, float]:
+    """:func:`tool_use_stats` from each episode's call statuses (its pure core: the episode group env passes the
+    typed calls' statuses, :func:`tool_use_stats` the statuses of info dicts).
+
+    Example:
+        >>> tool_status_stats([["ok", "tool_error"], []])["tool/failed_share"]
+        0.5
+    """
+    statuses = [status for calls in episodes for status in calls]
     n_calls = len(statuses)
     stats = {"tool/calls_per_episode": n_calls / len(episodes) if episodes else 0.0,
              "tool/no_call_share": sum(not calls for calls in episodes) / len(episodes) if episodes else 0.0,
@@ -472,4 +482,4 @@ def tool_use_stats(infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 __all__ = ["TOOL_PARSERS", "TOOL_STATUSES", "Tool", "ToolCall", "ToolParser", "ToolSpec", "ToolUse", "call_tools",
            "callable_text", "detect_tool_format", "format_tool_call", "from_openai_message", "from_openai_tool_calls",
            "get_tool_parser", "parse_fenced", "parse_hermes", "parse_llama3", "parse_mistral", "parse_tool_calls",
-           "register_tool_parser", "to_openai_messages", "tool", "tool_messages", "tool_use_stats", "validate_arguments"]
+           "register_tool_parser", "to_openai_messages", "tool", "tool_messages", "tool_status_stats", "tool_use_stats", "validate_arguments"]

@@ -93,6 +93,12 @@ class Completion:
         return self.finish_reason == "length"
 
     @property
+    def sampled_mask(self) -> None:
+        """``None``: every token of a single response was sampled by the model (the :class:`TrainSample`
+        protocol's reading; a :class:`Trajectory` marks the environment's tokens 0)."""
+        return None
+
+    @property
     def length(self) -> int | None:
         """Response length in tokens: ``num_tokens``, else ``len(token_ids)``, else ``None``."""
         if self.num_tokens is not None:
@@ -235,6 +241,8 @@ class Group:
         loss_mask: False for responses shaping excluded from the loss (overlong filtering).
         infos: the rest of each response's step info (``score``, ``reason``, ``extracted``,
             ``reward_terms``, ``response_length``, ...).
+        policy_step: the training step whose weights generated the group (a learner's source stamps it;
+            ``None`` when unknown, e.g. straight from an env).
 
     Example:
         >>> g = Group("7", "1+1=", (Completion("2"), Completion("3")), (1.0, -1.0), (True, False), (True, True))
@@ -249,6 +257,7 @@ class Group:
     correct: tuple[bool, ...]
     loss_mask: tuple[bool, ...]
     infos: tuple[Mapping[str, Any], ...] = ()
+    policy_step: int | None = None
 
     @property
     def size(self) -> int:
@@ -278,6 +287,35 @@ class RolloutBatch:
     stats: Mapping[str, float] = field(default_factory=dict)
 
 
+
+@runtime_checkable
+class TrainSample(Protocol):
+    """What a learner reads from a sample, :class:`Completion` and :class:`Trajectory` alike.
+
+    Attributes:
+        prompt_token_ids, token_ids: the prompt's and the sample's token ids (``None`` when unknown).
+        logprobs: the engine's log-prob per token of ``token_ids`` (``None`` when not reported).
+        sampled_mask: per token of ``token_ids``, 1 sampled by the model and 0 inserted by the environment;
+            ``None`` means all sampled.
+        weights_version: the engine's weights version that sampled it (``None`` when unknown).
+    """
+
+    @property
+    def prompt_token_ids(self) -> tuple[int, ...] | None: ...
+
+    @property
+    def token_ids(self) -> tuple[int, ...] | None: ...
+
+    @property
+    def logprobs(self) -> tuple[float, ...] | None: ...
+
+    @property
+    def sampled_mask(self) -> tuple[int, ...] | None: ...
+
+    @property
+    def weights_version(self) -> int | None: ...
+
+
 __all__ = [
     "CodeTests",
     "Completion",
@@ -287,6 +325,10 @@ __all__ = [
     "VerifierConfigError",
     "Problem",
     "RolloutBatch",
+    "TOOL_STATUSES",
+    "TrainSample",
+    "ToolCall",
+    "ToolStatus",
     "VerifyResult",
     "Verifier",
 ]
@@ -296,6 +338,51 @@ __all__ = [
 # A multi-turn task answers each assistant turn with a `Turn` (computed by its `Interaction` from the
 # `History` so far); the environment records the episode as a `Trajectory`: the exact token sequence the
 # model conditioned on, with a mask marking the tokens it sampled. See docs/environments.md.
+
+
+TOOL_STATUSES = ("ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error")
+ToolStatus = Literal["ok", "invalid_json", "unknown_tool", "bad_arguments", "tool_error"]
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One attempted tool call and what became of it.
+
+    Attributes:
+        name: the tool's name as written (``None`` when it could not be read).
+        arguments: the arguments as parsed (``None`` when they could not be read).
+        status: one of :data:`TOOL_STATUSES` (a parser leaves ``ok`` or ``invalid_json``; :func:`call_tools`
+            settles the rest).
+        error: what was wrong, in words the model can act on (``None`` when ``ok``).
+        result: the tool's output (``None`` until run, or when it failed).
+        id: the call's id where the format or the server gives one.
+
+    Example:
+        >>> ToolCall("lookup", {"key": "a"}).to_dict()["status"]
+        'ok'
+    """
+
+    name: str | None
+    arguments: dict[str, Any] | None
+    status: ToolStatus = "ok"
+    error: str | None = None
+    result: str | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in TOOL_STATUSES:
+            raise ValueError(f"ToolCall.status must be one of {TOOL_STATUSES}, got {self.status!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (what ``info["tool_calls"]`` holds)."""
+        return {"name": self.name, "arguments": self.arguments, "status": self.status, "error": self.error,
+                "result": self.result, "id": self.id}
+
+    @property
+    def message(self) -> str:
+        """The tool message that answers this call: the result, or what was wrong."""
+        if self.status == "ok":
+            return self.result or ""
+        return f"Error ({self.status}): {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +401,8 @@ class Turn:
         terms: optional named parts of ``reward`` (e.g. ``{"pass": 1.0, "attempt_penalty": -0.2}``) that
             sum to it; without them the turn's one term is ``{"env": reward}``.
         info: anything else the step info should report (plain values).
+        tool_calls: the calls the turn answered, typed, each with its status (a tool task's interaction fills
+            it; the step info reports them as dicts). With ``role="tool"`` each call's message is one reply.
 
     Example:
         >>> Turn("lower", 0.0).reward_terms
@@ -329,6 +418,7 @@ class Turn:
     role: str = "user"
     terms: Mapping[str, float] | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.reply, str):
@@ -344,6 +434,9 @@ class Turn:
                 raise ValueError(f"Turn.terms {terms} must sum to reward={self.reward}: fix the terms or the reward")
             object.__setattr__(self, "terms", terms)
         object.__setattr__(self, "info", dict(self.info))
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not all(isinstance(c, ToolCall) for c in self.tool_calls):
+            raise TypeError("Turn.tool_calls must hold dapo_env.types.ToolCall objects")
 
     @property
     def reward_terms(self) -> dict[str, float]:

@@ -27,7 +27,7 @@ from dapo_env.schedule import PromptSchedule, num_prompts_of
 from dapo_env.shaping import OverlongPenalty, Shaping, shape
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
-from dapo_env.types import Completion, Group
+from dapo_env.types import Completion, Group, RolloutBatch
 from dapo_env.vector_infos import group_stats, to_vector_infos
 from dapo_env.wrappers import ChatTokenizer
 
@@ -187,9 +187,10 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         self._render()  # same-step autoreset: the next prompts are shown now
         return groups
 
-    def rollout(self, generate: Callable[[list[str]], Sequence[str | Completion]]) -> list[Group]:
+    def rollout(self, generate: Callable[[list[str]], Sequence[str | Completion]]) -> RolloutBatch:
         """One generation round: ``generate(prompts)`` on the current B*G prompts (group-major), then
-        :meth:`step_groups` on its responses (one per prompt, same order)."""
+        :meth:`step_groups` on its responses (one per prompt, same order); the groups, with no stats of the
+        round's own (the episode group env's ``rollout`` has the same shape and reports its episodes)."""
         if self.needs_reset:
             raise RuntimeError("GroupVectorEnv.rollout() called before reset(): call reset(seed=...) first")
         prompts = list(self._prompts)
@@ -197,7 +198,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         if len(responses) != len(prompts):
             raise ValueError(f"generate returned {len(responses)} responses for {len(prompts)} prompts: return one "
                              "per prompt, in the same (group-major) order")
-        return self.step_groups(responses)
+        return RolloutBatch(groups=tuple(self.step_groups(responses)))
 
     def step(self, actions: Sequence[str | Completion]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Gymnasium's form of :meth:`step_groups`: the next prompts, (B*G,) rewards and vector infos."""

@@ -120,7 +120,9 @@ def _eval_parser(sub: Any) -> None:
         description="Evaluate a checkpoint. Inside a run folder (runs/<name>/checkpoints/step_N/model, or runs/<name> "
                     "for its newest checkpoint) every setting defaults to the run's own held-out evaluation (task, task "
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
-                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval.",
+                    "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval. With "
+                    "--endpoint, evaluate a served model over chat. `dapo-env eval compare DIR...` compares evals "
+                    "(see `dapo-env eval compare --help`).",
         epilog=EXIT_STATUS + " 1: nothing was scored, or more than --max-failed requests failed (a summary of the "
                              "failures is printed; rerun the same command to retry them).")
     p.add_argument("--model", required=True, metavar="PATH|NAME",
@@ -132,9 +134,27 @@ def _eval_parser(sub: Any) -> None:
                         "(default: none, evaluate a local checkpoint)")
     p.add_argument("--concurrency", type=int, default=8, metavar="N",
                    help="with --endpoint: the most requests in flight (default: 8)")
-    p.add_argument("--api", choices=["auto", "completions", "chat"], default="auto",
-                   help="with --endpoint: the API to use; auto = completions, chat when the server has none "
-                        "(default: auto; --chat-template and multi-turn tasks use chat)")
+    p.add_argument("--api", choices=["chat", "completions", "auto"],
+                   help="with --endpoint: chat = the prompt as the user message (after the task's system prompt), the "
+                        "server's chat template applied; completions = the prompt as raw text (base models); auto = "
+                        "completions, chat when the server has none (default: chat; multi-turn tasks always chat)")
+    p.add_argument("--rpm", type=float, metavar="N",
+                   help="with --endpoint: at most N requests per minute, evenly spaced (default: no limit)")
+    p.add_argument("--tpm", type=float, metavar="N",
+                   help="with --endpoint: at most N tokens (prompt + completion) per minute (default: no limit)")
+    p.add_argument("--price-in", type=float, metavar="USD",
+                   help="with --endpoint: price per million prompt tokens; with --price-out the summary gives the "
+                        "run's cost (default: no cost)")
+    p.add_argument("--price-out", type=float, metavar="USD",
+                   help="with --endpoint: price per million completion tokens, reasoning included (default: no cost)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="with --endpoint: a tokenizer folder counting the tokens the server does not report in "
+                        "`usage` (marked as counted; default: such counts stay unknown)")
+    p.add_argument("--judge-endpoint", metavar="URL",
+                   help="with --endpoint: a judge model's server; answers the rule verifier scores 0 go to it, and "
+                        "the summary shows rule-only and rule+judge scores (default: rules only)")
+    p.add_argument("--judge-model", metavar="NAME",
+                   help="with --judge-endpoint: the judge model's served name (required with it; default: none)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="with --endpoint: seconds one attempt of a request may take (default: 120)")
     p.add_argument("--retries", type=int, default=4, metavar="N",
@@ -490,8 +510,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             outcome = evaluate_endpoint(args.endpoint, args.model, out_dir=args.out, api=args.api,
                                         concurrency=args.concurrency, timeout_s=args.timeout, retries=args.retries,
                                         api_key_env=args.api_key_env, overwrite=args.overwrite,
-                                        progress=not args.no_progress, **overrides)
+                                        progress=not args.no_progress, rpm=args.rpm, tpm=args.tpm,
+                                        price_in=args.price_in, price_out=args.price_out, tokenizer=args.tokenizer,
+                                        judge_endpoint=args.judge_endpoint, judge_model=args.judge_model, **overrides)
         else:
+            served_only = [f"--{name.replace('_', '-')}" for name in ("api", "rpm", "tpm", "price_in", "price_out",
+                                                                         "tokenizer", "judge_endpoint", "judge_model")
+                           if getattr(args, name) is not None]
+            if served_only:
+                raise ValueError(f"{', '.join(served_only)} apply to a served model: add --endpoint URL (a local "
+                                 "checkpoint is evaluated as its run trained)")
             outcome = evaluate_checkpoint(args.model, out_dir=args.out, device=args.device, overwrite=args.overwrite,
                                           progress=not args.no_progress, **eval_overrides(args))
     except KeyboardInterrupt:
@@ -507,11 +535,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         what += f"{' + ' if what else ''}{settings['n']} samples (temperature {settings['temperature']})"
     print(f"dapo-env eval: {settings['task']} {settings['split']} ({summary.get('rows', 'rows: not recorded')}), "
           f"{summary['problems']} problems, {what}")
-    print(f"{'metric':<10} {'value':>7}   95% CI")
-    for name, m in summary["metrics"].items():
-        print(f"{name:<10} {m['value']:7.3f}   [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
-    for note in summary["notes"]:
-        print(f"note: {note}")
+    from .run.compare import eval_console_lines
+
+    for line in eval_console_lines(summary):
+        print(line)
+    for warning in summary.get("warnings") or ():
+        print(f"dapo-env eval: warning: {warning}", file=sys.stderr)
     failed = summary.get("failed", {}).get("samples", 0)
     if failed:
         print(f"failed requests: {failed} ({failure_summary(summary['failed']['list'])}); rerun the same command "
@@ -664,6 +693,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .models.pretrained import main as prepare_model
 
         return prepare_model(argv[1:])
+    if argv[:2] == ["eval", "compare"]:  # its own parser: dapo_env.learners.run.compare.main
+        from .run.compare import main as compare
+
+        return compare(argv[2:])
     args = build_parser().parse_args(argv)
     commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
                 "reverify": _cmd_reverify, "serve": _cmd_serve}

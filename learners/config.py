@@ -194,8 +194,9 @@ class TrainConfig:
     """groups per optimizer step (must divide batch_size)"""
     micro_batch_size: Count = 16
     """sequences per forward/backward (gradient accumulation)"""
-    packing: Annotated[str, OneOf(_packings, hint="docs/performance.md")] = "off"
-    """micro-batch layout: off (pad to the batch), length (sort by length) or pack (concatenate sequences)"""
+    packing: Annotated[str, OneOf(_packings, hint="docs/performance.md")] = "auto"
+    """micro-batch layout: auto (pack where exact), off (pad to the batch), length (sort by length) or pack
+    (concatenate sequences)"""
     gradient_checkpointing: bool = False
     """recompute the decoder's activations in the backward: less memory for long responses, ~1.3x work"""
     temperature: Annotated[float, Range(0, low_open=True, why="sampling needs a temperature > 0")] = 1.0
@@ -450,9 +451,11 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``). Older runs' ``tis_cap: C`` is read
-        as what it was: ``is_correction="token-truncate"`` with ``is_cap=C``."""
+        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``). An older run's file is read as what it
+        ran: a field it lacks takes its preset's value, except ``packing`` (``"off"``, the layout before the field
+        existed), and ``tis_cap: C`` is ``is_correction="token-truncate"`` with ``is_cap=C``."""
         data = dict(data)
+        data.setdefault("packing", "off")  # a run from before the packing field trained unpacked
         tis_cap = data.pop("tis_cap", None)
         if tis_cap is not None:
             data.update(is_correction="token-truncate", is_cap=tis_cap)

@@ -42,9 +42,11 @@ from .run.run_folder import EvalSample
 
 @dataclass(frozen=True)
 class EvalResult:
-    """The records of one evaluation, problem-major (``samples`` consecutive records per problem)."""
+    """The records of one evaluation, problem-major (``samples`` consecutive records per problem); ``extras``:
+    per record, the fields a served answer adds (``reasoning``, ``usage``: :mod:`.served`), empty otherwise."""
 
     records: tuple[EvalSample, ...]
+    extras: tuple[dict[str, Any], ...] = ()
 
     @property
     def accuracy(self) -> float:
@@ -85,7 +87,8 @@ def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[st
 def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, max_response_tokens: int,
              samples: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
              tokenizer: Any = None, system_prompt: str | None = None, max_turns: int | None = None,
-             max_episode_tokens: int | None = None, messages: bool = False) -> EvalResult:
+             max_episode_tokens: int | None = None, messages: bool = False, served: bool = False,
+             count_tokenizer: Any = None) -> EvalResult:
     """Generate ``samples`` responses per problem, verify them with the task's verifier, return the records.
 
     Args:
@@ -100,6 +103,10 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as in training); ignored otherwise.
         messages: play a multi-turn task's turns through ``engine.generate_turns`` from each episode's chat
             messages even without ``tokenizer`` (an endpoint's chat API applies its own template).
+        served: the answers come from a server (an endpoint eval): grade the final content only, reasoning
+            (the server's field, think blocks) kept apart in ``extras`` with each sample's token usage
+            (:func:`~dapo_env.learners.run.served.served_record`); single-turn tasks.
+        count_tokenizer: with ``served``, counts the tokens the server does not report.
 
     A sample whose request failed (an endpoint engine's :class:`~dapo_env.learners.engines.openai_engine.FailedCompletion`)
     is recorded with ``reason="error:endpoint: <cause>"`` and is not graded (:func:`is_failed`).
@@ -113,14 +120,22 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_response_tokens=max_response_tokens, seed=seed)
     outs = engine.generate(prompts, n=samples, sampling=sampling) if prompts else []
     flat = [(p, prompt, k, c) for p, prompt, group in zip(problems, prompts, outs) for k, c in enumerate(group)]
-    verdicts = verify_batch(as_verifier(task.verifier), [c.text for *_, c in flat], [p.answer for p, *_ in flat],
+    if served:
+        from .run.served import served_record
+
+        split = [served_record(c, prompt, tokenizer=count_tokenizer) if endpoint_error(c) is None else (c.text, {})
+                 for _, prompt, _, c in flat]
+    else:
+        split = [(c.text, {}) for *_, c in flat]
+    verdicts = verify_batch(as_verifier(task.verifier), [text for text, _ in split], [p.answer for p, *_ in flat],
                             workers=0)
-    return EvalResult(tuple(
+    records = tuple(
         _failed_sample(p, prompt, k, endpoint_error(c)) if endpoint_error(c) is not None else
-        EvalSample(problem_id=str(p.id), prompt=prompt, completion=c.text, extracted=v.extracted,
+        EvalSample(problem_id=str(p.id), prompt=prompt, completion=text, extracted=v.extracted,
                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
                    finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
-        for (p, prompt, k, c), v in zip(flat, verdicts)))
+        for (p, prompt, k, c), (text, _), v in zip(flat, split, verdicts))
+    return EvalResult(records, tuple(extra for _, extra in split))
 
 
 @dataclass(frozen=True)
@@ -169,7 +184,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
                           max_turns=max_turns, max_episode_tokens=max_episode_tokens)
     with env:
         env.reset(options={"indices": list(range(len(problems)))})
-        groups = env.rollout(generate)
+        groups = env.rollout(generate).groups
     engine.release()  # the episodes have ended: drop their kept caches
     return tuple(
         _failed_sample(p, g.prompt, k, failures[(b, k)]) if (b, k) in failures else

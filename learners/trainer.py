@@ -43,7 +43,7 @@ from .run.heldout import write_record as write_heldout_record
 from .models.lora import adapter_state_dict, has_lora
 from .algo.losses import TurnRewards, get_advantage
 from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record
-from .rollout.setup import POLICY_STEP, chat_tokenizer, check_context, make_sampler, resolve_task
+from .rollout.setup import chat_tokenizer, check_context, make_sampler, resolve_task
 from .run.run_folder import eval_samples_path, write_eval_samples
 from .rollout.sources import make_rollout_source
 from .rollout.threads import LEARNER, ThreadBudget, mean_threads
@@ -245,7 +245,7 @@ class Trainer:
         record = rollout_record(
             rollout.stats, groups, step=self.step + 1, batch_size=cfg.batch_size, rollout_s=time.perf_counter() - t0,
             deferred=deferred if deferred or self.collective.world.world_size > 1 else None,
-            policy_steps=[info.get(POLICY_STEP) for g in groups for info in g.infos], max_staleness=cfg.max_staleness)
+            policy_steps=[g.policy_step for g in groups for _ in g.infos], max_staleness=cfg.max_staleness)
         update: dict[str, Any] = {}
         if groups:
             t1 = time.perf_counter()
@@ -284,8 +284,8 @@ class Trainer:
         the usual one of an asynchronous run, needs no forward pass for them); with an ``is_correction`` they are
         recomputed (the proximal policy's) and the correction's weight accounts for the staleness."""
         cfg = self.cfg
-        stale = torch.tensor([info.get(POLICY_STEP, self.step) < self.step for g in groups for info in g.infos],
-                             device=self.device)  # (N,)
+        stale = torch.tensor([(self.step if g.policy_step is None else g.policy_step) < self.step
+                              for g in groups for _ in g.infos], device=self.device)  # (N,)
         behaviour = cfg.keep_surplus and cfg.is_correction is None and bool(stale.any())  # else the IS weight corrects
         if (cfg.epochs_per_batch == 1 and len(groups) <= cfg.mini_batch_size and cfg.is_correction is None
                 and not behaviour):

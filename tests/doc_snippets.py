@@ -129,6 +129,10 @@ def check_shell_command(where: str, argv: list[str]) -> None:
         assert "dapo-env" in PYPROJECT["project"]["scripts"]
         if args[:1] == ["prepare-model"]:  # its own parser; its flags are covered by the CLI's tests
             pass
+        elif args[:2] == ["eval", "compare"]:  # its own parser (dapo_env.learners.run.compare)
+            from dapo_env.learners.run.compare import build_parser as compare_parser
+
+            compare_parser().parse_args(args[2:])
         elif len(args) == 1 and not args[0].startswith("-"):  # a subcommand named in prose: it must exist
             with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exc:
                 build_parser().parse_args([args[0], "--help"])

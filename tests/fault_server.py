@@ -19,6 +19,14 @@ message (``content`` and ``tool_calls`` with ids and JSON-string ``arguments``),
 does. ``refuse_tools`` answers 400 to a chat request with ``tools``: ``"auto"`` unless it asks for
 ``tool_choice: "none"`` (as vLLM without ``--enable-auto-tool-choice``), ``"all"`` whatever it asks.
 
+A served model, as a chat server presents it: ``reasoning(body) -> str | None`` adds that text to a chat
+answer as ``reasoning_content`` (``reasoning_field="reasoning"``: newer vLLM's field) and counts it in
+``usage.completion_tokens_details.reasoning_tokens``; ``usage=False`` leaves ``usage`` out of answers;
+``raw_text_answer`` is what a chat model says to a raw-text completions request (``""``: it stops at once, as
+SmolLM2-Instruct did). A rate limit (``rate_limit=(requests, seconds)``, a sliding window) answers 429 with
+``Retry-After`` (the whole seconds until a slot frees) beyond it, counted in ``rejected``. A judge's
+verdicts come on cue from ``answer`` itself (see :func:`judging`).
+
 A request's ``n`` gets ``n`` choices (listed in reverse ``index`` order). It counts what a test needs:
 ``requests`` (every POST), ``max_in_flight`` (the most POSTs being served at
 once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decoded requests).
@@ -27,12 +35,27 @@ once; each answer waits ``delay_s`` so overlaps show), and ``bodies`` (the decod
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """What a request asks, as text: a completions request's prompt, or a chat request's messages joined."""
+    if "messages" in body:
+        return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    prompt = body.get("prompt")
+    return prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
+
+
+def judging(answer: Callable[[str], str], verdict: Callable[[str], str]) -> Callable[[str], str]:
+    """An ``answer`` that plays a judge too: a request holding ``Reference answer:`` (the judge's prompt) gets
+    ``verdict(text)``, any other ``answer(text)``."""
+    return lambda text: verdict(text) if "Reference answer:" in text else answer(text)
 
 
 def largest_number(prompt: str) -> str:
@@ -48,11 +71,17 @@ class FaultServer:
                  rule: Callable[[dict[str, Any]], str | None] | None = None, stall_s: float = 5.0,
                  delay_s: float = 0.0, retry_after: str = "0", chat_only: bool = False,
                  version: str | None = None, message: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 refuse_tools: str | None = None) -> None:
+                 refuse_tools: str | None = None, reasoning: Callable[[dict[str, Any]], str | None] | None = None,
+                 reasoning_field: str = "reasoning_content", usage: bool = True, raw_text_answer: str | None = None,
+                 rate_limit: tuple[int, float] | None = None) -> None:
         self.answer, self.rule, self.stall_s, self.delay_s = answer, rule, stall_s, delay_s
         self.retry_after, self.chat_only, self.version = retry_after, chat_only, version
         self.faults = list(faults)
         self.message, self.refuse_tools = message, refuse_tools
+        self.reasoning, self.reasoning_field, self.usage = reasoning, reasoning_field, usage
+        self.raw_text_answer, self.rate_limit = raw_text_answer, rate_limit
+        self.accepted: list[float] = []  # monotonic times of the requests the rate limit let through
+        self.rejected = 0
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -74,10 +103,26 @@ class FaultServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def _rate_limited(self) -> str | None:
+        """``Retry-After`` seconds when the request is over the rate limit (call under the lock)."""
+        if self.rate_limit is None:
+            return None
+        count, window = self.rate_limit
+        now = time.monotonic()
+        self.accepted = [t for t in self.accepted if now - t < window]
+        if len(self.accepted) >= count:
+            self.rejected += 1
+            return str(max(1, math.ceil(window - (now - self.accepted[0]))))
+        self.accepted.append(now)
+        return None
+
     def _next_fault(self, body: dict[str, Any]) -> str:
         with self.lock:
             self.requests += 1
             self.bodies.append(body)
+            wait = self._rate_limited()
+            if wait is not None:
+                return f"429:{wait}"
             ruled = self.rule(body) if self.rule is not None else None
             if ruled is not None:
                 return ruled
@@ -144,6 +189,9 @@ class FaultServer:
                     self._leave()
                     self.close_connection = True
                     return
+                if fault.startswith("429:"):
+                    self._send(429, b'{"error": "rate limited"}', {"Retry-After": fault.split(":", 1)[1]})
+                    return
                 if fault in ("500", "503", "429", "404", "400"):
                     headers = {"Retry-After": server.retry_after} if fault == "429" else None
                     self._send(int(fault), b'{"error": "injected"}', headers)
@@ -158,21 +206,26 @@ class FaultServer:
                         server.refuse_tools == "auto" and body.get("tool_choice") != "none")):
                     self._send(400, b'{"error": "\\"auto\\" tool choice requires --enable-auto-tool-choice"}')
                     return
-                if chat:
-                    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-                else:
-                    prompt = body.get("prompt")
-                    prompt = prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
-                text = server.answer(prompt)
+                text = server.answer(request_text(body))
+                if not chat and server.raw_text_answer is not None:
+                    text = server.raw_text_answer
                 tokens = len(text.split())
                 count = int(body.get("n") or 1)
                 reply = server.message(body) if chat and server.message else {"role": "assistant", "content": text}
+                thought = server.reasoning(body) if chat and server.reasoning else None
+                if thought is not None:
+                    reply = {**reply, server.reasoning_field: thought}
+                    tokens += len(thought.split())
                 choices = [{"index": i, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
                             **({"message": reply} if chat else {"text": text})}
                            for i in reversed(range(count))]  # out of order: clients must sort by index
+                prompt_tokens = len(request_text(body).split())
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens * count,
+                         "total_tokens": tokens * count + prompt_tokens}
+                if thought is not None:
+                    usage["completion_tokens_details"] = {"reasoning_tokens": len(thought.split()) * count}
                 payload = {"id": "x", "object": "chat.completion" if chat else "text_completion", "model": body.get("model"),
-                           "choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": tokens * count,
-                                                         "total_tokens": tokens * count + 1}}
+                           "choices": choices, **({"usage": usage} if server.usage else {})}
                 self._send(200, json.dumps(payload).encode())
 
         return Handler

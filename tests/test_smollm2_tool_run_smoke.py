@@ -127,7 +127,7 @@ def test_the_held_out_play_reports_accuracy_and_tool_call_statuses(tool, hermes_
                 out.append(f"It is {said if said.isdigit() else 0}.")
         return out
 
-    rows = tool.play_records(env.rollout(generate))
+    rows = tool.play_records(env.rollout(generate).groups)
     env.close()
     summary = tool.summarise_play(rows, "hermes", samples=2)
     # the table's answers are test-0..3: 1, 3, 2, 0; failed calls answer 0, and so does the no-call episode

@@ -53,7 +53,7 @@ def _ability(task: Task, reference: Any) -> str:
 
 def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool = False,
                   system_prompt: str | None = None, limit: int | None = None, prompt_template: str | None = None,
-                  **task_kwargs: Any) -> Any:
+                  strict_references: bool = True, **task_kwargs: Any) -> Any:
     """A task's problems as a ``datasets.Dataset`` for TRL and verl (columns in the module docstring).
 
     Args:
@@ -64,6 +64,10 @@ def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool =
         system_prompt: a system message placed before the user message (needs ``chat=True``).
         limit: keep the first ``limit`` problems.
         prompt_template: overrides the task's ``str.format`` template.
+        strict_references: raise :class:`~dapo_env.types.InvalidReference` when a problem's reference cannot
+            be read (the default: verl cannot skip a sample); ``False`` keeps such rows, warned about once, for
+            a reward function that scores them ``None`` (TRL's unscorable rows). A reference that does not
+            survive serialisation always raises.
         **task_kwargs: passed to ``task.load`` (``data_files=...`` for dataset tasks, ``size=...`` for
             procedural ones).
 
@@ -85,7 +89,7 @@ def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool =
     problems = load_problems(task, split, task_kwargs.pop("data_files", None), task_kwargs)
     problems = problems[:limit] if limit is not None else problems
     references = [reference_to_str(p.answer) for p in problems]
-    _check_references(task, references)
+    _check_references(task, references, [p.answer for p in problems], strict_references)
     rows = []
     for index, (problem, reference) in enumerate(zip(problems, references)):
         text = task.format_prompt(problem)
@@ -105,11 +109,30 @@ def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool =
     return Dataset.from_list(rows)
 
 
-def _check_references(task: Task, references: Sequence[str]) -> None:
-    """Every serialised reference must be accepted back by the task's verifier (raises InvalidReference)."""
+def _check_references(task: Task, references: Sequence[str], originals: Sequence[Any], strict: bool) -> None:
+    """Every serialised reference must be accepted back by the task's verifier (raises InvalidReference). With
+    ``strict=False`` a reference the verifier cannot read in its original form either is only warned about."""
+    from dapo_env.interop.routing import warn_once
     from dapo_env.verifiers.pool import prepare_references
 
-    try:
-        prepare_references(task.verifier, references)
-    except InvalidReference as exc:
-        raise InvalidReference(f"{task.env_id}: its references do not survive serialisation ({exc})") from None
+    prepare = getattr(task.verifier, "prepare_reference", None)
+    unreadable: list[int] = []
+    for i, (reference, original) in enumerate(zip(references, originals)):
+        try:
+            prepare_references(task.verifier, [reference])
+        except InvalidReference as exc:
+            readable = prepare is None
+            if not readable:
+                try:
+                    prepare(original)
+                    readable = True
+                except InvalidReference:
+                    pass
+            if strict or readable:
+                what = "its references do not survive serialisation" if readable else "a reference cannot be read"
+                raise InvalidReference(f"{task.env_id}: {what} (reference {i}: {exc})") from None
+            unreadable.append(i)
+    if unreadable:
+        warn_once(f"unreadable:{task.env_id}:{len(references)}:{unreadable[:3]}", (
+            f"{task.env_id}: {len(unreadable)} of {len(references)} references cannot be read (rows {unreadable[:5]}"
+            f"{'...' if len(unreadable) > 5 else ''}): kept, and scored None (unscorable) by the reward"))

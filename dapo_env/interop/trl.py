@@ -1,9 +1,13 @@
 """Verifiers as TRL reward functions (``GRPOTrainer(reward_funcs=[...])``).
 
-TRL calls ``reward_func(prompts=, completions=, completion_ids=, trainer_state=, log_metric=, ...,
-**other_columns)`` with one value per completion and expects one float per completion.
-:func:`trl_reward_function` returns a picklable :class:`TaskReward` object (TRL's async trainer sends
-reward functions to a spawned process). TRL itself is never imported.
+TRL's ``GRPOTrainer`` calls ``reward_func(prompts=, completions=, completion_ids=, trainer_state=, log_extra=,
+log_metric=, **other_columns)`` with one value per completion; ``AsyncGRPOTrainer``'s rollout worker calls it
+with ``completions=, prompts=, completion_ids=`` and the row's columns only (``trl/experimental/async_grpo/
+async_rollout_worker.py``, ``_score_group``). Both expect one float per completion, or ``None`` for a row that
+cannot be scored (left out of the advantages): :func:`trl_reward_function` returns ``None`` for a row whose
+reference cannot be read or whose verification errored (:mod:`dapo_env.interop.unscorable`). It returns a
+picklable :class:`TaskReward` object (the async trainer sends reward functions to a spawned process). TRL itself
+is never imported.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dapo_env.interop.routing import code_reference, ground_truth, route, task_for_data_source
+from dapo_env.interop.unscorable import INVALID_REFERENCE, TRL_UNSCORABLE_OUTCOME, UnscorableLog, verification_error
 from dapo_env.tasks import Task, get_task
-from dapo_env.types import VerifyResult
+from dapo_env.types import InvalidReference, VerifyResult
 from dapo_env.wrappers import check_reward_map_args, map_reward
 
 
@@ -59,11 +64,13 @@ class TaskReward:
     Build it with :func:`trl_reward_function`. Its worker pool, if any, starts on the first call that
     needs it, is never pickled, and stops on :meth:`close` or when the object is collected. Calls may
     come from several threads at once (TRL's async trainer runs sync reward functions in threads).
+    :attr:`unscorable` counts the rows scored ``None``, by cause.
     """
 
     def __init__(self, task_or_id: str | Task | None = None, *, answer_column: str = "answer",
                  reward_map: tuple[float, float] | None = None, workers: int = 0,
-                 timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None) -> None:
+                 timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None,
+                 strict_references: bool = False) -> None:
         if reward_map is not None:
             check_reward_map_args(*reward_map)
             reward_map = (float(reward_map[0]), float(reward_map[1]))
@@ -79,7 +86,9 @@ class TaskReward:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self.data_source_tasks = dict(data_source_tasks or {})
+        self.strict_references = bool(strict_references)
         self.__name__ = f"{task.name}_reward" if task is not None else "dapo_env_reward"
+        self.log = UnscorableLog(self.__name__, TRL_UNSCORABLE_OUTCOME)
         self._lock = threading.Lock()
         self._pool: Any = None
 
@@ -97,22 +106,44 @@ class TaskReward:
         task = self.task_id or "route by data_source"
         return f"TaskReward({task}, answer_column={self.answer_column!r}, reward_map={self.reward_map})"
 
+    @property
+    def unscorable(self) -> dict[str, int]:
+        """Rows scored ``None`` so far, by cause (``invalid_reference``, ``verifier_error:<reason>``)."""
+        return dict(self.log.counts)
+
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
-                 completion_ids: Sequence[Any] | None = None, **columns: Any) -> list[float]:
-        """Score ``completions`` against the references in the dataset columns; one float each."""
+                 completion_ids: Sequence[Any] | None = None, **columns: Any) -> list[float | None]:
+        """Score ``completions`` against the references in the dataset columns: one float each, ``None`` for a
+        row whose reference cannot be read (raised instead with ``strict_references=True``) or whose
+        verification errored."""
         if completions is None:
             raise TypeError("the reward function needs completions=...: TRL passes prompts=, completions= and the "
                             "dataset columns as keywords")
-        references = self._references(columns, len(completions))
-        verifiers = self._verifiers(columns, len(completions))
-        references = self._read(references, verifiers, {"prompt": prompts, **columns})
-        results = self._verify(verifiers, [completion_text(c) for c in completions], references)
+        n = len(completions)
+        references = self._references(columns, n)
+        verifiers = self._verifiers(columns, n)
+        prepared = self._read(references, verifiers, {"prompt": prompts, **columns})
+        scorable = [i for i in range(n) if prepared[i] is not _UNREADABLE]
+        texts = [completion_text(c) for c in completions]
+        verified = self._verify([verifiers[i] for i in scorable], [texts[i] for i in scorable],
+                                [prepared[i] for i in scorable])
+        results: list[VerifyResult | None] = [None] * n
+        for i, result in zip(scorable, verified):
+            cause = verification_error(result)
+            if cause is None:
+                results[i] = result
+            else:
+                self.log.record(cause, f"row {i}: the verifier said {result.reason!r}")
         log_metric = columns.get("log_metric")
-        if callable(log_metric) and results:
-            log_metric(f"rewards/{self.__name__}/accuracy", sum(r.correct for r in results) / len(results))
+        if callable(log_metric) and n:
+            scored = [r for r in results if r is not None]
+            if scored:
+                log_metric(f"rewards/{self.__name__}/accuracy", sum(r.correct for r in scored) / len(scored))
+            log_metric(f"rewards/{self.__name__}/unscorable", (n - len(scored)) / n)
         if self.reward_map is None:
-            return [float(r.score) for r in results]
-        return [map_reward(r.score, low=self.reward_map[0], high=self.reward_map[1]) for r in results]
+            return [None if r is None else float(r.score) for r in results]
+        return [None if r is None else map_reward(r.score, low=self.reward_map[0], high=self.reward_map[1])
+                for r in results]
 
     def close(self) -> None:
         """Stop the worker pool (a later call starts a new one)."""
@@ -129,7 +160,7 @@ class TaskReward:
         elif self.answer_column == "answer" and set(self.reference_columns) & set(columns):  # the hub's columns
             references = [None] * n
         else:
-            passed = sorted(k for k in columns if k not in _TRL_KEYWORDS)
+            passed = sorted(k for k in columns if k not in TRL_KEYWORDS)
             raise MissingReferenceColumn(
                 f"no {self.answer_column!r} column among the dataset columns {passed}: pass "
                 f"trl_reward_function(..., answer_column=<the column that holds the reference answers>)"
@@ -140,12 +171,13 @@ class TaskReward:
 
     def _read(self, references: list[Any], verifiers: list[Any], columns: Mapping[str, Any]) -> list[Any]:
         """Each reference through its task's reader (the hub dataset's own format), with the row's other columns
-        (and its prompt: HumanEval's prompt is the stub a completion may continue)."""
+        (and its prompt: HumanEval's prompt is the stub a completion may continue), then its verifier's
+        ``prepare_reference``. An unreadable one is ``_UNREADABLE`` (logged and counted), or raises with
+        ``strict_references=True``."""
         n = len(references)
-        rows = [{k: v[i] for k, v in columns.items() if k not in _TRL_KEYWORDS and isinstance(v, Sequence)
+        rows = [{k: v[i] for k, v in columns.items() if k not in TRL_KEYWORDS and isinstance(v, Sequence)
                  and not isinstance(v, str) and len(v) == n} for i in range(n)]
         if self.verifier is not None:
-            tasks: list[Any] = [None] * n
             readers = [self.reader] * n
         else:
             sources = list(columns["data_source"]) if columns.get("data_source") is not None else [None] * n
@@ -153,8 +185,19 @@ class TaskReward:
             tasks = [task_for_data_source(s, extra_info=e, data_source_tasks=self.data_source_tasks)
                      for s, e in zip(sources, infos)]
             readers = [t.reference_reader if t is not None else None for t in tasks]
-        return [reader(code_reference(v, ref), row) if reader is not None else ref
-                for reader, v, ref, row in zip(readers, verifiers, references, rows)]
+        prepared: list[Any] = []
+        for i, (reader, verifier, reference, row) in enumerate(zip(readers, verifiers, references, rows)):
+            try:
+                reference = reader(code_reference(verifier, reference), row) if reader is not None else reference
+                reference = code_reference(verifier, reference)
+                prepare = getattr(verifier, "prepare_reference", None)
+                prepared.append(prepare(reference) if prepare is not None else reference)
+            except InvalidReference as exc:
+                if self.strict_references:
+                    raise InvalidReference(f"reference {i}: {exc}") from None
+                self.log.record(INVALID_REFERENCE, f"reference {i}: {exc}")
+                prepared.append(_UNREADABLE)
+        return prepared
 
     def _verifiers(self, columns: Mapping[str, Any], n: int) -> list[Any]:
         if self.verifier is not None:
@@ -188,12 +231,14 @@ class TaskReward:
             return self._pool.map(verifier, texts, references)
 
 
-_TRL_KEYWORDS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+TRL_KEYWORDS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+_UNREADABLE = object()  # a row whose reference could not be read
 
 
 def trl_reward_function(task_or_id: str | Task | None = None, *, answer_column: str = "answer",
                         reward_map: tuple[float, float] | None = None, workers: int = 0,
-                        timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None) -> TaskReward:
+                        timeout_s: float = 10.0, data_source_tasks: Mapping[str, str] | None = None,
+                        strict_references: bool = False) -> TaskReward:
     """A TRL reward function that scores completions with a task's verifier.
 
     Args:
@@ -210,10 +255,17 @@ def trl_reward_function(task_or_id: str | Task | None = None, *, answer_column: 
             ``if __name__ == "__main__":`` guard (the workers start with ``forkserver``).
         timeout_s: per-item limit in worker processes.
         data_source_tasks: extra ``data_source -> task id`` routes (with ``task_or_id=None``).
+        strict_references: raise :class:`~dapo_env.types.InvalidReference` on a reference that cannot be
+            read (naming its index), instead of scoring that row ``None``.
 
     Returns:
-        A :class:`TaskReward` named ``"<task>_reward"`` (TRL logs rewards under ``__name__``). It also
-        logs ``rewards/<name>/accuracy`` through TRL's ``log_metric`` when TRL passes one.
+        A :class:`TaskReward` named ``"<task>_reward"`` (TRL logs rewards under ``__name__``). Works as a
+        reward function of both ``GRPOTrainer`` and ``AsyncGRPOTrainer``. A row whose reference cannot be
+        read, or whose verification errored (the verifier raised, its sandbox failed, it ran past its own time
+        limit), scores ``None``: TRL leaves it out of the advantages; the first row of each cause is warned
+        about (:class:`~dapo_env.interop.InteropWarning`) and all are counted in ``reward.unscorable``. It
+        logs ``rewards/<name>/accuracy`` (over the scored rows) and ``rewards/<name>/unscorable`` (the
+        fraction scored ``None``) through TRL's ``log_metric`` when TRL passes one (``GRPOTrainer`` does).
 
     Example:
         >>> reward = trl_reward_function("Arithmetic-v0")
@@ -222,4 +274,4 @@ def trl_reward_function(task_or_id: str | Task | None = None, *, answer_column: 
         [1.0, 0.0]
     """
     return TaskReward(task_or_id, answer_column=answer_column, reward_map=reward_map, workers=workers,
-                      timeout_s=timeout_s, data_source_tasks=data_source_tasks)
+                      timeout_s=timeout_s, data_source_tasks=data_source_tasks, strict_references=strict_references)

@@ -6,6 +6,12 @@ sample (naive, dapo and prime reward managers, the reward loop) or with plural k
 :func:`verl_compute_score` (alias :data:`compute_score`) takes both. verl may load this file (or the
 package's ``__init__.py``) by path as a module copy under a made-up name: the copy then hands out the
 installed module's objects (see the end of this file).
+
+verl has no way for ``compute_score`` to skip a sample: its naive and dapo reward managers and its reward loop
+write the returned score into the reward tensor (a ``None`` fails there), and its prime manager scores a failed
+or timed-out row 0.0. So a reference that cannot be read raises :class:`~dapo_env.types.InvalidReference`
+naming the data_source and the fix (drop or repair the row in the parquet), and a verification that errored is
+scored 0.0 like verl's own failed rows, warned about once per cause and counted in :data:`UNSCORABLE`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dapo_env.interop.routing import code_reference, route, task_for_data_source, warn_once
+from dapo_env.interop.unscorable import UnscorableLog, verification_error
 from dapo_env.types import InvalidReference
 from dapo_env.wrappers import check_reward_map_args, map_reward
 
@@ -27,6 +34,10 @@ class VerlScore(dict):
             return self["score"]
         raise KeyError(key)
 
+
+UNSCORABLE = UnscorableLog("verl_compute_score", "scored 0.0, as verl cannot skip a sample (counted in "
+                                                 "dapo_env.interop.verl.UNSCORABLE)")
+"""Samples whose verification errored in this process (scored 0.0: verl cannot skip a sample), by cause."""
 
 # Keywords verl itself may add to a compute_score call; accepted and ignored.
 _VERL_EXTRA_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer", "sandbox_fusion_url",
@@ -50,7 +61,10 @@ def verl_compute_score(data_source: Any = None, solution_str: Any = None, ground
     auto math verifier after a one-time warning. ``task``, ``data_source_tasks`` and ``reward_map``
     (``(low, high)``, e.g. ``[-1, 1]`` for DAPO) come from verl's ``custom_reward_function.reward_kwargs``,
     so they reach every worker. A reference of a wrong form raises
-    :class:`~dapo_env.types.InvalidReference` naming the data_source.
+    :class:`~dapo_env.types.InvalidReference` naming the data_source (verl has no way to skip a sample;
+    ``trl_reward_function`` scores such a row ``None`` instead). A verification that errored (the verifier
+    raised, its sandbox failed, it ran past its own limit) scores 0.0, as verl's prime manager scores its
+    failed rows, and is counted in :data:`UNSCORABLE` (warned about once per cause).
 
     Example:
         >>> verl_compute_score("openai/gsm8k", "... so she has 12 left.\\n#### 12", "12", {"index": 0})
@@ -79,14 +93,22 @@ def verl_compute_score(data_source: Any = None, solution_str: Any = None, ground
 
 def _score_one(data_source: Any, solution: str, ground_truth: Any, extra_info: Any, routing: dict[str, Any],
                reward_map: tuple[float, float] | None) -> VerlScore:
+    from dapo_env.verifiers.pool import verify_one
+
     task_id, verifier = route(data_source, extra_info=extra_info, **routing)
     task = task_for_data_source(data_source, extra_info=extra_info, **routing)
     row = extra_info if isinstance(extra_info, Mapping) else {}
     try:
         reference = code_reference(verifier, ground_truth)
-        result = verifier(solution, task.prepare_reference(reference, row) if task is not None else reference)
+        reference = task.prepare_reference(reference, row) if task is not None else reference
+        result = verify_one(verifier, solution, reference)  # a verifier that raises is an error:<Type> result
     except InvalidReference as exc:
-        raise InvalidReference(f"data_source {data_source!r} ({task_id}): {exc}") from None
+        raise InvalidReference(
+            f"data_source {data_source!r} ({task_id}): {exc} (verl cannot skip a sample: drop or repair this row "
+            "in the parquet)") from None
+    cause = verification_error(result)
+    if cause is not None:
+        UNSCORABLE.record(cause, f"data_source {data_source!r} ({task_id}): the verifier said {result.reason!r}")
     score = float(result.score)
     if reward_map is not None:
         score = map_reward(score, low=reward_map[0], high=reward_map[1])
@@ -96,7 +118,7 @@ def _score_one(data_source: Any, solution: str, ground_truth: Any, extra_info: A
 compute_score = verl_compute_score
 """verl's default function name, so ``custom_reward_function.name`` can stay ``compute_score``."""
 
-__all__ = ["VerlScore", "compute_score", "verl_compute_score"]
+__all__ = ["UNSCORABLE", "VerlScore", "compute_score", "verl_compute_score"]
 
 if __name__ != "dapo_env.interop.verl":
     # Loaded from its file path as a module copy (verl's ``custom_reward_function.path`` runs

@@ -19,20 +19,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
-from dapo_env.types import Group, Trajectory
-
-
-class TrainSample(Protocol):
-    """What the learner reads from a sample. Optional attributes: ``logprobs`` (the engine's, per token of
-    ``token_ids``), ``sampled_mask`` (per token of ``token_ids``: 1 sampled by the model, 0 inserted by the
-    environment; absent means all sampled) and ``weights_version`` (the engine's weights version)."""
-
-    prompt_token_ids: Sequence[int] | None
-    token_ids: Sequence[int] | None
+from dapo_env.types import Group, TrainSample, Trajectory
 
 
 def autocast_dtype(precision: str) -> torch.dtype | None:
@@ -118,14 +109,11 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
     versions = torch.full((N,), -1, dtype=torch.int64)
     for i, (c, _) in enumerate(samples):
         L = len(c.token_ids)
-        mask = getattr(c, "sampled_mask", None)
-        sampled[i, :L] = True if mask is None else torch.tensor([bool(m) for m in mask])
-        logprobs = getattr(c, "logprobs", None)
-        if logprobs is not None:
-            rollout[i, :L] = torch.tensor(logprobs, dtype=torch.float32)
+        sampled[i, :L] = True if c.sampled_mask is None else torch.tensor([bool(m) for m in c.sampled_mask])
+        if c.logprobs is not None:
+            rollout[i, :L] = torch.tensor(c.logprobs, dtype=torch.float32)
             has_rollout[i] = True
-        version = getattr(c, "weights_version", None)
-        versions[i] = -1 if version is None else int(version)
+        versions[i] = -1 if c.weights_version is None else int(c.weights_version)
     keep = torch.tensor([1.0 if k else 0.0 for _, k in samples])  # (N,)
     position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)  # (N, P+R)
     token_turns, turn_rewards, turn_mask = turn_layout([c for c, _ in samples], R)
@@ -134,7 +122,7 @@ def build_sequence_batch(groups: Sequence[Group], *, pad_id: int) -> SequenceBat
                          packed.input_ids.shape[1] - R, token_turns, turn_rewards, turn_mask)
 
 
-def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def turn_layout(completions: Sequence[TrainSample], response_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which assistant turn each response token belongs to, and each turn's reward: ``(token_turns (N, R),
     turn_rewards (N, T), turn_mask (N, T))`` (see :class:`SequenceBatch`). A :class:`~dapo_env.types.Trajectory`
     lays out its turns in order (the turn's sampled tokens, then the environment's reply tokens, -1); any other
@@ -148,17 +136,16 @@ def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Te
         >>> tt.tolist(), tr.tolist(), tm.tolist()
         ([[0, 0, -1, 1, -1], [0, -1, -1, -1, -1]], [[0.5, 0.0], [0.0, 0.0]], [[True, True], [True, False]])
     """
-    turns = [getattr(c, "turns", None) if isinstance(c, Trajectory) else None for c in completions]
+    turns = [c.turns if isinstance(c, Trajectory) else None for c in completions]
     T = max((len(t) for t in turns if t is not None), default=1)
     token_turns = torch.full((len(completions), response_len), -1, dtype=torch.int64)  # (N, R)
     turn_rewards = torch.zeros((len(completions), T), dtype=torch.float32)  # (N, T)
     turn_mask = torch.zeros((len(completions), T), dtype=torch.bool)
     for i, (c, episode) in enumerate(zip(completions, turns)):
         if episode is None:  # one turn: its sampled tokens (all of them without a sampled mask)
-            sampled = getattr(c, "sampled_mask", None)
             row = torch.zeros(len(c.token_ids), dtype=torch.int64)
-            token_turns[i, :len(c.token_ids)] = row if sampled is None else row.masked_fill(
-                ~torch.tensor([bool(m) for m in sampled], dtype=torch.bool), -1)
+            token_turns[i, :len(c.token_ids)] = row if c.sampled_mask is None else row.masked_fill(
+                ~torch.tensor([bool(m) for m in c.sampled_mask], dtype=torch.bool), -1)
             turn_mask[i, 0] = True
             continue
         pos = 0
@@ -174,9 +161,10 @@ def turn_layout(completions: Sequence[Any], response_len: int) -> tuple[torch.Te
 #: ``"off"`` every row padded to the whole batch; ``"length"`` rows sorted by length into micro-batches, each
 #: cut to its own longest prompt and response; ``"pack"`` the mini-batch's sequences packed end to end into
 #: rows as long as its longest one (position ids restart at each sequence, so attention stays within it),
-#: ``micro_batch_size`` such rows per forward. The loss and its gradients are the same in all three (global
-#: denominators); only the padding differs.
-PACKINGS = ("off", "length", "pack")
+#: ``micro_batch_size`` such rows per forward; ``"auto"`` (the default) is ``"pack"`` where the model's attention
+#: keeps packed sequences apart, else ``"length"`` (:func:`~dapo_env.learners.algo.logprobs.resolve_packing`).
+#: The loss and its gradients are the same in all of them (global denominators); only the padding differs.
+PACKINGS = ("auto", "off", "length", "pack")
 
 
 def sequence_lengths(batch: SequenceBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,6 +188,9 @@ def micro_batches(batch: SequenceBatch, rows: torch.Tensor, size: int, packing: 
     """
     if packing not in PACKINGS:
         raise ValueError(f"packing {packing!r}: choose one of {PACKINGS}")
+    if packing == "auto":
+        raise ValueError("packing='auto' depends on the model: resolve it first with "
+                         "dapo_env.learners.algo.logprobs.resolve_packing(packing, model)")
     if packing != "off":
         prompt, response = sequence_lengths(batch, rows)
         key = response * (batch.prompt_len + 1) + prompt  # response length first, then prompt length

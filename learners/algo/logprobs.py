@@ -358,17 +358,37 @@ def packed_logprobs_and_entropy(
 PACKED_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
 
 
-def check_packing_support(model: Any) -> None:
-    """Raise ``ValueError`` naming the fix unless packed rows keep ``model``'s sequences apart."""
+def packing_unsupported(model: Any) -> str | None:
+    """Why packed rows would not keep ``model``'s sequences apart (``None``: they do)."""
     try:
         from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401  (transformers >= 4.53)
     except ImportError:
-        raise ValueError("packing='pack' needs transformers >= 4.53 (sequence boundaries read from position ids); "
-                         "use packing='length'") from None
+        return "packing='pack' needs transformers >= 4.53 (sequence boundaries read from position ids)"
     impl = getattr(model.config, "_attn_implementation", None)
     if impl not in PACKED_ATTENTION:
-        raise ValueError(f"packing='pack' needs one of the attention implementations {PACKED_ATTENTION}, the model "
-                         f"uses {impl!r}: use packing='length'")
+        return f"packing='pack' needs one of the attention implementations {PACKED_ATTENTION}, the model uses {impl!r}"
+    return None
+
+
+def check_packing_support(model: Any) -> None:
+    """Raise ``ValueError`` naming the fix unless packed rows keep ``model``'s sequences apart."""
+    if (why := packing_unsupported(model)) is not None:
+        raise ValueError(f"{why}: use packing='length' (or 'auto', which picks it)")
+
+
+def resolve_packing(packing: str, model: Any) -> str:
+    """The micro-batch layout ``packing`` means for ``model``: ``"auto"`` is ``"pack"`` where packing is exact
+    for it (:func:`packing_unsupported` finds nothing), else ``"length"``; other values as given.
+
+    Example:
+        >>> from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
+        >>> model = build_tiny_model(build_tokenizer())
+        >>> resolve_packing("auto", model), resolve_packing("off", model)
+        ('pack', 'off')
+    """
+    if packing != "auto":
+        return packing
+    return "pack" if packing_unsupported(model) is None else "length"
 
 
 @contextlib.contextmanager
@@ -449,6 +469,8 @@ __all__ = [
     "PACKED_ATTENTION",
     "activation_checkpointing",
     "check_packing_support",
+    "packing_unsupported",
+    "resolve_packing",
     "chunked_head_logprobs",
     "naive_logprobs_and_entropy",
     "pack_batch",

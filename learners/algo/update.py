@@ -51,6 +51,7 @@ import torch
 from .batch import SequenceBatch, autocast, layout_logprobs, micro_batch_layouts
 from ..collective import Collective, LocalCollective
 from .losses import get_policy_loss, masked_mean, rollout_correction
+from .logprobs import resolve_packing
 
 #: policy_loss metrics reported by update_policy (``ratio_max`` is left out: a maximum has no share).
 LOSS_METRICS = ("clip_frac_high", "clip_frac_low", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean")
@@ -180,7 +181,7 @@ def _optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
     optimizer.zero_grad(set_to_none=True)
     sums = dict.fromkeys(("loss", "entropy", *LOSS_METRICS, "forward_tokens", "padding_tokens"), 0.0)
     loss_fn = get_policy_loss(cfg.loss)
-    for layout in micro_batch_layouts(batch, rows, cfg.micro_batch_size, cfg.packing):
+    for layout in micro_batch_layouts(batch, rows, cfg.micro_batch_size, resolve_packing(cfg.packing, model)):
         sub = layout.rows
         sums["forward_tokens"] += layout.total_tokens
         sums["padding_tokens"] += layout.padding_tokens

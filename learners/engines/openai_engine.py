@@ -9,8 +9,14 @@ requests to a server, one request per sample, at most ``concurrency`` in flight:
   (``vllm/entrypoints/openai/completion/protocol.py``, 0.32): ``return_token_ids`` (the choice's
   ``token_ids`` and ``prompt_token_ids``), ``logprobs: 0`` (the sampled token's log-prob in
   ``logprobs.token_logprobs``) and ``stop_token_ids`` (every EOS id of the tokenizer);
-- **chat** (``/v1/chat/completions``): the prompt as one user message, or a multi-turn episode's messages;
-  text only (evaluation).
+- **chat** (``/v1/chat/completions``): the prompt as one user message (after the engine's ``system_prompt``,
+  if any), or a multi-turn episode's messages; text only (evaluation). A reasoning server's
+  ``reasoning_content`` (vLLM's and SGLang's reasoning parsers, DeepSeek-style APIs; ``reasoning`` in newer
+  vLLM) comes back apart from the content, in :class:`ServedCompletion`'s ``reasoning``.
+
+Every answer is a :class:`ServedCompletion` carrying the server's ``usage`` for that sample (prompt, completion
+and reasoning tokens, when the server reports them). ``rpm``/``tpm`` pace the requests (:mod:`.pacing`), and a
+429 pauses every request of the engine for the server's ``Retry-After``.
 
 ``api="auto"`` uses completions and falls back to chat when the server has no completions route (404/405/
 501). Every request has a timeout (``timeout_s``) and is retried on connection errors, timeouts, 5xx, 429
@@ -57,6 +63,7 @@ from dapo_env.types import Completion
 
 from .engine_io import WeightsLike
 from .base import SamplingParams
+from .pacing import Pacer, estimate_tokens
 
 
 APIS = ("auto", "completions", "chat")
@@ -78,9 +85,9 @@ class EndpointError(OSError):
 class _Retryable(Exception):
     """One attempt failed in a way worth retrying; ``retry_after``: the server's ``Retry-After`` header."""
 
-    def __init__(self, cause: str, retry_after: str | None = None) -> None:
+    def __init__(self, cause: str, retry_after: str | None = None, status: int | None = None) -> None:
         super().__init__(cause)
-        self.retry_after = retry_after
+        self.retry_after, self.status = retry_after, status
 
 
 class NoRoute(Exception):
@@ -99,6 +106,26 @@ class FailedCompletion(Completion):
     """
 
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedCompletion(Completion):
+    """A served answer with what the server said about it beyond the text.
+
+    Attributes:
+        reasoning: the server's ``reasoning_content`` (or ``reasoning``) of a chat answer, apart from ``text``;
+            ``None`` when it sent none.
+        usage: the server's token counts for this sample, ``{"prompt_tokens", "completion_tokens",
+            "reasoning_tokens"}`` (a count the server did not report is ``None``); ``None`` when the answer had
+            no ``usage`` or served several samples in one request.
+
+    Example:
+        >>> ServedCompletion("4", reasoning="2 + 2", usage={"prompt_tokens": 9}).reasoning
+        '2 + 2'
+    """
+
+    reasoning: str | None = None
+    usage: Mapping[str, int | None] | None = None
 
 
 def endpoint_error(completion: Completion) -> str | None:
@@ -140,6 +167,7 @@ class EndpointConfig:
         samples_per_request: send a prompt's ``n`` samples in one request (``n`` field; vLLM gives sample ``j``
             the seed ``seed + j``): ``n`` times fewer requests (server-mode training), a failure takes the
             whole group; default: one request per sample.
+        rpm, tpm: the most requests and tokens per minute (:class:`~.pacing.Pacer`); ``None``: no limit.
     """
 
     base_url: str
@@ -154,6 +182,8 @@ class EndpointConfig:
     on_error: str = "raise"
     require_token_ids: bool = False
     samples_per_request: bool = False
+    rpm: float | None = None
+    tpm: float | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
@@ -168,7 +198,9 @@ class EndpointConfig:
                   (self.timeout_s > 0, f"timeout_s {self.timeout_s}: must be > 0"),
                   (self.retries >= 0, f"retries {self.retries}: must be >= 0"),
                   (0 <= self.backoff_s <= self.max_backoff_s, "backoff: need 0 <= backoff_s <= max_backoff_s"),
-                  (bool(self.api_key_env), "api_key_env: name an environment variable (e.g. OPENAI_API_KEY)")]
+                  (bool(self.api_key_env), "api_key_env: name an environment variable (e.g. OPENAI_API_KEY)"),
+                  (self.rpm is None or self.rpm > 0, f"rpm {self.rpm}: must be > 0 (or left out: no limit)"),
+                  (self.tpm is None or self.tpm > 0, f"tpm {self.tpm}: must be > 0 (or left out: no limit)")]
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"endpoint {message}")
@@ -181,10 +213,12 @@ class EndpointConfig:
 
 class HTTPClient:
     """JSON over HTTP(S) with the config's timeout, retries and backoff; one connection per attempt
-    (thread-safe: nothing is shared between calls)."""
+    (thread-safe: nothing but the pacer is shared between calls). Every attempt first waits for the pacer
+    (``rpm``/``tpm``, and the pause after a 429); a 429 pauses the pacer for everyone."""
 
-    def __init__(self, config: EndpointConfig) -> None:
+    def __init__(self, config: EndpointConfig, pacer: Pacer | None = None) -> None:
         self.config = config
+        self.pacer = pacer if pacer is not None else Pacer(rpm=config.rpm, tpm=config.tpm)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -210,7 +244,7 @@ class HTTPClient:
             conn.close()
         if response.status in _RETRY_STATUS:
             detail = f": {_snippet(data, 300)}" if response.status == 500 and data else ""
-            raise _Retryable(f"HTTP {response.status}{detail}", response.getheader("Retry-After"))
+            raise _Retryable(f"HTTP {response.status}{detail}", response.getheader("Retry-After"), response.status)
         if response.status in _NO_ROUTE:
             raise NoRoute(f"HTTP {response.status} for {parts.path}")
         if response.status >= 400:
@@ -227,15 +261,41 @@ class HTTPClient:
         cfg = self.config
         retries = cfg.retries if retries is None else retries
         body = None if payload is None else json.dumps(payload).encode()
+        estimate = _prompt_tokens_estimate(payload)
         for attempt in range(retries + 1):
+            if payload is not None:
+                self.pacer.acquire(estimate)
             try:
-                return self._attempt(method, url, body, timeout or cfg.timeout_s)
+                answer = self._attempt(method, url, body, timeout or cfg.timeout_s)
             except _Retryable as exc:
                 if attempt == retries:
                     raise EndpointError(f"{exc} ({attempt + 1} attempt{'s' * bool(attempt)} to {url})") from None
-                time.sleep(backoff_delay(attempt, base=cfg.backoff_s, cap=cfg.max_backoff_s,
-                                         retry_after=exc.retry_after))
+                delay = backoff_delay(attempt, base=cfg.backoff_s, cap=cfg.max_backoff_s, retry_after=exc.retry_after)
+                if exc.status == 429:  # the server asks everyone to wait: the next acquire() waits for it
+                    self.pacer.pause(delay)
+                else:
+                    time.sleep(delay)
+                continue
+            if payload is not None:
+                usage = answer.get("usage") if isinstance(answer, dict) else None
+                total = usage.get("total_tokens") if isinstance(usage, dict) else None
+                self.pacer.settle(estimate, total if isinstance(total, int) else None)
+            return answer
         raise AssertionError("unreachable")
+
+
+def _prompt_tokens_estimate(payload: Mapping[str, Any] | None) -> int:
+    """The pacer's estimate of a request's prompt tokens: its prompt's or messages' text (token ids counted as
+    they are)."""
+    if payload is None:
+        return 0
+    prompt = payload.get("prompt")
+    if isinstance(prompt, list):
+        return max(1, len(prompt))
+    if isinstance(prompt, str):
+        return estimate_tokens(prompt)
+    messages = payload.get("messages") or []
+    return estimate_tokens("".join(str(m.get("content") or "") for m in messages if isinstance(m, dict)))
 
 
 def _snippet(data: bytes, limit: int = 120) -> str:
@@ -266,6 +326,7 @@ class OpenAIEngine:
             as in the in-process engines. Without it prompts go as text.
         eos_token_ids: extra ids that end a response (with a tokenizer).
         add_special_tokens: how the tokenizer encodes prompts (as the in-process engines).
+        system_prompt: a system message sent before each prompt over the chat API (the task's, in an eval).
 
     Example:
         >>> engine = OpenAIEngine(EndpointConfig(base_url="http://127.0.0.1:9", model="m"))
@@ -274,9 +335,10 @@ class OpenAIEngine:
     """
 
     def __init__(self, config: EndpointConfig, tokenizer: Any = None, *, eos_token_ids: Iterable[int] = (),
-                 add_special_tokens: bool = True) -> None:
+                 add_special_tokens: bool = True, system_prompt: str | None = None) -> None:
         self.config = config
         self.client = HTTPClient(config)
+        self.system_prompt = system_prompt
         self.tokenizer = tokenizer
         self.add_special_tokens = add_special_tokens
         self.eos_token_ids: tuple[int, ...] = ()
@@ -438,7 +500,8 @@ class OpenAIEngine:
             if not isinstance(call.prompt, str):
                 raise EndpointError("the server speaks chat only, which takes text: build the engine without a "
                                     "tokenizer (text prompts)")
-            messages = ({"role": "user", "content": call.prompt},)
+            system = ({"role": "system", "content": self.system_prompt},) if self.system_prompt else ()
+            messages = (*system, {"role": "user", "content": call.prompt})
         try:
             return self._chat(messages, call, sampling)
         except NoRoute as exc:
@@ -521,12 +584,14 @@ class OpenAIEngine:
             if not isinstance(message, dict):
                 raise EndpointError(f"malformed chat answer: no message in {str(choice)[:120]}")
             text = from_openai_message(message, fmt) if fmt else (message.get("content") or "")
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
             out.append(self._completion({**choice, "text": text}, answer if call.n == 1 else {}, None, None, None,
-                                        call.budget))
+                                        call.budget, reasoning=reasoning if isinstance(reasoning, str) else None))
         return out
 
     def _completion(self, choice: Mapping[str, Any], answer: Mapping[str, Any], ids: Sequence[int] | None,
-                    logprobs: Sequence[float] | None, prompt_ids: Sequence[int] | None, budget: int) -> Completion:
+                    logprobs: Sequence[float] | None, prompt_ids: Sequence[int] | None, budget: int, *,
+                    reasoning: str | None = None) -> Completion:
         text = choice.get("text")
         if not isinstance(text, str):
             raise EndpointError(f"malformed answer: choice has no text ({str(choice)[:120]})")
@@ -538,12 +603,32 @@ class OpenAIEngine:
         if self.config.require_token_ids and (ids is None or logprobs is None):
             raise EndpointError(f"{self.config.base_url} returned no token ids or log-probs for a sample; training "
                                 "needs both (serve the model with vLLM)")
-        return Completion(text=text, num_tokens=int(count) if isinstance(count, int) else None,
-                          finish_reason="length" if cut else "stop",
-                          token_ids=None if ids is None else tuple(int(t) for t in ids),
-                          logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
-                          prompt_token_ids=None if prompt_ids is None else tuple(int(t) for t in prompt_ids),
-                          weights_version=self.weights_version)
+        return ServedCompletion(text=text, num_tokens=int(count) if isinstance(count, int) else None,
+                                finish_reason="length" if cut else "stop",
+                                token_ids=None if ids is None else tuple(int(t) for t in ids),
+                                logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
+                                prompt_token_ids=None if prompt_ids is None else tuple(int(t) for t in prompt_ids),
+                                weights_version=self.weights_version, reasoning=reasoning, usage=_usage(usage))
+
+
+def _usage(usage: Any) -> dict[str, int | None] | None:
+    """A sample's token counts from an answer's ``usage`` (OpenAI's fields; reasoning tokens from
+    ``completion_tokens_details``), or ``None`` when it has none.
+
+    Example:
+        >>> _usage({"prompt_tokens": 5, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 6}})
+        {'prompt_tokens': 5, 'completion_tokens': 9, 'reasoning_tokens': 6}
+    """
+    if not isinstance(usage, dict) or not usage:
+        return None
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+
+    def count(value: Any) -> int | None:
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    return {"prompt_tokens": count(usage.get("prompt_tokens")), "completion_tokens": count(usage.get("completion_tokens")),
+            "reasoning_tokens": count(reasoning)}
 
 
 def _choices(answer: Any, n: int) -> list[Mapping[str, Any]]:
@@ -578,4 +663,4 @@ def build_openai(model: Any, tokenizer: Any, *, device: Any = None, seed: int = 
 
 
 __all__ = ["APIS", "ENDPOINT_ERROR", "EndpointConfig", "EndpointError", "FailedCompletion", "HTTPClient",
-           "OpenAIEngine", "backoff_delay", "build_openai", "endpoint_error"]
+           "OpenAIEngine", "ServedCompletion", "backoff_delay", "build_openai", "endpoint_error"]

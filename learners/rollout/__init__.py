@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_SETUP_NAMES = ("POLICY_STEP", "chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env",
+_SETUP_NAMES = ("chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env",
                 "make_group_env", "make_sampler", "resolve_task", "shaping_options", "stamp_step", "task_with")
 
 

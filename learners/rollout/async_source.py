@@ -48,7 +48,7 @@ from dapo_env.schedule import PromptSchedule
 from dapo_env.types import RolloutBatch
 
 from ..metrics import staleness_metrics  # noqa: F401  (re-exported: its historical home)
-from .setup import POLICY_STEP, stamp_step
+from .setup import stamp_step
 from .worker import RolloutWorker, WorkerLost
 from .threads import LEARNER, WORKER, ThreadBudget, mean_threads
 
@@ -468,7 +468,7 @@ class _GroupExecutor:
             return [[dataclasses.replace(c, weights_version=stamp) for c in row] for row in rows]
 
         start = time.perf_counter()
-        groups = self.env.rollout(grouped(generate_n, self.env.group_size))
+        groups = self.env.rollout(grouped(generate_n, self.env.group_size)).groups
         total = time.perf_counter() - start
         return RoundResult(request.round, request.policy_step, tuple(groups), generate_s, total - generate_s)
 
@@ -525,5 +525,5 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
                             threads=threads)
 
 
-__all__ = ["MAX_CONSECUTIVE_LOSSES", "POLICY_STEP", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
+__all__ = ["MAX_CONSECUTIVE_LOSSES", "AsyncGroupSource", "GroupRolloutJob", "RoundRequest", "RoundResult",
            "engine_copy", "make_async_source", "staleness_metrics"]

@@ -22,9 +22,6 @@ from dapo_env.types import Group
 
 from ..config import TrainConfig
 
-#: ``info`` key of every training sample: the training step whose weights generated it (its ``policy_step``).
-POLICY_STEP = "policy_step"
-
 
 def resolve_task(cfg: TrainConfig) -> Any:
     """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
@@ -166,16 +163,16 @@ def _context_fix(cfg: TrainConfig, longest: int, positions: int, budget_field: s
 
 
 def stamp_step(group: Group, step: int) -> Group:
-    """``group`` with ``info["policy_step"] = step`` on every sample (kept through checkpoints: the staleness
-    of carried-over groups survives a resume).
+    """``group`` with ``policy_step = step`` (kept through checkpoints: the staleness of carried-over groups
+    survives a resume).
 
     Example:
         >>> from dapo_env.types import Completion
         >>> g = Group("1", "p", (Completion("a"),), (1.0,), (True,), (True,), ({"score": 1.0},))
-        >>> stamp_step(g, 7).infos[0]
-        {'score': 1.0, 'policy_step': 7}
+        >>> stamp_step(g, 7).policy_step
+        7
     """
-    return dataclasses.replace(group, infos=tuple({**dict(info), POLICY_STEP: int(step)} for info in group.infos))
+    return dataclasses.replace(group, policy_step=int(step))
 
 
 def make_sampler(cfg: TrainConfig, source: Any) -> Any:
@@ -205,17 +202,5 @@ def partial_batch_advice(cfg: TrainConfig) -> str:
 
 
 
-__all__ = [
-    "POLICY_STEP",
-    "chat_tokenizer",
-    "check_context",
-    "is_multi_turn",
-    "make_episode_env",
-    "make_group_env",
-    "make_sampler",
-    "partial_batch_advice",
-    "resolve_task",
-    "shaping_options",
-    "stamp_step",
-    "task_with",
-]
+__all__ = ["chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env", "make_group_env",
+           "make_sampler", "partial_batch_advice", "resolve_task", "shaping_options", "stamp_step", "task_with"]

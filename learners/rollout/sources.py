@@ -19,7 +19,7 @@ Example:
     >>> source = make_rollout_source(cfg, resolve_task(cfg), engine, tokenizer=tok)
     >>> source.publish(3, {})  # in-process: the step stamps the groups; the engine already holds the weights
     >>> batch = source.rollout((0, 0))
-    >>> len(batch.groups), {i["policy_step"] for g in batch.groups for i in g.infos}
+    >>> len(batch.groups), {g.policy_step for g in batch.groups}
     (2, {3})
     >>> source.close()
 """
@@ -58,13 +58,17 @@ class ResponseGeneration:
         return play_round(env, generate, seed=seed)
 
 
+#: The episode env's stats a training step records (the report plots them); the rest stay the env's.
+EPISODE_METRICS = ("episode/turns_mean", "episode/env_tokens", "episode/solved_share")
+
+
 class TurnGeneration:
     """Multi-turn episodes: every live episode's next turn through ``engine.generate_turns`` (each episode's KV
     cache kept between its turns, released when the round's episodes have ended), seeded per turn.
-    The round's stats add the episodes' ``episode/turns_mean``, ``episode/env_tokens`` and
-    ``episode/solved_share``, and for a task with tools the round's tool use (``tool/calls_per_episode``,
-    ``tool/no_call_share``, ``tool/failed_share``, ``tool/<status>_share``, ``tool/tool_errors``:
-    :func:`~dapo_env.tools.tool_use_stats`)."""
+    The round's stats keep the episode env's ``episode/turns_mean``, ``episode/env_tokens`` and
+    ``episode/solved_share`` (:data:`EPISODE_METRICS`), and for a task with tools the round's tool use
+    (``tool/calls_per_episode``, ``tool/no_call_share``, ``tool/failed_share``, ``tool/<status>_share``,
+    ``tool/tool_errors``: :func:`~dapo_env.tools.tool_use_stats`)."""
 
     def __init__(self, engine: Any, sampling: Any, *, seed: int) -> None:
         self.engine, self.sampling, self.seed = engine, sampling, seed
@@ -76,17 +80,16 @@ class TurnGeneration:
 
         batch = play_round(env, generate, seed=seed)
         self.engine.release()
-        episodes = env.rollout_stats  # the round's episodes (EpisodeGroupEnv)
-        stats = {f"episode/{k}": float(episodes[k]) for k in ("turns_mean", "env_tokens", "solved_share")}
-        stats.update({k: float(v) for k, v in episodes.items() if k.startswith("tool/")})  # tool tasks only
-        return RolloutBatch(batch.groups, {**batch.stats, **stats})
+        kept = {k: float(v) for k, v in batch.stats.items()
+                if not k.startswith("episode/") or k in EPISODE_METRICS}
+        return RolloutBatch(batch.groups, kept)
 
 
 class EngineSource:
     """A :class:`~dapo_env.sampler.RolloutSource` that generates in the learner's process: the group env shows
     prompts, ``generation`` samples them with the trainer's engine (which the trainer keeps in sync after
     every optimizer step), the env verifies and shapes. Every group is stamped with the training step whose
-    weights generated it (``info["policy_step"]``, from :meth:`publish`).
+    weights generated it (``Group.policy_step``, from :meth:`publish`).
 
     Args:
         env: the group env (:func:`make_group_env`).
@@ -138,4 +141,4 @@ def make_rollout_source(cfg: TrainConfig, task: Any, engine: Any, *, tokenizer: 
     return EngineSource(make_group_env(cfg, task, tokenizer), generation, seed=cfg.seed)
 
 
-__all__ = ["EngineSource", "ResponseGeneration", "TurnGeneration", "make_rollout_source", "round_sampling"]
+__all__ = ["EPISODE_METRICS", "EngineSource", "ResponseGeneration", "TurnGeneration", "make_rollout_source", "round_sampling"]

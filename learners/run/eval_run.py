@@ -310,7 +310,8 @@ def _units(count: int, settings: EvalSettings) -> list[tuple[bool, int, int]]:
 
 def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: EvalSettings, out_dir: str | Path, *,
              tokenizer: Any = None, identity: Mapping[str, Any] | None = None, overwrite: bool = False,
-             progress: bool = True, messages: bool = False) -> EvalOutcome:
+             progress: bool = True, messages: bool = False, served: bool = False, count_tokenizer: Any = None,
+             judge: Any = None) -> EvalOutcome:
     """Evaluate ``problems`` with ``engine`` into ``out_dir`` (resuming what is there), then summarise.
 
     Args:
@@ -325,6 +326,10 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
         overwrite: start over instead of resuming.
         progress: show a progress bar (responses done / total; failed requests shown apart).
         messages: play multi-turn episodes from their chat messages without a tokenizer (an endpoint).
+        served: the answers come from a server: grade their final content, keep reasoning and token usage per
+            record (:mod:`.served`); ``count_tokenizer`` counts what the server does not report.
+        judge: a :class:`~dapo_env.learners.run.judge.Judge` asked about the rules' negatives once generation is
+            done (also those a previous run of the eval left unjudged or with a judge error).
 
     A sample whose request failed is written with ``reason="error:endpoint: <cause>"`` and summarised apart
     (:func:`summarize_eval`); a rerun re-runs exactly those samples and the missing ones.
@@ -361,13 +366,15 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             # a unit whose only gaps are failed requests re-runs those problems alone (an endpoint engine's
             # samples do not depend on the other prompts of a call); otherwise the whole unit, as first run
             targets = missing if all((i, greedy) in retry_keys for i in missing) else list(range(start, stop))
-            records = evaluate(engine, task, [problems[i] for i in targets], samples=count, tokenizer=chat,
+            result = evaluate(engine, task, [problems[i] for i in targets], samples=count, tokenizer=chat,
                                temperature=0.0 if greedy else settings.temperature, top_p=settings.top_p,
                                seed=0 if greedy else derive_seed(settings.seed, start, 1),
                                max_response_tokens=settings.max_response_tokens, max_turns=settings.max_turns,
-                               max_episode_tokens=settings.max_episode_tokens, messages=messages).records
-            fresh = [dict(asdict(r), index=targets[offset // count], greedy=greedy)
-                     for offset, r in enumerate(records)]
+                               max_episode_tokens=settings.max_episode_tokens, messages=messages, served=served,
+                               count_tokenizer=count_tokenizer)
+            extras = result.extras or ({},) * len(result.records)
+            fresh = [dict(asdict(r), index=targets[offset // count], greedy=greedy, **extra)
+                     for offset, (r, extra) in enumerate(zip(result.records, extras))]
             fresh = [r for r in fresh if (r["index"], greedy, r["sample"]) not in done]
             _append(out_dir / SAMPLES_FILE, fresh)
             graded, errors = _split_failed(fresh)
@@ -380,9 +387,26 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
             bar.update(len(fresh))
     finally:
         bar.close()
+    if judge is not None:
+        _judge_pass(judge, out_dir, problems, progress)
     summary = summarize_eval(read_samples(out_dir / SAMPLES_FILE), task, settings, len(problems), manifest["model"])
     _write_atomic(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
     return EvalOutcome(out_dir, summary)
+
+
+def _judge_pass(judge: Any, out_dir: Path, problems: Sequence[Problem], progress: bool) -> None:
+    """Ask the judge about every latest record the rules scored 0 that has no verdict yet; append the judged
+    records (the last record of a sample wins)."""
+    from .judge import wants_judge
+
+    latest = {(r["index"], bool(r["greedy"]), r["sample"]): r for r in read_samples(out_dir / SAMPLES_FILE)}
+    todo = [r for r in latest.values() if r["index"] < len(problems) and wants_judge(r)]
+    if not todo:
+        return
+    if progress:
+        print(f"judge: asking {judge.settings.model} about {len(todo)} answer(s) the rules scored 0", flush=True)
+    judged = judge.judge(todo, [r["prompt"] for r in todo], [problems[r["index"]].answer for r in todo])
+    _append(out_dir / SAMPLES_FILE, judged)
 
 
 def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: EvalSettings, count: int,
@@ -397,10 +421,11 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
     """
     records = [r for r in records if r["index"] < count and (r["greedy"] or r["sample"] < settings.n)]
     graded, failed = _split_failed(records)
+    same = answer_equivalence(task.verifier)
     incomplete = {r["index"] for r in failed if not r["greedy"]}
     greedy_failed = {r["index"] for r in failed if r["greedy"]}
-    scored = [r for r in graded if (r["index"] not in greedy_failed if r["greedy"] else r["index"] not in incomplete)]
-    summary = summarize_records(scored, same=answer_equivalence(task.verifier))
+    scored = _scored(graded, failed)
+    summary = summarize_records(scored, same=same)
     if failed:
         notes = [f"{len(failed)} request(s) failed after their retries (reason error:endpoint): not answers, kept out "
                  "of every metric; rerun the same command to re-run exactly them"]
@@ -413,11 +438,52 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
               for r in sorted(failed, key=lambda r: (r["index"], not r["greedy"], r["sample"]))]
     from .heldout import describe_eval_rows
 
+    extra: dict[str, Any] = {}
+    latest = [*graded, *failed]
+    if any("usage" in r for r in latest):
+        from .served import usage_totals
+
+        pricing = dict(model.get("pricing") or {})
+        extra["usage"] = usage_totals(latest, price_in=pricing.get("price_in"), price_out=pricing.get("price_out"))
+    if model.get("endpoint"):
+        from .served import short_answer_warning
+
+        warning = short_answer_warning(graded, model.get("api"))
+        extra["warnings"] = [warning] if warning else []
+    if any(r.get("judge") for r in graded):
+        extra["judge"] = _judge_summary(graded, failed, same)
     return {**summary, "task": settings.task, "split": settings.split,
             "rows": describe_eval_rows(task, settings.split, settings.task_kwargs), **model,
             "failed": {"samples": len(failed), "list": listed},
             "stats": {"greedy": _length_stats(scored, True), "sampled": _length_stats(scored, False)},
-            "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
+            **extra, "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
+
+
+def _scored(graded: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The graded records that count: a failed greedy response leaves its problem out of ``greedy``, a failed
+    sample leaves its problem out of pass@k/avg@k/maj@k."""
+    incomplete = {r["index"] for r in failed if not r["greedy"]}
+    greedy_failed = {r["index"] for r in failed if r["greedy"]}
+    return [r for r in graded if (r["index"] not in greedy_failed if r["greedy"] else r["index"] not in incomplete)]
+
+
+def _judge_summary(graded: Sequence[Mapping[str, Any]], failed: Sequence[Mapping[str, Any]],
+                   same: Any) -> dict[str, Any]:
+    """Rule+judge metrics (a judge error kept out as a failed request is), flips and judge errors."""
+    from .judge import judge_error, judged_correct
+
+    errors = [r for r in graded if judge_error(r)]
+    fine = [{**r, "correct": judged_correct(r)} for r in graded if not judge_error(r)]
+    summary = summarize_records(_scored(fine, [*failed, *errors]), same=same)
+    models = sorted({r["judge"]["model"] for r in graded if r.get("judge")})
+    notes = list(summary["notes"])
+    if errors:
+        notes.append(f"{len(errors)} judge error(s) (the judge failed or gave no verdict): kept out of the rule+judge "
+                     "scores like failed requests; rerun the same command to ask the judge again")
+    return {"model": models[0] if len(models) == 1 else models, "metrics": summary["metrics"],
+            "problems": summary["problems"], "asked": sum(bool(r.get("judge")) for r in graded),
+            "flipped": sum(1 for r in graded if (r.get("judge") or {}).get("verdict") is True and not r["correct"]),
+            "errors": len(errors), "notes": notes}
 
 
 # --- a checkpoint, end to end ---------------------------------------------------------------------------
@@ -518,43 +584,96 @@ def evaluate_checkpoint(model: str | Path, *, out_dir: str | Path | None = None,
     return EvalOutcome(outcome.out_dir, outcome.summary, publish_summary(ckpt, outcome))
 
 
-def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None = None, api: str = "auto",
+def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None = None, api: str | None = None,
                       concurrency: int = 8, timeout_s: float = 120.0, retries: int = 4,
                       api_key_env: str = "OPENAI_API_KEY", overwrite: bool = False, progress: bool = True,
-                      **overrides: Any) -> EvalOutcome:
+                      rpm: float | None = None, tpm: float | None = None, price_in: float | None = None,
+                      price_out: float | None = None, tokenizer: str | None = None, judge_endpoint: str | None = None,
+                      judge_model: str | None = None, **overrides: Any) -> EvalOutcome:
     """Evaluate the model an OpenAI-compatible server serves (``dapo-env eval --endpoint URL --model NAME``).
 
-    The records, summary and resume are :func:`run_eval`'s. Prompts are rendered by the task and sent as text:
-    to the completions API (the server tokenizes them as an in-process engine would), or to the chat API
-    with ``chat_template`` (the server applies its template) or when the server has no completions API.
-    A multi-turn task is played as episodes over the chat API (the env's replies as messages). A request
-    that fails after its retries is recorded as ``error:endpoint`` and re-run by the next run of the command.
+    The model is asked as its users ask it: over the **chat API** (the task's prompt as the user message, after
+    the task's system prompt if it has one; the server applies its own chat template). ``api="completions"``
+    sends the rendered prompt as raw text to ``/v1/completions`` (what a base model or a run's own checkpoint
+    was trained on; ``chat_template=False`` in ``overrides`` means the same), ``"auto"`` completions falling
+    back to chat. A multi-turn task is played as episodes over chat. The records, summary and resume are
+    :func:`run_eval`'s; what is graded is the final content (reasoning kept apart, :mod:`.served`), with each
+    sample's token usage. A request that fails after its retries is recorded as ``error:endpoint`` and re-run
+    by the next run of the command.
 
     Args:
         base_url: the server's OpenAI base URL (``http://127.0.0.1:8000/v1``).
         model: the served model's name.
         out_dir: the eval folder (default ``evals/<model>-<task>-<split>-n<K>``).
-        api, concurrency, timeout_s, retries, api_key_env: see
+        api: ``"chat"`` (default), ``"completions"`` or ``"auto"``.
+        concurrency, timeout_s, retries, api_key_env, rpm, tpm: see
             :class:`~dapo_env.learners.engines.openai_engine.EndpointConfig`.
+        price_in, price_out: prices per million prompt / completion tokens: the summary's ``usage.cost``.
+        tokenizer: a tokenizer folder that counts the tokens the server does not report.
+        judge_endpoint, judge_model: a judge model asked about the rules' negatives (:mod:`.judge`).
         overrides: :class:`EvalSettings` fields (``task`` is required).
     """
-    from ..engines.openai_engine import EndpointConfig, OpenAIEngine
+    from ..engines.openai_engine import APIS, EndpointConfig, OpenAIEngine
+    from ..engines.pacing import Pacer
     from ..rollout.setup import is_multi_turn
 
     if "task" not in overrides:
         raise ValueError("an endpoint eval needs --task (e.g. --task GSM8K-v0)")
+    template, explicit = overrides.get("chat_template"), api
+    if api is None:
+        api = "completions" if template is False else "chat"
+    if api not in APIS:
+        raise ValueError(f"api {api!r}: choose one of {APIS}")
+    if template is not None and template != (api == "chat"):
+        raise ValueError(f"--api {api} and --{'' if template else 'no-'}chat-template disagree: with --endpoint, "
+                         "--api chat is the server's chat template and --api completions raw text; pass one of them")
+    overrides["chat_template"] = api == "chat"
     settings = settings_from_run({}, engine="openai", **overrides)
     task = eval_task(settings)
+    if is_multi_turn(task):  # episodes always go over chat (as before: --no-chat-template changes nothing there)
+        if explicit == "completions":
+            raise ValueError(f"{settings.task} is multi-turn: its episodes are played over the chat API; drop --api "
+                             "completions")
+        if judge_endpoint or judge_model:
+            raise ValueError(f"{settings.task} is multi-turn: its environment grades each episode turn by turn, so "
+                             "there is no single answer for a judge; drop --judge-endpoint/--judge-model")
+        api = "chat"
+    if (price_in is None) != (price_out is None) or any(p is not None and p < 0 for p in (price_in, price_out)):
+        raise ValueError("pass both --price-in and --price-out (dollars per million tokens, >= 0), or neither")
     problems = eval_problems(task, settings)
-    chat = settings.chat_template or is_multi_turn(task)
-    config = EndpointConfig(base_url=base_url, model=model, api="chat" if chat else api, concurrency=concurrency,
-                            timeout_s=timeout_s, retries=retries, api_key_env=api_key_env, on_error="record")
-    engine = OpenAIEngine(config)
+    config = EndpointConfig(base_url=base_url, model=model, api=api, concurrency=concurrency, timeout_s=timeout_s,
+                            retries=retries, api_key_env=api_key_env, on_error="record", rpm=rpm, tpm=tpm)
+    engine = OpenAIEngine(config, system_prompt=getattr(task, "system_prompt", None))
+    judge = None
+    if judge_endpoint or judge_model:
+        from .judge import Judge, JudgeSettings
+
+        # the judge shares the evaluated model's pacer when it is the same server (one rate limit)
+        same_server = judge_endpoint and EndpointConfig(base_url=judge_endpoint, model="j").base_url == config.base_url
+        judge = Judge(JudgeSettings(endpoint=judge_endpoint or "", model=judge_model or ""),
+                      concurrency=concurrency, timeout_s=timeout_s, retries=retries, api_key_env=api_key_env,
+                      rpm=rpm, tpm=tpm)
+        if same_server:
+            judge.engine.client.pacer = engine.client.pacer
+    counter = None
+    if tokenizer:
+        from transformers import AutoTokenizer
+
+        counter = AutoTokenizer.from_pretrained(tokenizer)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
     out = out_dir or Path("evals") / f"{safe}-{settings.task}-{settings.split}-n{settings.n}"
-    identity = {"model": model, "endpoint": config.base_url}
-    return run_eval(engine, task, problems, settings, out, identity=identity, overwrite=overwrite, progress=progress,
-                    messages=True)
+    identity: dict[str, Any] = {"model": model, "endpoint": config.base_url, "api": api}
+    if price_in is not None:
+        identity["pricing"] = {"price_in": price_in, "price_out": price_out, "per": "1M tokens"}
+    if judge is not None:
+        identity["judge"] = judge.settings.identity()
+    outcome = run_eval(engine, task, problems, settings, out, identity=identity, overwrite=overwrite,
+                       progress=progress, messages=True, served=True, count_tokenizer=counter, judge=judge)
+    pacer: Pacer = engine.client.pacer
+    if pacer.active or pacer.pauses:
+        outcome.summary["pacing"] = pacer.stats()
+        _write_atomic(outcome.summary_path, json.dumps(outcome.summary, indent=2, default=str))
+    return outcome
 
 
 def publish_summary(ckpt: Checkpoint, outcome: EvalOutcome) -> Path | None:

@@ -112,7 +112,7 @@ def _informative_share(difficulty: bool, steps: int = 60) -> float:
     env = GroupVectorEnv("Arithmetic-v0", num_envs=32, group_size=4, size=120, difficulty=difficulty)
     generate = _population_policy(env, seed=0)
     env.reset(seed=0)
-    informative = [g.informative for _ in range(steps) for g in env.rollout(generate)]
+    informative = [g.informative for _ in range(steps) for g in env.rollout(generate).groups]
     env.close()
     return float(np.mean(informative[len(informative) // 3:]))  # after a first pass over the problems
 
@@ -130,7 +130,7 @@ def test_group_env_difficulty_state_resumes_the_same_draws() -> None:
 
     def run(env, steps):
         generate = _population_policy(env, seed=3)
-        return [g.problem_id for _ in range(steps) for g in env.rollout(generate)]
+        return [g.problem_id for _ in range(steps) for g in env.rollout(generate).groups]
 
     a = GroupVectorEnv("Arithmetic-v0", num_envs=8, group_size=4, size=40, difficulty=True)
     a.reset(seed=5)

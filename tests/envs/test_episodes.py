@@ -37,7 +37,8 @@ def test_rollout_steps_only_live_episodes_and_returns_groups_of_trajectories() -
         return [bisect_text(r) if r.key.endswith(":0") else "Answer: 8" if r.key.endswith(":1") else "hmm"
                 for r in requests]
 
-    groups = env.rollout(generate)
+    played = env.rollout(generate)
+    groups = played.groups
     assert len(groups) == 4 and all(isinstance(g, Group) and g.size == 3 for g in groups)
     assert len(calls) == 5 and len(calls[0]) == 12 and len(calls[-1]) < 12  # finished episodes wait
     ended_at: dict[str, int] = {}
@@ -55,9 +56,9 @@ def test_rollout_steps_only_live_episodes_and_returns_groups_of_trajectories() -
         assert [i["group_id"] for i in group.infos] == [b] * 3
         assert group.infos[2]["reason"] == "no_guess" and group.infos[2]["num_turns"] == 5
         assert group.rewards == tuple(i["score"] for i in group.infos)  # no shaping configured
-    stats = env.rollout_stats
-    assert stats["episodes"] == 12 and stats["generate_calls"] == 5 and stats["turns_max"] == 5
-    assert 4 / 12 <= stats["solved_share"] <= 8 / 12
+    stats = played.stats  # the round's stats travel in what rollout returns
+    assert stats["episode/episodes"] == 12 and stats["episode/generate_calls"] == 5 and stats["episode/turns_max"] == 5
+    assert 4 / 12 <= stats["episode/solved_share"] <= 8 / 12
     env.close()
 
 
@@ -88,10 +89,10 @@ def test_requests_carry_the_conversation_and_stable_unique_keys() -> None:
 def test_bisection_always_solves_and_reply_ignoring_policies_stay_under_k_over_n() -> None:
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=64, group_size=4)
     env.reset(seed=0)
-    groups = [g for _ in range(3) for g in env.rollout(lambda requests: [bisect_text(r) for r in requests])]
+    groups = [g for _ in range(3) for g in env.rollout(lambda requests: [bisect_text(r) for r in requests]).groups]
     assert all(all(g.correct) for g in groups)
     fixed = [g for _ in range(10) for g in env.rollout(
-        lambda requests: [f"Answer: {[8, 4, 12, 2, 14][r.turn]}" for r in requests])]
+        lambda requests: [f"Answer: {[8, 4, 12, 2, 14][r.turn]}" for r in requests]).groups]
     rate = np.mean([c for g in fixed for c in g.correct])
     assert rate <= 5 / 16 + 3 * np.sqrt(5 / 16 * 11 / 16 / 640)
     assert all(not g.informative for g in fixed)  # all G episodes of a problem play the same fixed guesses
@@ -108,7 +109,7 @@ def test_shaping_reward_map_overlong_penalty_and_filter() -> None:
         return [Completion(bisect_text(r), num_tokens=4) if r.key.endswith(":0") else Completion("hm", num_tokens=8)
                 for r in requests]
 
-    for group in env.rollout(generate):
+    for group in env.rollout(generate).groups:
         for traj, reward, mask, solved, info in zip(group.completions, group.rewards, group.loss_mask, group.correct,
                                                     group.infos):
             terms = info["reward_terms"]
@@ -134,7 +135,7 @@ def test_shape_episode_by_hand() -> None:
 def test_verification_runs_in_worker_processes() -> None:
     with EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2, workers=1, timeout_s=30.0) as env:
         env.reset(seed=0)
-        groups = env.rollout(lambda requests: [bisect_text(r) for r in requests])
+        groups = env.rollout(lambda requests: [bisect_text(r) for r in requests]).groups
     assert all(all(g.correct) for g in groups)
 
 
@@ -143,7 +144,7 @@ def test_token_mode_groups_and_json_round_trip() -> None:
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=2, tokenizer=tok, system_prompt="Play.")
     prompts, _ = env.reset(seed=0)
     assert prompts[0].startswith("<|im_start|>system\nPlay.<|im_end|>")
-    groups = env.rollout(ScriptedEngine(tok, bisection_policy()))
+    groups = env.rollout(ScriptedEngine(tok, bisection_policy())).groups
     for group in groups:
         assert group.prompt == prompts[0]
         for traj in group.completions:
@@ -162,20 +163,20 @@ def test_state_dict_resumes_the_same_problems() -> None:
     env.reset(seed=11)
     env.rollout(generate)
     state = json.loads(json.dumps(env.state_dict()))
-    expected = [g.problem_id for _ in range(2) for g in env.rollout(generate)]
+    expected = [g.problem_id for _ in range(2) for g in env.rollout(generate).groups]
     resumed = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=2)
     assert resumed.needs_reset
     resumed.load_state_dict(state)
     assert not resumed.needs_reset
-    assert [g.problem_id for _ in range(2) for g in resumed.rollout(generate)] == expected
+    assert [g.problem_id for _ in range(2) for g in resumed.rollout(generate).groups] == expected
 
 
 def test_a_single_turn_task_gives_one_turn_episodes() -> None:
     env = EpisodeGroupEnv("Arithmetic-v0", num_envs=4, group_size=2, size=20)
     env.reset(seed=0)
-    groups = env.rollout(lambda requests: ["Answer: 0"] * len(requests))
-    assert all(t.num_turns == 1 for g in groups for t in g.completions)
-    assert env.rollout_stats["generate_calls"] == 1
+    played = env.rollout(lambda requests: ["Answer: 0"] * len(requests))
+    assert all(t.num_turns == 1 for g in played.groups for t in g.completions)
+    assert played.stats["episode/generate_calls"] == 1
 
 
 def test_errors_name_the_fix() -> None:
@@ -245,7 +246,7 @@ def test_threads_answer_turns_concurrently() -> None:
     task = Task(name="ToolProbe", source=GuessNumberSource(), verifier=GuessVerifier(), interaction=ToolCall())
     with EpisodeGroupEnv(task, num_envs=4, group_size=2, threads=4, size=4) as env:
         env.reset(seed=0)
-        groups = env.rollout(lambda requests: [f"print({i})" for i, _ in enumerate(requests)])
+        groups = env.rollout(lambda requests: [f"print({i})" for i, _ in enumerate(requests)]).groups
     assert [t.turns[0].reply for g in groups for t in g.completions] == [f"ran print({i})" for i in range(4)]
     with pytest.raises(ValueError, match="threads"):
         EpisodeGroupEnv("GuessNumber-v0", num_envs=1, threads=0)

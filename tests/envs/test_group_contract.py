@@ -39,8 +39,8 @@ def test_both_group_envs_return_groups_under_one_contract() -> None:
     episodes.reset(seed=0)
     lengths = [3, 14]  # within budget; cut at the limit (penalised, filtered)
     reply = [Completion("Answer: 0", num_tokens=n, finish_reason="stop" if n < 12 else "length") for n in lengths]
-    v_groups = vector.rollout(lambda prompts: reply * (len(prompts) // 2))
-    e_groups = episodes.rollout(lambda requests: reply * (len(requests) // 2))
+    v_groups = vector.rollout(lambda prompts: reply * (len(prompts) // 2)).groups
+    e_groups = episodes.rollout(lambda requests: reply * (len(requests) // 2)).groups
     _check_contract(v_groups, vector)
     _check_contract(e_groups, episodes)
     for v, e in zip(v_groups, e_groups):  # the same answers to the same problems: the same facts
@@ -93,7 +93,7 @@ def test_episode_infos_keep_the_turns_own_reward_terms() -> None:
     task = Task(name="Graded", source=GuessNumberSource(), verifier=GuessVerifier(), interaction=Graded())
     with EpisodeGroupEnv(task, num_envs=2, group_size=2, size=4, reward_map=(-1.0, 1.0)) as env:
         env.reset(seed=0)
-        (group,) = env.rollout(lambda requests: ["Answer: 1"] * len(requests))
+        (group,) = env.rollout(lambda requests: ["Answer: 1"] * len(requests)).groups
     info = group.infos[0]
     assert info["reward_terms"] == {"attempt_penalty": -0.25, "pass": 1.0, "reward_map": 0.5 - 0.75}
     assert group.rewards[0] == 0.5 and info["score"] == 0.75 and info["turn_rewards"] == [-0.25, 1.0]

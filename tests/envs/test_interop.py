@@ -314,7 +314,8 @@ def test_trl_conversational_completions_names_and_metrics(tmp_path: Path) -> Non
     reward = trl_reward_function("GSM8K-v0", reward_map=(-1.0, 1.0))
     assert trl_name(reward) == "GSM8K_reward"
     assert call_like_grpo_trainer(reward, rows, completions, num_generations=3) == [1.0, 1.0, -1.0] * len(rows)
-    assert call_like_grpo_trainer.metrics == {"rewards/GSM8K_reward/accuracy": [2 / 3]}  # type: ignore[attr-defined]
+    assert call_like_grpo_trainer.metrics == {"rewards/GSM8K_reward/accuracy": [2 / 3],  # type: ignore[attr-defined]
+                                              "rewards/GSM8K_reward/unscorable": [0.0]}
     assert completion_text({"role": "assistant", "content": "c"}) == "c" and completion_text([]) == ""
     with pytest.raises(TypeError, match="completion"):
         completion_text(3)
@@ -371,8 +372,13 @@ def test_trl_missing_and_wrong_references_raise_clearly(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="2 completions but 1"):
         reward(prompts=["p", "q"], completions=["a", "b"], answer=["1"])
     with pytest.raises(InvalidReference, match="reference 0"):
-        reward(prompts=["p"], completions=["Answer: 1"], answer=[{"gold": "1"}])
-    code = trl_reward_function("MBPP-v0")
+        trl_reward_function("Arithmetic-v0", strict_references=True)(
+            prompts=["p"], completions=["Answer: 1"], answer=[{"gold": "1"}])
+    with pytest.warns(InteropWarning, match=r"unscorable \(invalid_reference\): reference 1"):
+        assert reward(prompts=["p", "q"], completions=["Answer: 1", "Answer: 1"], answer=["1", {"gold": "1"}]) == [
+            1.0, None]  # TRL's unscorable row
+    assert reward.unscorable == {"invalid_reference": 1}
+    code = trl_reward_function("MBPP-v0", strict_references=True)
     for bad in (17, "{not json", '{"tests": "assert f()"}', {"inputs": [1]}):
         with pytest.raises(InvalidReference):
             code(prompts=["p"], completions=["```python\ndef f(): return 1\n```"], answer=[bad])
@@ -409,7 +415,8 @@ VERL_NAMES = [  # (data_source as verl's preprocessors / default_compute_score w
 @pytest.mark.parametrize(("data_source", "response", "truth"), VERL_NAMES)
 def test_verl_data_source_names(data_source: str, response: str, truth: str) -> None:
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a name verl writes is known: no fallback warning
+        # a name verl writes is known: no fallback warning (a one-time unscorable note under load is not one)
+        warnings.filterwarnings("error", message=".*unknown data_source")
         right = compute_score(data_source, response, truth, {"index": 0})
         wrong = compute_score(data_source, response, "9999")
     assert right == {"score": 1.0, "acc": True, "pred": right["pred"]} and right["pred"]

@@ -22,7 +22,7 @@ def _rollout(tokenizer, think: bool, **kwargs) -> tuple[list, ScriptedEngine]:
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=2, tokenizer=tokenizer, **kwargs)
     env.reset(seed=1)
     engine = ScriptedEngine(tokenizer, bisection_policy(think=think))
-    groups = env.rollout(engine)
+    groups = env.rollout(engine).groups
     env.close()
     return groups, engine
 
@@ -65,7 +65,7 @@ def test_trajectory_is_the_template_rendering_of_the_conversation(name: str, suf
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=2, group_size=1, tokenizer=tok)
     env.reset(seed=4)
     policy = bisection_policy()
-    groups = env.rollout(ScriptedEngine(tok, lambda r: policy(r) + suffix))
+    groups = env.rollout(ScriptedEngine(tok, lambda r: policy(r) + suffix)).groups
     for group in groups:
         traj = group.completions[0]
         messages = [{"role": "user", "content": _prompt_content()}]
@@ -104,7 +104,7 @@ def test_a_cut_turn_is_closed_by_environment_tokens() -> None:
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=4, group_size=1, tokenizer=tok)
     env.reset(seed=0)
     engine = ScriptedEngine(tok, bisection_policy(), cut_turns=[0])
-    groups = env.rollout(engine)
+    groups = env.rollout(engine).groups
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     for b, group in enumerate(groups):
         traj = group.completions[0]
@@ -123,7 +123,7 @@ def test_a_different_stop_token_keeps_the_template_closer() -> None:
     env = EpisodeGroupEnv("GuessNumber-v0", num_envs=2, group_size=1, tokenizer=tok)
     env.reset(seed=2)
     engine = ScriptedEngine(tok, bisection_policy(), stop_id=endoftext)
-    for b, group in enumerate(env.rollout(engine)):
+    for b, group in enumerate(env.rollout(engine).groups):
         traj = group.completions[0]
         for t in range(traj.num_turns - 1):
             end = sum(x.num_tokens + x.num_reply_tokens for x in traj.turns[:t]) + traj.turns[t].num_tokens

@@ -161,7 +161,7 @@ def test_tool_trajectory_is_the_templates_rendering_of_the_conversation(case: st
     env = EpisodeGroupEnv(task, num_envs=2 * 2, group_size=2, tokenizer=tok, tool_format="auto", size=40)
     env.reset(seed=3)
     engine = ScriptedEngine(tok, table_policy(tool_format))
-    groups = env.rollout(engine)
+    groups = env.rollout(engine).groups
     env.close()
     spec = task.interaction.specs[0].to_openai()
     for b, group in enumerate(groups):

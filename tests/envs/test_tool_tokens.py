@@ -39,7 +39,7 @@ def test_tool_episodes_are_token_exact_at_every_turn(name: str) -> None:
     env = EpisodeGroupEnv("GSM8KTool-v0", num_envs=4, group_size=2, tokenizer=tok, **OFFLINE_DATA["GSM8KTool-v0"])
     env.reset(seed=0)
     engine = ScriptedEngine(tok, tool_policy(think))
-    groups = env.rollout(engine)
+    groups = env.rollout(engine).groups
     env.close()
     for b, group in enumerate(groups):
         for g, traj in enumerate(group.completions):

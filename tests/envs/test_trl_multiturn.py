@@ -200,6 +200,33 @@ def test_math_tool_prints_then_answers_in_the_final_message() -> None:
     assert rewards == [1.0]  # the hostile program was contained; the episode went on
 
 
+def test_an_unreadable_reference_scores_none_for_its_episode_and_the_rest_are_scored(tmp_path: Path) -> None:
+    """GRPOTrainer's flow over a batch where one problem's reference cannot be read: its tool call is answered
+    with an error (the model is told), its reward is None (TRL's unscorable row), the other episode is scored."""
+    import json
+    import warnings
+
+    from dapo_env.interop import InteropWarning
+
+    unreadable = "We first count the pairs of socks.\nThen we multiply the pairs by two, which gives the total."
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [{"problem": "3 + 4?", "answer": "7"},
+                                                       {"problem": "2 + 2?", "answer": unreadable}]))
+    factory = trl_environment_factory("GSM8KTool-v0", data_files=str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InteropWarning)  # "1 of 2 references cannot be read" (once per process)
+        rows = list(factory.dataset())
+
+    def solver(messages: list[dict[str, Any]]) -> tuple[str, Any]:
+        return ("tool", ("python", {"code": "print(3 + 4)"})) if not tool_replies(messages) else ("final", "\\boxed{7}")
+
+    with pytest.warns(InteropWarning, match=r"unscorable \(invalid_reference\): problem 1"):
+        environments, completions, rewards = roll_out_like_grpo_trainer(factory, rows, solver)
+    assert rewards == [1.0, None] and factory.reward.unscorable == {"invalid_reference": 1}
+    assert tool_replies(completions[1])[0].startswith("Error (unscorable)")
+    assert factory.logged["rewards/GSM8KTool_episode_reward/unscorable"] == 0.5
+
+
 def test_hidden_table_through_its_lookup_tool() -> None:
     """TRL's loop calls lookup(key) on the environment; the call is played in the episode's format (hermes) and
     read back by the training parser, with its status in the step info; the final message answers."""
@@ -216,7 +243,7 @@ def test_hidden_table_through_its_lookup_tool() -> None:
     environments, completions, rewards = roll_out_like_grpo_trainer(factory, rows, reader)
     assert rewards == [1.0, 1.0] and all(e.solved for e in environments)
     assert environments[0].episode.turns[0].text.startswith("<tool_call>")
-    assert [c["status"] for c in environments[0].episode.tool_calls] == ["ok"]
+    assert [c.status for c in environments[0].episode.tool_calls] == ["ok"]
 
 
 def test_tool_calls_after_the_end_and_bad_calls_are_answered_not_raised() -> None:
@@ -237,8 +264,10 @@ def test_factory_validation_pickling_and_reward_errors() -> None:
     factory = trl_environment_factory("GuessNumber-v0", tool=GUESS, reward_map=(-1.0, 1.0), size=4)
     clone = pickle.loads(pickle.dumps(factory))
     assert clone().reset(**clone.dataset(limit=1)[0]) is None and clone.reward.reward_map == (-1.0, 1.0)
-    with pytest.raises(TypeError, match="environments="):
-        factory.reward(completions=["x"])
+    with pytest.raises(TypeError, match="completions="):
+        factory.reward(environments=[factory()])
+    with pytest.raises(ValueError, match=r"without 'problem_id'.*factory.dataset\(\)"):
+        factory.reward(completions=["x"])  # no environments= (the async worker): replaying needs the row's problem
     with pytest.raises(ValueError, match="2 completions but 1 environments"):
         factory.reward(completions=["x", "y"], environments=[factory()])
     with pytest.raises(TypeError, match="trl_environment_factory"):

@@ -285,7 +285,7 @@ def test_rollout_shows_the_prompts_to_generate(dapo_file: Path) -> None:
         return ["Answer: 1"] * len(prompts)
 
     shown = env.prompts
-    groups = env.rollout(generate)
+    groups = env.rollout(generate).groups
     assert seen == [list(shown)] and [g.prompt for g in groups] == list(shown[::2])
     with pytest.raises(ValueError, match="one per prompt"):
         env.rollout(lambda prompts: prompts[:-1])

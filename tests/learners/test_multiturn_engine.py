@@ -46,7 +46,7 @@ def play(engine: HFEngine, tok, *, seed: int = 0, num_prompts: int = 3, group_si
     with EpisodeGroupEnv("GuessNumber-v0", num_envs=num_prompts * group_size, group_size=group_size, tokenizer=tok,
                          max_turns=4, max_episode_tokens=200) as env:
         env.reset(seed=seed)
-        return [t for g in env.rollout(generate) for t in g.completions]
+        return [t for g in env.rollout(generate).groups for t in g.completions]
 
 
 def assert_same_episodes(a, b) -> None:

@@ -51,7 +51,7 @@ def rollout_groups(tok: Any, *, seed: int = 0, prompts: int = 2, group: int = 4)
                          max_episode_tokens=150, **KNOBS) as env:
         env.reset(seed=seed)
         groups = env.rollout(lambda reqs: engine.generate_turns(
-            reqs, SamplingParams(max_response_tokens=6, seed=next(calls))))
+            reqs, SamplingParams(max_response_tokens=6, seed=next(calls)))).groups
     return model, groups
 
 

@@ -45,7 +45,7 @@ def play(engine, tok, seed: int, log: list[list[tuple[TurnRequest, object]]]):
     with EpisodeGroupEnv("GuessNumber-v0", num_envs=6, group_size=3, tokenizer=tok, max_turns=4,
                          max_episode_tokens=200) as env:
         env.reset(seed=seed)
-        return [t for g in env.rollout(generate) for t in g.completions]
+        return [t for g in env.rollout(generate).groups for t in g.completions]
 
 
 def test_turns_condition_on_the_exact_context_and_reuse_the_prefix_cache(setup) -> None:

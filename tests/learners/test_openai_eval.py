@@ -35,7 +35,7 @@ def _wrong_on_odd(prompt: str) -> str:
 
 
 def test_failed_requests_are_kept_apart_and_a_rerun_repeats_exactly_them(tmp_path: Path, capsys) -> None:
-    args = ("--task", "Largest-v0", "--limit", "12", "--n", "3", "--set", "max_value=50")
+    args = ("--task", "Largest-v0", "--limit", "12", "--n", "3", "--set", "max_value=50", "--api", "completions")
     with FaultServer(answer=_wrong_on_odd) as clean:
         reference = _eval(clean, tmp_path / "clean", *args)
         prompts = [b["prompt"] for b in clean.bodies]
@@ -65,7 +65,7 @@ def test_failed_requests_are_kept_apart_and_a_rerun_repeats_exactly_them(tmp_pat
 
 def test_a_chat_only_server_is_evaluated_through_chat(tmp_path: Path) -> None:
     with FaultServer(chat_only=True) as server:
-        summary = _eval(server, tmp_path / "eval", "--task", "Largest-v0", "--limit", "5")
+        summary = _eval(server, tmp_path / "eval", "--task", "Largest-v0", "--limit", "5", "--api", "auto")
     assert summary["metrics"]["greedy"]["value"] == 1.0 and summary["failed"]["samples"] == 0
     assert all("messages" in b for b in server.bodies[1:])
 

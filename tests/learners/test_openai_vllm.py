@@ -93,3 +93,32 @@ def test_turns_after_exact_token_ids_match_the_in_process_engine(checkpoint: Pat
     for a, b in zip(hf, served):
         assert b.token_ids == a.token_ids and b.prompt_token_ids == a.prompt_token_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+def test_a_served_chat_model_is_evaluated_over_chat_by_default(checkpoint: Path, server: VLLMServer,
+                                                                tmp_path: Path) -> None:
+    """``dapo-env eval --endpoint`` with no --api asks the served model over chat (vLLM applies the model's chat
+    template): the same greedy answers as the in-process eval with the chat template, and the server's usage per
+    sample (prompt tokens = the templated prompt's)."""
+    from dapo_env.learners.cli import main
+
+    local = evaluate_checkpoint(checkpoint, out_dir=tmp_path / "local", progress=False, chat_template=True, size=8)
+    out = tmp_path / "served"
+    assert main(["eval", "--endpoint", server.url, "--model", "tiny", "--task", "Largest-v0", "--size", "8",
+                 "--max-response-tokens", str(local.summary["settings"]["max_response_tokens"]), "--out", str(out),
+                 "--no-progress", "--price-in", "1", "--price-out", "2"]) == 0
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["api"] == "chat" and summary["failed"]["samples"] == 0 and summary["settings"]["chat_template"]
+    _, tok = load_model(checkpoint)
+    served = read_samples(out / "samples.jsonl")
+    for record in served:
+        messages = [{"role": "user", "content": record["prompt"]}]
+        templated = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        assert record["usage"]["counted"] == [] and record["usage"]["completion_tokens"] == record["tokens"]
+        assert record["usage"]["prompt_tokens"] == len(tok(templated, add_special_tokens=False)["input_ids"])
+    ours = [(r["index"], r["completion"], r["correct"]) for r in read_samples(local.samples_path)]
+    assert [(r["index"], r["completion"], r["correct"]) for r in served] == ours
+    assert summary["usage"]["cost"] == pytest.approx((summary["usage"]["prompt_tokens"]
+                                                      + 2 * summary["usage"]["completion_tokens"]) / 1e6)

@@ -261,8 +261,23 @@ def test_packing_refuses_an_attention_without_a_packed_mask() -> None:
     from dapo_env.learners.algo.logprobs import check_packing_support
 
     check_packing_support(MODEL)  # sdpa: fine
+    custom = SimpleNamespace(config=SimpleNamespace(_attn_implementation="my_kernel"))
     with pytest.raises(ValueError, match="packing='length'"):
-        check_packing_support(SimpleNamespace(config=SimpleNamespace(_attn_implementation="my_kernel")))
+        check_packing_support(custom)
+
+
+def test_auto_packs_where_it_is_exact_and_sorts_by_length_elsewhere() -> None:
+    from types import SimpleNamespace
+
+    from dapo_env.learners.algo.logprobs import resolve_packing
+
+    custom = SimpleNamespace(config=SimpleNamespace(_attn_implementation="my_kernel"))
+    assert resolve_packing("auto", MODEL) == "pack" and resolve_packing("auto", custom) == "length"
+    assert [resolve_packing(p, custom) for p in ("off", "length", "pack")] == ["off", "length", "pack"]
+    groups = sort_groups([[5, 1, 9, 3], [2, 8, 4, 7]])
+    with pytest.raises(ValueError, match="resolve_packing"):  # the layout functions need it resolved
+        micro_batches(build_sequence_batch(groups, pad_id=0), torch.arange(8), 2, "auto")
+    assert_same(run_update(groups, "auto", micro=2), run_update(groups, "off", micro=2))  # the default is exact
 
 
 def test_train_flag_switches_gradient_checkpointing_and_set_picks_the_packing() -> None:
@@ -272,4 +287,4 @@ def test_train_flag_switches_gradient_checkpointing_and_set_picks_the_packing() 
     cfg, resume = config_from_args(args)
     assert cfg.gradient_checkpointing is True and cfg.packing == "pack" and not resume
     cfg, _ = config_from_args(build_parser().parse_args(["train"]))
-    assert cfg.gradient_checkpointing is False and cfg.packing == "off"
+    assert cfg.gradient_checkpointing is False and cfg.packing == "auto"  # pack where it is exact

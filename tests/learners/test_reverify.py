@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fault_server import FaultServer  # noqa: E402
+from fault_server import FaultServer, request_text  # noqa: E402
 
 from dapo_env.learners.cli import main  # noqa: E402
 from dapo_env.learners.run.eval_run import read_samples  # noqa: E402
@@ -31,9 +31,10 @@ def eval_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     failing: list[str] = []
 
     def rule(body: dict) -> str | None:
-        if len(failing) < 2 and body["prompt"] not in failing:
-            failing.append(body["prompt"])
-        return "500" if body["prompt"] in failing else None
+        text = request_text(body)
+        if len(failing) < 2 and text not in failing:
+            failing.append(text)
+        return "500" if text in failing else None
 
     with FaultServer(answer=_half_right, rule=rule) as server:
         assert main(["eval", "--endpoint", server.url, "--model", "fault", "--task", "Largest-v0", "--limit", "10",

@@ -72,7 +72,7 @@ def test_older_runs_config_files_still_load() -> None:
     written = json.loads((HERE / "old_configs" / "tiny_lora_main_20cb5be.json").read_text())
     cfg = TrainConfig.from_dict(written)
     assert (cfg.preset_name, cfg.seed, cfg.lora_rank, cfg.lora_target_modules) == ("tiny", 3, 8, ("q_proj", "v_proj"))
-    assert cfg == preset("tiny", seed=3, lora_rank=8, lora_alpha=16, lora_target_modules="q_proj,v_proj")
+    assert cfg == preset("tiny", seed=3, lora_rank=8, lora_alpha=16, lora_target_modules="q_proj,v_proj", packing="off")
     assert TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     # an older run still: no packing, keep_surplus, LoRA or thread fields yet, the IS cap as tis_cap
     newer = {"packing", "gradient_checkpointing", "keep_surplus", "num_threads_split", "lora_rank", "lora_alpha",

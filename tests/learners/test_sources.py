@@ -16,7 +16,7 @@ from dapo_env import GroupVectorEnv
 from dapo_env.learners.rollout.async_source import AsyncGroupSource
 from dapo_env.learners.config import preset
 from dapo_env.learners.engines import make_engine
-from dapo_env.learners.rollout.setup import POLICY_STEP, resolve_task
+from dapo_env.learners.rollout.setup import resolve_task
 from dapo_env.learners.rollout.worker import RolloutWorker
 from dapo_env.learners.rollout.sources import EngineSource, ResponseGeneration, TurnGeneration, make_rollout_source
 from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
@@ -82,7 +82,7 @@ def test_every_source_answers_the_same_public_methods_and_returns_stats(tok: Any
         assert {"async/rounds_expired", "async/rounds_ahead", "async/worker_restarts",
                 "time/rollout_wait_s", "time/worker_generate_s"} <= set(stats["worker"])
         for name in ("engine", "episodes"):  # in-process: every group is stamped with the published step
-            assert {i[POLICY_STEP] for g in sources[name].rollout((1, 0)).groups for i in g.infos} == {5}
+            assert {g.policy_step for g in sources[name].rollout((1, 0)).groups} == {5}
     finally:
         for source in sources.values():
             source.close()

@@ -2,7 +2,8 @@
 
 A TRL user passes the dataset's columns as they are (``answer`` of GSM8K is the whole worked solution ending in
 ``#### 18``); verl passes ``data_source``, ``solution_str``, ``ground_truth`` and ``extra_info``. For each task
-id: the right answer scores 1, a wrong one 0, and an unreadable reference raises ``InvalidReference``.
+id: the right answer scores 1, a wrong one 0, and an unreadable reference raises ``InvalidReference`` (TRL: with
+``strict_references=True``; by default the row scores ``None``).
 Rows come from the shipped samples (examples/data), from ``$DAPO_ENV_DATA`` where present, or, for hub
 datasets with no shipped sample, one row written here in that hub's schema.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dapo_env.interop import compute_score, to_hf_dataset, trl_reward_function
+from dapo_env.interop import InteropWarning, compute_score, to_hf_dataset, trl_reward_function
 from dapo_env.tasks import list_tasks
 from dapo_env.types import InvalidReference
 from dapo_env.verifiers.sandbox import isolation
@@ -150,7 +151,10 @@ def test_an_unreadable_reference_raises_instead_of_scoring_zero(task_id: str) ->
     solution = ("We first count the pairs of socks in the drawer.\nThen we multiply the pairs by two to get "
                 "the number of socks, which gives the total that we wanted.")
     with pytest.raises(InvalidReference):
-        trl_scores(task_id, {"answer": solution}, ["\\boxed{4}"])
+        trl_reward_function(task_id, strict_references=True)(prompts=["p"], completions=["\\boxed{4}"],
+                                                             answer=[solution])
+    with pytest.warns(InteropWarning, match="invalid_reference"):  # by default TRL's unscorable row
+        assert trl_scores(task_id, {"answer": solution}, ["\\boxed{4}"]) == [None]
     with pytest.raises(InvalidReference):
         compute_score(task_id, "\\boxed{4}", solution, {})
 

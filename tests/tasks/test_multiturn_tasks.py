@@ -392,7 +392,7 @@ def test_group_env_plays_feedback_episodes_with_pooled_verification_and_threads(
                        else _fenced(problem.metadata["code"]))
         return out
 
-    groups = env.rollout(generate)
+    groups = env.rollout(generate).groups
     env.close()
     assert len(groups) == 2 and all(g.size == 2 for g in groups)
     for group in groups:

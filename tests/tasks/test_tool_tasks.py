@@ -124,7 +124,7 @@ def test_hidden_table_knobs_and_group_env_tool_stats() -> None:
                 out.append(r.messages[-1]["content"])
         return out
 
-    groups = env.rollout(policy)
+    groups = env.rollout(policy).groups
     env.close()
     assert all(groups[0].correct) and groups[0].infos[0]["tool_calls"][0]["status"] == "ok"
     stats = tool_use_stats([info for g in groups for info in g.infos])
