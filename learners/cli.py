@@ -448,7 +448,7 @@ def _tiny_preset_for(task: str | None) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .run.heldout import HELDOUT_FILE, RULE, describe_run_rows, heldout_of
+    from .run.heldout import describe_run_rows
     from .rollout.setup import resolve_task
     from .trainer import TrainingInterrupted, train
 
@@ -468,9 +468,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise ValueError("--fsdp needs several processes: launch with torchrun --nproc-per-node N")
         print(f"dapo-env train: preset={cfg.preset_name} task={cfg.task} model={cfg.model or 'tiny (random init)'} "
               f"run_dir={cfg.run_dir}", flush=True)
-        held = heldout_of(resolve_task(cfg))  # the data is cached: the trainer's own load is free
-        if held is not None:
-            print(f"dapo-env train: held-out: {held.describe()}; {RULE} (recorded in {HELDOUT_FILE})", flush=True)
         result = train(cfg, resume=resume, overwrite=args.overwrite)
     except TrainingInterrupted as stop:
         if os.environ.get("RANK", "0") == "0":

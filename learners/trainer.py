@@ -167,7 +167,9 @@ class Trainer:
         self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
         if main:
             (self.run_dir / "config.json").write_text(json.dumps(self.run_config.to_dict(), indent=2, default=str))
-            write_heldout_record(self.run_dir, self.task)  # heldout.json when the splits shared their rows
+            held_out = write_heldout_record(self.run_dir, self.task)  # heldout.json when the splits shared rows
+            if held_out:
+                print(held_out, flush=True)
         self.init_params = ckpt.init_reference(self.run_dir, self.rollout_model, fresh=latest is None) if main else {}
         if latest is not None:
             self._load(latest)

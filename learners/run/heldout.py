@@ -156,11 +156,14 @@ def heldout_of(task: Any) -> HeldOutSplit | None:
     return source if isinstance(source, HeldOutSplit) else None
 
 
-def write_record(run_dir: Path, task: Any) -> None:
-    """Record the task's held-out split in ``run_dir/heldout.json`` (nothing when it has none)."""
+def write_record(run_dir: Path, task: Any) -> str | None:
+    """Record the task's held-out split in ``run_dir/heldout.json`` and return the line that announces it
+    (``None``, and nothing written, when the task has no such split)."""
     split = heldout_of(task)
-    if split is not None:
-        (Path(run_dir) / HELDOUT_FILE).write_text(json.dumps(split.record(), indent=2))
+    if split is None:
+        return None
+    (Path(run_dir) / HELDOUT_FILE).write_text(json.dumps(split.record(), indent=2))
+    return f"held-out: {split.describe()}; {RULE} (recorded in {HELDOUT_FILE})"
 
 
 def describe_eval_rows(task: Any, split: str, task_kwargs: Mapping[str, Any]) -> str:
