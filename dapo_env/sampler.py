@@ -290,6 +290,8 @@ class DynamicSampler:
         filter_groups: False returns the first ``num_groups`` groups unfiltered (plain GRPO).
         keep_surplus: carry informative groups beyond ``num_groups`` into the next batch (default); False
             discards them (the DAPO paper's recipe: every batch is sampled by the current policy).
+        advice: what the partial-batch warning tells the user to change, in the caller's own spelling (a
+            trainer names its config fields or flags); default: this class's ``max_rounds`` and ``num_groups``.
 
     A *round* is one generation call of the sampler (``source.rollout(position)``: B prompts x G samples).
     ``stats`` of each batch: ``rounds``, ``samples_generated``, ``accuracy_before_filter``,
@@ -312,7 +314,7 @@ class DynamicSampler:
     """
 
     def __init__(self, source: RolloutSource, *, num_groups: int | None = None, max_rounds: int = 10,
-                 filter_groups: bool = True, keep_surplus: bool = True) -> None:
+                 filter_groups: bool = True, keep_surplus: bool = True, advice: str | None = None) -> None:
         if not isinstance(source, RolloutSource):
             missing = [m for m in ("num_prompts", "group_size", "rollout", "publish", "state_dict", "load_state_dict",
                                    "close") if not hasattr(source, m)]
@@ -326,6 +328,7 @@ class DynamicSampler:
         self.source = source
         self.num_groups, self.max_rounds = num_groups, max_rounds
         self.filter_groups, self.keep_surplus = bool(filter_groups), bool(keep_surplus)
+        self.advice = advice or "Raise max_rounds, lower num_groups or change the data"
         self._surplus: deque[Group] = deque()
         self._warned: set[str] = set()
         self.total_rounds = 0  # generation rounds over the sampler's life
@@ -384,9 +387,9 @@ class DynamicSampler:
         self._warned.add(cause)
         warnings.warn(
             f"DynamicSampler: only {got} of {self.num_groups} informative groups after {rounds} generation rounds "
-            f"(max_rounds={self.max_rounds}): the data is {cause} for the policy; returning a partial batch. Raise "
-            "max_rounds, lower num_groups or change the data; later partial batches are counted in "
-            "stats['partial_batches'] without a warning", RuntimeWarning, stacklevel=3)
+            f"(max_rounds={self.max_rounds}): the data is {cause} for the policy; returning a partial batch. "
+            f"{self.advice}; later partial batches are counted in stats['partial_batches'] without a warning",
+            RuntimeWarning, stacklevel=3)
 
     def state_dict(self) -> dict[str, Any]:
         """Surplus groups, counters and the source's state (JSON-serialisable) for exact resume."""

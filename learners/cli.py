@@ -27,37 +27,31 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dapo_env.tasks.spec_cli import add_parsers as task_spec_parsers, resolve_task_argument, spec_defaults
 from dapo_env.tasks.spec_cli import run as run_task_spec_command
 
+from .cli_settings import add_config_flags, given_flags, parse_set
 from .config import PRESETS, TrainConfig, build_config, load_overrides, preset
 from .engines import engine_names
+from .settings import field_specs
+
+#: The exit statuses every command shares (each command's ``--help`` adds what makes it exit 1).
+EXIT_STATUS = "Exit status: 0 done; 2 a user error (one line naming the fix); 130 interrupted (Ctrl-C);"
 
 #: What a user can get wrong: reported in one line (exit status 2) unless ``--debug``.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, KeyError, LookupError, OSError, ImportError)
 
 
-def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs, values parsed as YAML scalars (numbers, booleans, null, lists)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit(f"--set {item!r}: use key=value, e.g. --set group_size=8")
-        key, _, value = item.partition("=")
-        parsed = yaml.safe_load(value)
-        if isinstance(parsed, str):  # YAML 1.1 reads "3e-4" as a string; numbers win
-            try:
-                parsed = float(parsed)
-            except ValueError:
-                pass
-        out[key.strip()] = parsed
-    return out
+def parse_overrides(items: Sequence[str], *, task: str | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as ``TrainConfig`` overrides, by the one ``--set`` grammar
+    (:func:`~dapo_env.learners.cli_settings.parse_set`): fields read as their type, task knobs (of ``task``,
+    when given) and dotted keys gathered under their mapping field (``{"task_kwargs": {...}}``)."""
+    got = parse_set(items, TrainConfig, task=task)
+    return {**got.fields, **got.merges}
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -87,7 +81,13 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _train_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="train a model with DAPO (no arguments: the tiny default run)",
-                       description="Train with DAPO. Precedence: preset < --config file < flags/--set.",
+                       usage="dapo-env train [--preset P] [--model PATH] [--task TASK] [--FIELD VALUE ...] "
+                             "[--set KEY=VALUE ...] [--resume RUN_DIR]",
+                       description="Train with DAPO. Precedence: preset < --config file < flags/--set. Every "
+                                   "TrainConfig field has a flag (--FIELD-NAME, grouped below as in the config) "
+                                   "and a --set spelling (--set FIELD_NAME=VALUE).",
+                       epilog=EXIT_STATUS + " 1: the run finished but learned nothing (no step had an informative "
+                                            "group).",
                        formatter_class=_HelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="named settings: dapo (the paper's), grpo (naive GRPO baseline), tiny (the CPU default "
@@ -95,20 +95,10 @@ def _train_parser(sub: Any) -> None:
                         "(default: tiny, or dapo when --model is given)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
-    p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
-                                  f"(default: the preset's, {_preset_default('task')})")
-    p.add_argument("--model", metavar="PATH", help="local Hugging Face model folder, never downloaded "
-                                                   "(default: a tiny random-init model built locally)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (default: start a new run)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing run folder of the same name (default: a fresh run refuses one)")
-    p.add_argument("--verifier", metavar="MODULE:FUNCTION",
-                   help="your verifier, fn(response, reference) -> VerifyResult, bool or score in [0, 1], "
-                        "imported from the working directory first (default: the task's)")
-    p.add_argument("--engine", choices=engine_names(),
-                   help="rollout engine: hf (transformers, CPU/GPU), vllm (optional extra) or auto (vllm where it "
-                        "can run) (default: hf)")
     p.add_argument("--server-url", metavar="URL",
                    help="with --engine vllm-server: the server `dapo-env serve` started (sets engine_options.server_url; "
                         "default: $DAPO_SERVER_URL, else the engine starts its own)")
@@ -116,55 +106,14 @@ def _train_parser(sub: Any) -> None:
                    help="with --engine vllm-server: how pushes reach the server: file (a safetensors file on this "
                         "machine), nccl (vLLM's weight-transfer API; GPU learner and GPU server) or auto (nccl where "
                         "both are on GPUs and the server offers it) (sets engine_options.weight_sync; default: auto)")
-    p.add_argument("--run-name", metavar="NAME", help="run folder name (default: <task>-<preset>-s<seed>)")
-    p.add_argument("--out-dir", metavar="DIR", help="parent folder of runs (default: runs)")
-    p.add_argument("--seed", type=int, help=f"seed of the model init, sampling and data order "
-                                            f"(default: {_preset_default('seed')})")
-    p.add_argument("--max-steps", type=int, metavar="N",
-                   help=f"training steps, one rollout batch each (default: {_preset_default('max_steps')})")
-    p.add_argument("--device", help=f"torch device: cpu, cuda, cuda:1, ... (default: {_preset_default('device')})")
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="override any TrainConfig field, e.g. --set group_size=8 lr=1e-5; may be repeated "
-                        "(default: none)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
+                   help="set a TrainConfig field (group_size=8, packing=off), a key of a mapping field "
+                        "(task_kwargs.data_files=F, engine_options.server_url=U) or a task knob (data_files=F, "
+                        "max_value=50), each read as its type; may be repeated (default: none)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard the learner with FSDP2, see docs/scaling.md (default: off)")
-    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
-                   help="recompute the decoder's activations in the backward: memory for long responses "
-                        "(default: off)")
-    _async_arguments(p)
-    _lora_arguments(p)
     _common(p)
-
-
-def _lora_arguments(p: argparse.ArgumentParser) -> None:
-    """LoRA (TrainConfig fields lora_rank, lora_alpha, lora_target_modules; optional extra peft)."""
-    p.add_argument("--lora-rank", type=int, metavar="R",
-                   help="train a rank-R LoRA adapter on a frozen base (needs pip install 'dapo-env[lora]'); 0 = full "
-                        f"fine-tuning (default: {_preset_default('lora_rank')})")
-    p.add_argument("--lora-alpha", type=float, metavar="A",
-                   help="scale of the adapter's update: lora_alpha / lora_rank "
-                        f"(default: {_preset_default('lora_alpha')})")
-    p.add_argument("--lora-target-modules", metavar="NAMES",
-                   help="comma-separated module names the adapter wraps, e.g. q_proj,v_proj, or all-linear "
-                        "(default: the architecture's attention + MLP projections)")
-
-
-def _async_arguments(p: argparse.ArgumentParser) -> None:
-    """Policy loss, rollout correction and asynchronous rollouts (TrainConfig fields of the same names)."""
-    from .algo.losses import IS_CORRECTIONS, POLICY_LOSSES
-
-    p.add_argument("--loss", choices=sorted(POLICY_LOSSES),
-                   help=f"policy loss: ppo-clip (DAPO's clipped surrogate) or cispo (MiniMax-M1's clipped IS "
-                        f"weight), see docs/losses.md (default: {_preset_default('loss')})")
-    p.add_argument("--max-staleness", type=int, metavar="K",
-                   help="generate in a worker process with weights up to K training steps old while the learner "
-                        f"updates; 0 = synchronous (default: {_preset_default('max_staleness')})")
-    p.add_argument("--is-correction", choices=sorted(IS_CORRECTIONS),
-                   help="importance weights between the rollout engine and the learner: truncate or mask, per "
-                        "token or sequence (default: off)")
-    p.add_argument("--is-cap", type=float, metavar="C",
-                   help=f"bound of --is-correction: min(w, C) or keep [1/C, C] (default: {_preset_default('is_cap')})")
+    add_config_flags(p, TrainConfig, default_text=_preset_default)
 
 
 def _eval_parser(sub: Any) -> None:
@@ -176,7 +125,9 @@ def _eval_parser(sub: Any) -> None:
                     "knobs, split, size, chat template, verifier, response limit, precision, engine); flags override. "
                     "Writes samples.jsonl and summary.json; rerun the same command to resume a killed eval. With "
                     "--endpoint, evaluate a served model over chat. `dapo-env eval compare DIR...` compares evals "
-                    "(see `dapo-env eval compare --help`).")
+                    "(see `dapo-env eval compare --help`).",
+        epilog=EXIT_STATUS + " 1: nothing was scored, or more than --max-failed requests failed (a summary of the "
+                             "failures is printed; rerun the same command to retry them).")
     p.add_argument("--model", required=True, metavar="PATH|NAME",
                    help="a model folder (runs/<name>/checkpoints/step_N/model), a checkpoint or a run folder; with "
                         "--endpoint, the served model's name (required, no default)")
@@ -233,8 +184,9 @@ def _eval_parser(sub: Any) -> None:
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="your verifier, imported from the working directory first (default: the run's, else the task's)")
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="task knobs merged over the run's, e.g. --set max_value=50 or data_files=test.jsonl; may be "
-                        "repeated (default: the run's knobs)")
+                   help="a task knob merged over the run's (data_files=test.jsonl, max_value=50, or dotted: "
+                        "task_kwargs.data_files=F) or an eval setting (n=8, prompt_template=...), each read as its "
+                        "type, as train's --set; may be repeated (default: the run's knobs)")
     p.add_argument("--engine", choices=engine_names(),
                    help="rollout engine, from the trainer's engine registry (default: the run's, else hf)")
     p.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's, else fp32")
@@ -246,6 +198,9 @@ def _eval_parser(sub: Any) -> None:
                    help="eval folder (default: <run>/evals/step_<N>-<task>-<split>-n<K>, else ./evals/...)")
     p.add_argument("--overwrite", action="store_true", help="start the eval folder over (default: resume it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: show one)")
+    p.add_argument("--max-failed", type=int, default=0, metavar="N",
+                   help="failed requests (after their retries) tolerated before the exit status is 1; the "
+                        "records are kept either way and a rerun retries exactly the failed ones (default: 0)")
     _common(p)
 
 
@@ -260,12 +215,29 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if args.size != "all" and not args.size.isdigit():
             raise ValueError(f"--size {args.size!r}: pass a number of problems or 'all'")
         out["size"] = None if args.size == "all" else int(args.size)
-    if args.set:
-        out["task_kwargs"] = parse_overrides(args.set)
     out["n"] = args.n
     if args.no_greedy:
         out["greedy"] = False
+    if args.set:
+        from .run.eval_run import EvalSettings
+
+        items = parse_set(args.set, EvalSettings, task=out.get("task") or _run_task(args))
+        out.update(items.fields)
+        if "task_kwargs" in items.merges:  # merged over the run's knobs (eval_run.settings_from_run)
+            out["task_kwargs"] = {**out.get("task_kwargs", {}), **items.merges["task_kwargs"]}
     return out
+
+
+def _run_task(args: argparse.Namespace) -> str | None:
+    """The task of the run ``eval --model`` points into, or ``None`` (an endpoint, a bare model folder)."""
+    if getattr(args, "endpoint", None):
+        return None
+    from .run.eval_run import locate_checkpoint
+
+    try:
+        return (locate_checkpoint(args.model).run_config or {}).get("task")
+    except (OSError, ValueError):
+        return None
 
 
 def _serve_parser(sub: Any) -> None:
@@ -345,8 +317,13 @@ def _reverify_parser(sub: Any) -> None:
                        formatter_class=_HelpFormatter,
                        description="Re-score every response of an eval folder without calling any model; writes "
                                    "reverify-<name>.summary.json, .samples.jsonl and .flips.jsonl (the verdicts that "
-                                   "changed) beside the eval's own files.")
+                                   "changed) beside the eval's own files.",
+                       epilog=EXIT_STATUS + " 1: nothing was re-scored, or the verifier raised on more than "
+                                            "--max-failed responses.")
     p.add_argument("eval_dir", type=Path, metavar="EVAL_DIR", help="an eval folder written by `dapo-env eval`")
+    p.add_argument("--max-failed", type=int, default=0, metavar="N",
+                   help="responses whose grading raised (reason error:<exception>) tolerated before the exit "
+                        "status is 1 (default: 0)")
     p.add_argument("--verifier", metavar="MODULE:FUNCTION",
                    help="another verifier, imported from the working directory first (default: the eval's own)")
     _common(p)
@@ -365,6 +342,17 @@ def _cmd_reverify(args: argparse.Namespace) -> int:
     print(f"files: {outcome.summary_path}, {outcome.flips_path}")
     print(json.dumps({"flips": len(outcome.flips), "metrics": {k: v["value"] for k, v in outcome.summary["metrics"].items()},
                       "summary": str(outcome.summary_path)}))
+    from .run.evaluation import is_failed
+
+    records = [json.loads(line) for line in outcome.samples_path.read_text().splitlines() if line.strip()]
+    raised = [r for r in records if str(r.get("reason") or "").startswith("error:") and not is_failed(r)]
+    if not outcome.summary["metrics"]:
+        print("dapo-env reverify: nothing was re-scored; exit status 1", file=sys.stderr)
+        return 1
+    if len(raised) > args.max_failed:
+        print(f"dapo-env reverify: the verifier raised on {len(raised)} response(s), more than --max-failed "
+              f"{args.max_failed} ({failure_summary(raised)}); exit status 1", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -419,27 +407,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
-    """The run's config and whether to resume, from parsed ``train`` arguments."""
-    flags: dict[str, Any] = {}
-    for flag, field in (("task", "task"), ("model", "model"), ("verifier", "verifier"), ("engine", "engine"),
-                        ("run_name", "name"), ("out_dir", "out_dir"), ("seed", "seed"),
-                        ("max_steps", "max_steps"), ("device", "device"), ("loss", "loss"),
-                        ("max_staleness", "max_staleness"), ("is_correction", "is_correction"), ("is_cap", "is_cap"),
-                        ("lora_rank", "lora_rank"), ("lora_alpha", "lora_alpha"),
-                        ("lora_target_modules", "lora_target_modules"),
-                        ("gradient_checkpointing", "gradient_checkpointing")):
-        value = getattr(args, flag)
-        if value is not None:
-            flags[field] = value
+    """The run's config and whether to resume, from parsed ``train`` arguments: the preset (or the resumed
+    run's ``config.json``), then ``--config``, then the flags and ``--set`` (later wins)."""
+    flags = given_flags(args, TrainConfig)
     server_options = {"server_url": args.server_url, "weight_sync": args.weight_sync}
     if any(server_options.values()):  # the vllm-server engine's keywords (also in a rollout worker's engine copy)
-        flags["engine_options"] = {key: value for key, value in server_options.items() if value}
-    flags.update(parse_overrides(args.set))
+        flags["engine_options"] = {**flags.get("engine_options", {}),
+                                   **{key: value for key, value in server_options.items() if value}}
+    specs = field_specs(TrainConfig)  # the fields first: the task they name decides what the task knobs are
+    flags.update(parse_set([i for i in args.set if i.partition("=")[0].strip() in specs], TrainConfig).fields)
     if args.resume is None:  # a spec's reward/overlong/eval settings start a new run (a resumed one keeps its own)
         file_keys = load_overrides(args.config) if args.config else {}
         flags = {**spec_defaults(flags.get("task"), exclude=[*file_keys, *flags]), **flags}
-    if args.no_progress:
-        flags["progress"] = False
     if args.resume is not None:
         run_dir = Path(args.resume)
         cfg_file = run_dir / "config.json"
@@ -447,12 +426,17 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
             raise SystemExit(f"--resume {run_dir}: no config.json there; pass the folder of a run (runs/<name>)")
         cfg = TrainConfig.from_dict(json.loads(cfg_file.read_text()))
         flags.update(out_dir=str(run_dir.parent), name=run_dir.name)
-        return cfg.with_overrides(flags), True
-    preset_name = args.preset or ("dapo" if args.model else _tiny_preset_for(flags.get("task")))
-    # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
-    own_scale = PRESETS[preset_name][1]
-    scale = None if args.model or own_scale != "paper" else "tiny"
-    return build_config(preset_name, scale=scale, config_file=args.config, overrides=flags), False
+        cfg = cfg.with_overrides(flags)
+    else:
+        preset_name = args.preset or ("dapo" if flags.get("model") else _tiny_preset_for(flags.get("task")))
+        # without a model every preset runs at a tiny-model scale: its own (e.g. ``guess``) or ``tiny``
+        own_scale = PRESETS[preset_name][1]
+        scale = None if flags.get("model") or own_scale != "paper" else "tiny"
+        cfg = build_config(preset_name, scale=scale, config_file=args.config, overrides=flags)
+    items = parse_set(args.set, TrainConfig, task=cfg.task)
+    if items.merges:
+        cfg = cfg.with_overrides(items.apply(cfg.to_dict()))
+    return cfg, args.resume is not None
 
 
 def _tiny_preset_for(task: str | None) -> str:
@@ -471,6 +455,8 @@ def _tiny_preset_for(task: str | None) -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from .run.heldout import describe_run_rows
+    from .rollout.setup import resolve_task
     from .trainer import TrainingInterrupted, train
 
     cfg, resume = config_from_args(args)
@@ -495,13 +481,25 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(f"dapo-env train: {stop}", file=sys.stderr, flush=True)
         return 130
     start, end = result.initial_eval_accuracy, result.final_eval_accuracy
-    print(f"held-out accuracy ({cfg.eval_split}, {cfg.eval_size} problems): "
+    from .run.evaluation import load_eval_problems
+
+    task = resolve_task(cfg)
+    rows = describe_run_rows(result.run_dir, task, cfg.eval_split, cfg.task_kwargs)
+    count = len(load_eval_problems(task, split=cfg.eval_split, size=cfg.eval_size, task_kwargs=dict(cfg.task_kwargs)))
+    print(f"held-out accuracy ({rows}; {count} problems): "
           f"{start if start is None else f'{start:.3f}'} -> {end if end is None else f'{end:.3f}'}")
+    trained = [r.get("rollout/num_groups") for r in result.metrics if "rollout/num_groups" in r]
     partial = max((r.get("rollout/partial_batches") or 0 for r in result.metrics), default=0)
     if partial:
         print(f"partial batches: {partial} of {cfg.max_steps} steps had fewer than {cfg.batch_size} informative groups "
               f"(dynamic sampling ran out of its {cfg.max_gen_rounds} generation rounds; rollout/partial in metrics.jsonl)")
     print(f"run files: {result.run_dir} (config.json, metrics.jsonl, curves.png, checkpoints/)")
+    if trained and not any(trained):
+        print("dapo-env train: no step had an informative group (every group all right or all wrong, "
+              "rollout/accuracy_before_filter in metrics.jsonl says which), so nothing was learned; a longer warm "
+              "start (--warmstart-steps N), a larger --group-size or an easier task gives informative groups; "
+              "exit status 1", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -539,7 +537,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     what = "greedy" if settings["greedy"] else ""
     if settings["n"]:
         what += f"{' + ' if what else ''}{settings['n']} samples (temperature {settings['temperature']})"
-    print(f"dapo-env eval: {settings['task']} {settings['split']}, {summary['problems']} problems, {what}")
+    print(f"dapo-env eval: {settings['task']} {settings['split']} ({summary.get('rows', 'rows: not recorded')}), "
+          f"{summary['problems']} problems, {what}")
     from .run.compare import eval_console_lines
 
     for line in eval_console_lines(summary):
@@ -548,9 +547,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"dapo-env eval: warning: {warning}", file=sys.stderr)
     failed = summary.get("failed", {}).get("samples", 0)
     if failed:
-        first = summary["failed"]["list"][0]
-        print(f"failed requests: {failed} (first: problem {first['index']}: {first['reason']}); rerun the same "
-              "command to re-run them", file=sys.stderr)
+        print(f"failed requests: {failed} ({failure_summary(summary['failed']['list'])}); rerun the same command "
+              "to re-run them", file=sys.stderr)
     print(f"files: {outcome.samples_path} (one record per response), {outcome.summary_path}")
     if outcome.published is not None:
         print(f"run summary: {outcome.published} (`dapo-env report {outcome.published.parent.parent}` shows it)")
@@ -559,7 +557,33 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     print(json.dumps({"model": summary["model"], "task": settings["task"], "split": settings["split"],
                       "size": summary["problems"], "n": settings["n"], "accuracy": accuracy, "metrics": metrics,
                       "failed": failed, "out": str(outcome.out_dir)}))
+    if not summary["problems"] or not metrics:
+        print(f"dapo-env eval: nothing was scored ({failed} failed request(s)); exit status 1", file=sys.stderr)
+        return 1
+    if failed > args.max_failed:
+        print(f"dapo-env eval: {failed} failed request(s), more than --max-failed {args.max_failed}; exit status 1 "
+              "(the scored problems are kept: rerun the same command to retry the failed ones)", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_summary(failed: Sequence[Mapping[str, Any]], *, shown: int = 3) -> str:
+    """The failures of an eval's summary (``summary["failed"]["list"]``) by reason, most frequent first.
+
+    Example:
+        >>> failure_summary([{"index": 0, "reason": "error:endpoint: refused"},
+        ...                  {"index": 3, "reason": "error:endpoint: refused"}])
+        '2 x error:endpoint: refused (first: problem 0)'
+    """
+    from collections import Counter
+
+    counts = Counter(str(f.get("reason")) for f in failed)
+    first = {}
+    for f in failed:
+        first.setdefault(str(f.get("reason")), f.get("index"))
+    parts = [f"{n} x {reason} (first: problem {first[reason]})" for reason, n in counts.most_common(shown)]
+    more = len(counts) - shown
+    return "; ".join(parts) + (f"; and {more} other reason(s)" if more > 0 else "")
 
 
 def task_kind(task: Any) -> str:
@@ -606,6 +630,8 @@ def task_source(task: Any) -> str:
     default = getattr(source, "default", None)
     if default is not None:
         return f"procedural:{type(default).__name__}"
+    if hasattr(source, "hub_id"):  # a dataset source without a hub dataset
+        return "local files (data_files=)"
     return type(source).__name__
 
 
@@ -637,8 +663,18 @@ def _one_line(exc: BaseException) -> str:
     """The exception's message on one line (a KeyError's without the quotes repr adds)."""
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"{exc.filename}: no such file or folder (relative paths start at {os.getcwd()})"
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    cli = next((e.cli_message for e in _chain(exc) if getattr(e, "cli_message", None)), None)
+    text = cli or (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc))
     return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (a task's data error inside a trainer's error)."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
 
 
 def _import_from_working_directory(verifier: str | None) -> None:
@@ -678,7 +714,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "task", None) and args.command in ("train", "eval"):
             args.task = resolve_task_argument(args.task)  # a spec file's path -> its id, registered here and in workers
         if args.command in ("train", "eval", "reverify"):
-            _import_from_working_directory(args.verifier)
+            _import_from_working_directory(getattr(args, "verifier", None))
         return commands[args.command](args)
     except KeyboardInterrupt:
         if args.debug:

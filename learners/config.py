@@ -25,10 +25,76 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from .settings import OneOf, Range, check_fields
 
 LR_SCHEDULES = ("constant", "cosine", "linear")
 PRECISIONS = ("fp32", "bf16")
+
+Count = Annotated[int, Range(1)]
+"""An integer >= 1 (a size or a number of steps that cannot be zero)."""
+NonNegative = Annotated[int, Range(0)]
+"""An integer >= 0 (0 usually switches the thing off)."""
+Positive = Annotated[float, Range(0, low_open=True)]
+"""A number > 0."""
+
+
+# The registries a name field is checked against, imported when a config is validated (config needs no torch).
+def _precisions() -> tuple[str, ...]:
+    return PRECISIONS
+
+
+def _lr_schedules() -> tuple[str, ...]:
+    return LR_SCHEDULES
+
+
+def _engines() -> list[str]:
+    from .engines import engine_names
+
+    return list(engine_names())
+
+
+def _thread_splits() -> tuple[str, ...]:
+    from .rollout.threads import THREAD_SPLITS
+
+    return THREAD_SPLITS
+
+
+def _packings() -> tuple[str, ...]:
+    from .algo.batch import PACKINGS
+
+    return PACKINGS
+
+
+def _aggregations() -> list[str]:
+    from .algo.losses import AGGREGATIONS
+
+    return sorted(AGGREGATIONS)
+
+
+def _ratio_levels() -> tuple[str, ...]:
+    from .algo.losses import RATIO_LEVELS
+
+    return tuple(RATIO_LEVELS)
+
+
+def _advantages() -> list[str]:
+    from .algo.losses import ADVANTAGES
+
+    return sorted(ADVANTAGES)
+
+
+def _policy_losses() -> list[str]:
+    from .algo.losses import POLICY_LOSSES
+
+    return sorted(POLICY_LOSSES)
+
+
+def _is_corrections() -> list[str]:
+    from .algo.losses import IS_CORRECTIONS
+
+    return sorted(IS_CORRECTIONS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,176 +116,218 @@ class TrainConfig:
     """
 
     # --- run -------------------------------------------------------------------------------------
-    name: str | None = None  # run name; None -> "<task>-<preset>-s<seed>"
-    out_dir: str = "runs"  # the run's files go to <out_dir>/<name>/
-    preset_name: str = "dapo"  # which preset built this config (recorded in config.json)
-    seed: int = 0
-    max_steps: int = 100  # training steps (one rollout batch each)
+    name: str | None = None
+    """run folder name (default: <task>-<preset>-s<seed>)"""
+    out_dir: str = "runs"
+    """parent folder of runs: the run's files go to <out_dir>/<name>/"""
+    preset_name: str = "dapo"
+    """which preset built this config (recorded in config.json; --preset chooses it)"""
+    seed: Annotated[int, Range(0)] = 0
+    """seed of the model init, sampling and data order"""
+    max_steps: Count = 100
+    """training steps, one rollout batch each"""
     device: str = "cpu"
-    engine: str = "hf"  # a registered engine (engine.ENGINES: "hf" transformers CPU/GPU, "vllm") or "auto"
-    # keywords for the engine's constructor, e.g. {"server_url": "http://127.0.0.1:8000/v1"} for "vllm-server"
+    """torch device: cpu, cuda, cuda:1, ..."""
+    engine: Annotated[str, OneOf(_engines)] = "hf"
+    """rollout engine: hf (transformers, CPU/GPU), vllm (optional extra), vllm-server or auto (vllm where it can
+    run)"""
     engine_options: Mapping[str, Any] = field(default_factory=dict)
-    # torch CPU threads; None leaves torch's choice. With a rollout worker: learner and worker together
-    num_threads: int | None = None
-    # with a rollout worker (threads.THREAD_SPLITS): "work-conserving" hands the idle side's threads to the busy
-    # one before each forward pass; "static" keeps fixed shares (learner ceil(T/2), worker floor(T/2), >= 1 each)
-    num_threads_split: str = "work-conserving"
-    # "bf16": matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast
-    # (weights, optimizer state, log-softmax and loss stay fp32); on a CPU with AMX a SmolLM2-135M update
-    # ran 1.5x (SDPA) to 2x (eager attention) faster, rollouts 1.3x (benchmarks/bench_precision.py)
-    precision: str = "fp32"
+    """keywords for the engine's constructor, e.g. {server_url: 'http://127.0.0.1:8000/v1'} for vllm-server"""
+    num_threads: Annotated[int | None, Range(1, none="torch's choice")] = None
+    """torch CPU threads (with a rollout worker: learner and worker together)"""
+    num_threads_split: Annotated[str, OneOf(_thread_splits)] = "work-conserving"
+    """with a rollout worker: work-conserving hands the idle side's threads to the busy one before each forward
+    pass; static keeps fixed shares (learner ceil(T/2), worker floor(T/2))"""
+    # On a CPU with AMX a SmolLM2-135M update ran 1.5x (SDPA) to 2x (eager attention) faster under bf16,
+    # rollouts 1.3x (benchmarks/bench_precision.py).
+    precision: Annotated[str, OneOf(_precisions)] = "fp32"
+    """bf16: matmuls of the learner's forward/backward and of HF rollouts run under bfloat16 autocast (weights,
+    optimizer state, log-softmax and loss stay fp32)"""
     # --- task and model --------------------------------------------------------------------------
-    task: str = "Arithmetic-v0"  # any registered task name or Gymnasium id
-    task_kwargs: Mapping[str, Any] = field(default_factory=dict)  # passed to the task's loader
+    task: str = "Arithmetic-v0"
+    """registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them"""
+    task_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """the task's load options, e.g. {data_files: my.jsonl}; one at a time: --set data_files=my.jsonl"""
     train_split: str = "train"
+    """split the training problems come from"""
     eval_split: str = "test"
-    verifier: str | Callable[..., Any] | None = None  # replaces the task's verifier; "module:function"
-    prompt_template: str | None = None  # replaces the task's prompt template ("{question}", metadata fields)
-    model: str | None = None  # local HF model folder; None builds the tiny random-init model
-    tiny_hidden_size: int = 128
-    tiny_layers: int = 2
-    tiny_heads: int = 4
-    tiny_max_positions: int = 256  # the tiny model's context (prompt + response, or prompt + whole episode)
-    chat_template: bool = False  # wrap prompts with the tokenizer's chat template (multi-turn tasks always do)
+    """split of the held-out problems (a split that reads the training rows is split off them: docs/tasks.md)"""
+    verifier: str | Callable[..., Any] | None = None
+    """your verifier as MODULE:FUNCTION, fn(response, reference) -> VerifyResult, bool or score in [0, 1],
+    imported from the working directory first (default: the task's)"""
+    prompt_template: str | None = None
+    """replaces the task's prompt template: '{question}' and the rows' metadata fields (default: the task's)"""
+    model: str | None = None
+    """local Hugging Face model folder, never downloaded (default: a tiny random-init model built locally)"""
+    tiny_hidden_size: Count = 128
+    """the tiny model's hidden size"""
+    tiny_layers: Count = 2
+    """the tiny model's decoder layers"""
+    tiny_heads: Count = 4
+    """the tiny model's attention heads (must divide tiny_hidden_size)"""
+    tiny_max_positions: Count = 256
+    """the tiny model's context: prompt + response, or prompt + whole episode"""
+    chat_template: bool = False
+    """wrap prompts with the tokenizer's chat template (multi-turn tasks always do)"""
     # --- multi-turn episodes (tasks with an interaction, e.g. GuessNumber-v0; ignored for single-turn tasks) -----
-    max_turns: int | None = None  # truncate an episode after this many turns (None: the task ends it)
-    # truncate an episode when its tokens after the prompt (sampled + environment) would leave no room for another
-    # turn; it is also the soft overlong penalty's L_max, counted over the tokens the model sampled in the episode
-    max_episode_tokens: int | None = None
+    max_turns: Annotated[int | None, Range(1, none="no budget")] = None
+    """truncate an episode after this many turns (default: the task ends it)"""
+    max_episode_tokens: Annotated[int | None, Range(1, none="no budget")] = None
+    """truncate an episode when its tokens after the prompt would leave no room for another turn; also the soft
+    overlong penalty's L_max over the tokens the model sampled"""
     # --- LoRA (optional extra: pip install 'dapo-env[lora]'; docs/learner.md) -------------------------
-    lora_rank: int = 0  # 0 = full fine-tuning; r >= 1 trains a rank-r LoRA adapter on a frozen base
-    lora_alpha: float = 32.0  # the adapter's update is scaled by lora_alpha / lora_rank
-    lora_dropout: float = 0.0  # dropout on the adapter's input while training
-    lora_target_modules: tuple[str, ...] | None = None  # None: the architecture's attention + MLP projections
+    lora_rank: Annotated[int, Range(0, why="0 = full fine-tuning, e.g. 8 for a rank-8 adapter")] = 0
+    """train a rank-R LoRA adapter on a frozen base (needs pip install 'dapo-env[lora]'); 0 = full fine-tuning"""
+    lora_alpha: Positive = 32.0
+    """scale of the adapter's update: lora_alpha / lora_rank"""
+    lora_dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0
+    """dropout on the adapter's input while training"""
+    lora_target_modules: tuple[str, ...] | None = None
+    """comma-separated module names the adapter wraps, e.g. q_proj,v_proj, or all-linear (default: the
+    architecture's attention + MLP projections)"""
     # --- rollout ----------------------------------------------------------------------------------
-    group_size: int = 16  # G responses per prompt
-    batch_size: int = 512  # prompts (groups) per training step
-    mini_batch_size: int = 32  # groups per optimizer step
-    micro_batch_size: int = 16  # sequences per forward/backward (gradient accumulation)
-    packing: str = "auto"  # micro-batch layout (batch.PACKINGS): "auto" (pack where exact), "off", "length", "pack"
-    gradient_checkpointing: bool = False  # recompute decoder activations in the backward (less memory, ~1.3x work)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_response_tokens: int = 20480  # the paper's L_max
+    group_size: Annotated[int, Range(2, why="group-relative advantages need at least 2 responses")] = 16
+    """G: responses per prompt"""
+    batch_size: Count = 512
+    """prompts (groups) per training step"""
+    mini_batch_size: Count = 32
+    """groups per optimizer step (must divide batch_size)"""
+    micro_batch_size: Count = 16
+    """sequences per forward/backward (gradient accumulation)"""
+    packing: Annotated[str, OneOf(_packings, hint="docs/performance.md")] = "auto"
+    """micro-batch layout: auto (pack where exact), off (pad to the batch), length (sort by length) or pack
+    (concatenate sequences)"""
+    gradient_checkpointing: bool = False
+    """recompute the decoder's activations in the backward: less memory for long responses, ~1.3x work"""
+    temperature: Annotated[float, Range(0, low_open=True, why="sampling needs a temperature > 0")] = 1.0
+    """sampling temperature of the rollouts"""
+    top_p: Annotated[float, Range(0, 1, low_open=True)] = 1.0
+    """nucleus mass of the rollouts"""
+    max_response_tokens: Count = 20480
+    """response budget in tokens (the paper's L_max)"""
     # --- DAPO components ---------------------------------------------------------------------------
-    clip_low: float = 0.2  # epsilon_low
-    clip_high: float = 0.28  # epsilon_high (clip-higher); set equal to clip_low for symmetric clipping
-    clip_c: float | None = None  # dual-clip constant for negative advantages (None: off)
-    loss_agg: str = "token-mean"  # token-level policy-gradient loss (DAPO Eq. 12); any registered aggregation
-    ratio_level: str = "token"  # importance ratio per token, or "sequence" (GSPO's length-normalised ratio)
-    dynamic_sampling: bool = True  # keep only groups with 0 < #correct < G
-    # informative groups beyond batch_size: True (default) carries them into the next batch and takes a stale
-    # sample's old log-probs from the engine that sampled it (the behaviour policy), so the clipped ratio is the
-    # true importance ratio (with an is_correction the recomputed log-probs and its weight account for it
-    # instead); False discards them (the paper's recipe). Side by side on the default run (3 seeds,
-    # 40 steps) held-out accuracy was within seed noise (0.58 vs 0.62) and True generated ~20 % fewer samples.
+    clip_low: Annotated[float, Range(0, 1, high_open=True)] = 0.2
+    """epsilon_low of the clipped surrogate"""
+    clip_high: Annotated[float, Range(0, why="use clip_high=clip_low for symmetric clipping")] = 0.28
+    """epsilon_high (clip-higher); equal to clip_low for symmetric clipping"""
+    clip_c: Annotated[float | None, Range(1, low_open=True, none="off", why="dual clip needs a constant > 1")] = None
+    """dual-clip constant for negative advantages"""
+    loss_agg: Annotated[str, OneOf(_aggregations, "a registered aggregation",
+                                   "losses.register_aggregation adds one")] = "token-mean"
+    """loss aggregation: token-mean is DAPO's token-level loss (Eq. 12)"""
+    ratio_level: Annotated[str, OneOf(_ratio_levels, hint="'sequence' is GSPO")] = "token"
+    """importance ratio per token, or sequence (GSPO's length-normalised ratio)"""
+    dynamic_sampling: bool = True
+    """keep only groups with 0 < #correct < G"""
+    # Side by side on the default run (3 seeds, 40 steps) held-out accuracy was within seed noise (0.58 vs 0.62)
+    # with and without keep_surplus, and keeping generated ~20 % fewer samples. With an is_correction the
+    # recomputed log-probs and its weight account for a carried group's staleness instead.
     keep_surplus: bool = True
-    max_gen_rounds: int = 10  # generation rounds per step before giving up on a full batch
-    difficulty_sampling: bool = False  # draw prompts by their chance of an informative group (dapo_env.difficulty)
-    overlong_penalty: bool = True  # soft overlong punishment (DAPO Eq. 13)
-    overlong_cache_length: int = 4096  # L_cache: the penalty ramps over the last L_cache tokens
+    """carry informative groups beyond batch_size into the next batch, with the sampling engine's log-probs as
+    the old policy's; false discards them (the paper's recipe)"""
+    max_gen_rounds: Count = 10
+    """generation rounds per step before giving up on a full batch"""
+    difficulty_sampling: bool = False
+    """draw prompts by their chance of an informative group (dapo_env.difficulty)"""
+    overlong_penalty: bool = True
+    """soft overlong punishment (DAPO Eq. 13)"""
+    overlong_cache_length: NonNegative = 4096
+    """L_cache: the penalty ramps over the last L_cache tokens"""
     overlong_penalty_factor: float = 1.0
-    overlong_filter: bool = False  # mask truncated responses out of the loss
-    reward_low: float = -1.0  # reward of a wrong response
-    reward_high: float = 1.0  # reward of a correct response
-    advantage: str = "group"  # a registered advantage estimator (losses.ADVANTAGES): "group" is GRPO/DAPO's
-    scale_adv_by_std: bool = True  # GRPO's (r - mean) / std
-    epochs_per_batch: int = 1  # passes over each rollout batch
+    """the penalty at the budget's end"""
+    overlong_filter: bool = False
+    """mask truncated responses out of the loss"""
+    reward_low: float = -1.0
+    """reward of a wrong response"""
+    reward_high: float = 1.0
+    """reward of a correct response"""
+    advantage: Annotated[str, OneOf(_advantages, "a registered advantage estimator",
+                                    "losses.register_advantage adds one")] = "group"
+    """advantage estimator: group is GRPO/DAPO's"""
+    scale_adv_by_std: bool = True
+    """GRPO's (r - mean) / std"""
+    epochs_per_batch: Count = 1
+    """passes over each rollout batch"""
     # --- policy loss, rollout correction, asynchronous rollouts (docs/losses.md, docs/DESIGN.md) ------
-    loss: str = "ppo-clip"  # a registered policy loss (losses.POLICY_LOSSES): "ppo-clip" (DAPO) or "cispo"
-    is_correction: str | None = None  # engine-vs-learner IS weights (losses.IS_CORRECTIONS); None: off
-    is_cap: float = 2.0  # the bound C of is_correction: min(w, C), or keep w in [1/C, C]
-    max_staleness: int = 0  # rollouts may be this many training steps older than the learner (0: synchronous)
-    rollout_worker: bool = False  # generate in a separate worker process (always so when max_staleness > 0)
-    rollout_timeout_s: float = 600.0  # a worker silent this long with work outstanding counts as hung
+    loss: Annotated[str, OneOf(_policy_losses, "a registered policy loss", "losses.register_policy_loss adds one")] = (
+        "ppo-clip")
+    """policy loss: ppo-clip (DAPO's clipped surrogate) or cispo (MiniMax-M1's clipped IS weight)"""
+    is_correction: Annotated[str | None, OneOf(_is_corrections, hint="or None to switch the rollout correction off")] = (
+        None)
+    """importance weights between the rollout engine and the learner: truncate or mask, per token or sequence
+    (default: off)"""
+    is_cap: Annotated[float, Range(1, low_open=True, why="weights are bounded by min(w, C) or kept in [1/C, C]")] = 2.0
+    """bound C of is_correction: min(w, C) or keep [1/C, C]"""
+    max_staleness: Annotated[int, Range(0, why="0 = synchronous")] = 0
+    """generate in a worker process with weights up to K training steps old while the learner updates;
+    0 = synchronous"""
+    rollout_worker: bool = False
+    """generate in a separate worker process (always so when max_staleness > 0)"""
+    rollout_timeout_s: Annotated[float, Range(0, low_open=True, why="allow for the longest generation round")] = 600.0
+    """seconds a worker may stay silent with work outstanding before it counts as hung"""
     # --- optimisation ---------------------------------------------------------------------------
-    lr: float = 1e-6
-    warmup_steps: int = 20  # linear warm-up, in optimizer steps
-    lr_schedule: str = "constant"  # after warm-up
+    lr: Positive = 1e-6
+    """learning rate"""
+    warmup_steps: NonNegative = 20
+    """linear warm-up, in optimizer steps"""
+    lr_schedule: Annotated[str, OneOf(_lr_schedules)] = "constant"
+    """learning-rate schedule after the warm-up"""
     weight_decay: float = 0.1
+    """AdamW's weight decay"""
     adam_betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's (beta1, beta2), e.g. 0.9,0.95"""
     adam_eps: float = 1e-8
-    grad_clip: float = 1.0
+    """AdamW's epsilon"""
+    grad_clip: Positive = 1.0
+    """gradient-norm clip"""
     # --- supervised warm start (the tiny default run) ---------------------------------------------
-    warmstart_steps: int = 0
-    warmstart_lr: float = 3e-3
-    warmstart_batch_size: int = 64
-    warmstart_target_accuracy: float | None = None  # stop once greedy train-probe accuracy reaches it
-    warmstart_response: str = "Answer: {answer}"  # the target response: a template over answer and metadata
+    warmstart_steps: NonNegative = 0
+    """supervised steps on the task's answers before RL (0: none)"""
+    warmstart_lr: Positive = 3e-3
+    """the warm start's learning rate"""
+    warmstart_batch_size: Count = 64
+    """problems per warm-start step"""
+    warmstart_target_accuracy: Annotated[float | None, Range(0, 1, low_open=True)] = None
+    """stop the warm start once greedy train-probe accuracy reaches it (default: run all its steps)"""
+    warmstart_response: str = "Answer: {answer}"
+    """the warm start's target response: a template over answer and metadata"""
     # --- evaluation, logging, checkpoints ---------------------------------------------------------
-    eval_every: int = 10  # steps; 0 disables (the first and last steps are always evaluated)
-    eval_size: int = 200  # held-out problems (greedy decoding)
-    eval_temperature: float = 0.0  # 0 = greedy
-    plot_every: int = 5
-    report_every_eval: bool = True  # rewrite report.html after each evaluation (cheap: ~0.03-0.2 s)
-    checkpoint_every: int = 10  # steps; 0 disables
-    keep_checkpoints: int = 2
-    progress: bool = True  # tqdm progress bar
+    eval_every: NonNegative = 10
+    """held-out evaluation every N steps; 0 disables (the first and last steps are always evaluated)"""
+    eval_size: Count = 200
+    """held-out problems (greedy decoding)"""
+    eval_temperature: Annotated[float, Range(0, why="0 = greedy")] = 0.0
+    """temperature of the held-out evaluation; 0 = greedy"""
+    plot_every: NonNegative = 5
+    """redraw curves.png every N steps; 0 disables"""
+    report_every_eval: bool = True
+    """rewrite report.html after each evaluation (cheap: ~0.03-0.2 s)"""
+    checkpoint_every: NonNegative = 10
+    """checkpoint every N steps; 0 disables"""
+    keep_checkpoints: NonNegative = 2
+    """checkpoints kept (older ones are deleted)"""
+    progress: bool = True
+    """show a progress bar"""
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, msg: str) -> None:
             if not ok:
                 raise ValueError(f"TrainConfig.{name}: {msg} (got {getattr(self, name)!r})")
 
-        for name in ("lr", "warmstart_lr", "clip_low", "clip_high", "temperature", "top_p", "eval_temperature",
-                     "grad_clip", "reward_low", "reward_high", "weight_decay", "adam_eps", "overlong_penalty_factor"):
-            value = getattr(self, name)
-            need(isinstance(value, (int, float)) and not isinstance(value, bool), name,
-                 "must be a number (write 3.0e-4 rather than 3e-4 in YAML 1.1 files)")
-        for name in ("max_steps", "group_size", "batch_size", "mini_batch_size", "micro_batch_size",
-                     "max_response_tokens", "max_gen_rounds", "epochs_per_batch", "eval_size",
-                     "tiny_hidden_size", "tiny_layers", "tiny_heads", "tiny_max_positions", "warmstart_batch_size"):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1, name,
-                 "must be an integer >= 1")
-        for name in ("warmup_steps", "warmstart_steps", "eval_every", "plot_every", "checkpoint_every",
-                     "keep_checkpoints", "overlong_cache_length"):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0, name,
-                 "must be an integer >= 0")
-        need(self.group_size >= 2, "group_size", "group-relative advantages need at least 2 responses")
-        for name in ("max_turns", "max_episode_tokens"):
-            value = getattr(self, name)
-            need(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1), name,
-                 "must be an integer >= 1, or None (no budget)")
+        if isinstance(self.adam_betas, list):  # from YAML/JSON
+            object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
+        self._normalise_lora_targets()
+        check_fields(self)  # every field's type, range and registry name (settings.py)
         need(not self.overlong_penalty or self.max_episode_tokens is None
              or self.overlong_cache_length < self.max_episode_tokens, "overlong_cache_length",
              f"must be < max_episode_tokens={self.max_episode_tokens} (a multi-turn episode's penalty ramps over "
              "its last overlong_cache_length sampled tokens)")
         need(self.batch_size % self.mini_batch_size == 0, "mini_batch_size",
              f"must divide batch_size={self.batch_size}; pick a divisor")
-        need(self.clip_low >= 0.0 and self.clip_low < 1.0, "clip_low", "must be in [0, 1)")
-        need(self.clip_high >= 0.0, "clip_high", "must be >= 0 (use clip_high=clip_low for symmetric)")
-        need(self.clip_c is None or self.clip_c > 1.0, "clip_c", "dual clip needs a constant > 1, or None")
-        from .engines import engine_names  # the registries (imported here: config itself needs no torch)
-        from .algo.losses import ADVANTAGES, AGGREGATIONS, RATIO_LEVELS
-
-        need(isinstance(self.keep_surplus, bool), "keep_surplus",
-             "must be true (carry surplus groups, behaviour-policy log-probs) or false (discard them, the paper's "
-             "recipe)")
-        need(self.advantage in ADVANTAGES, "advantage",
-             f"choose a registered advantage estimator {sorted(ADVANTAGES)} (losses.register_advantage adds one)")
-        need(self.loss_agg in AGGREGATIONS, "loss_agg",
-             f"choose a registered aggregation {sorted(AGGREGATIONS)} (losses.register_aggregation adds one)")
-        need(self.ratio_level in RATIO_LEVELS, "ratio_level", f"choose one of {RATIO_LEVELS} ('sequence' is GSPO)")
         self._check_async()
-        need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"choose one of {LR_SCHEDULES}")
-        need(self.engine in engine_names(), "engine", f"choose one of {engine_names()}")
-        need(self.precision in PRECISIONS, "precision", f"choose one of {PRECISIONS}")
-        from .algo.batch import PACKINGS
-
-        need(self.packing in PACKINGS, "packing", f"choose one of {PACKINGS} (docs/performance.md)")
-        need(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing", "must be true or false")
-        need(self.temperature > 0.0, "temperature", "sampling needs a temperature > 0")
-        need(0.0 < self.top_p <= 1.0, "top_p", "must be in (0, 1]")
-        need(self.eval_temperature >= 0.0, "eval_temperature", "must be >= 0 (0 = greedy)")
-        need(self.lr > 0.0, "lr", "must be > 0")
-        need(self.warmstart_lr > 0.0, "warmstart_lr", "must be > 0")
-        need(self.warmstart_target_accuracy is None or 0.0 < self.warmstart_target_accuracy <= 1.0,
-             "warmstart_target_accuracy", "must be in (0, 1] or None")
-        need(self.grad_clip > 0.0, "grad_clip", "must be > 0")
-        need(isinstance(self.report_every_eval, bool), "report_every_eval", "must be true or false")
         need(self.reward_high > self.reward_low, "reward_high", "must exceed reward_low")
         need(not self.overlong_penalty or self.overlong_cache_length < self.max_response_tokens
-             or self.max_episode_tokens is not None, "overlong_cache_length",  # episodes: checked just below
+             or self.max_episode_tokens is not None, "overlong_cache_length",  # episodes: checked above
              f"must be < max_response_tokens={self.max_response_tokens} "
              "(the penalty ramps over the last overlong_cache_length tokens)")
         need(self.tiny_hidden_size % self.tiny_heads == 0, "tiny_heads", "must divide tiny_hidden_size")
@@ -232,29 +340,26 @@ class TrainConfig:
              "must be a non-empty folder name without '/'")
         need(isinstance(self.adam_betas, tuple) and len(self.adam_betas) == 2, "adam_betas",
              "must be a pair (beta1, beta2)")
+        need(isinstance(self.task_kwargs, Mapping), "task_kwargs", "must map option names to values, e.g. "
+             "{'data_files': 'my.jsonl'}")
         object.__setattr__(self, "task_kwargs", dict(self.task_kwargs))
         need(isinstance(self.engine_options, Mapping) and all(isinstance(k, str) for k in self.engine_options),
              "engine_options", "must map keyword names to values, e.g. {'server_url': 'http://127.0.0.1:8000/v1'}")
         object.__setattr__(self, "engine_options", dict(self.engine_options))
         self._check_lora()
 
-    def _check_lora(self) -> None:
-        """Validate the LoRA fields (peft is not imported); ``lora_target_modules`` given as a list or a
-        comma-separated string becomes a tuple."""
+    def _normalise_lora_targets(self) -> None:
+        """``lora_target_modules`` given as a list or a comma-separated string becomes a tuple."""
         targets = self.lora_target_modules
         if isinstance(targets, str):
             targets = tuple(t.strip() for t in targets.split(",") if t.strip())
         elif isinstance(targets, (list, tuple)):
             targets = tuple(targets)
         object.__setattr__(self, "lora_target_modules", targets)
-        if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
-            raise ValueError(f"TrainConfig.lora_rank: must be an integer >= 0 (0 = full fine-tuning, e.g. 8 for a "
-                             f"rank-8 adapter) (got {self.lora_rank!r})")
-        if isinstance(self.lora_alpha, bool) or not isinstance(self.lora_alpha, (int, float)) or self.lora_alpha <= 0:
-            raise ValueError(f"TrainConfig.lora_alpha: must be a number > 0 (got {self.lora_alpha!r})")
-        if (isinstance(self.lora_dropout, bool) or not isinstance(self.lora_dropout, (int, float))
-                or not 0 <= self.lora_dropout < 1):
-            raise ValueError(f"TrainConfig.lora_dropout: must be in [0, 1) (got {self.lora_dropout!r})")
+
+    def _check_lora(self) -> None:
+        """The LoRA fields together (peft is not imported; ranges are checked with every field)."""
+        targets = self.lora_target_modules
         if targets is not None and (not targets or not all(isinstance(t, str) and t for t in targets)):
             raise ValueError("TrainConfig.lora_target_modules: module names such as q_proj,v_proj, 'all-linear', or "
                              f"None for the architecture's default (got {self.lora_target_modules!r})")
@@ -280,32 +385,15 @@ class TrainConfig:
                             target_modules=self.lora_target_modules)
 
     def _check_async(self) -> None:
-        """The policy-loss, rollout-correction and asynchronous-rollout fields."""
-        from .algo.losses import IS_CORRECTIONS, POLICY_LOSSES
+        """The policy-loss, rollout-correction and asynchronous-rollout fields together."""
 
         def need(ok: bool, name: str, msg: str) -> None:
             if not ok:
                 raise ValueError(f"TrainConfig.{name}: {msg} (got {getattr(self, name)!r})")
 
-        need(self.loss in POLICY_LOSSES, "loss",
-             f"choose a registered policy loss {sorted(POLICY_LOSSES)} (losses.register_policy_loss adds one)")
         need(self.loss != "cispo" or self.clip_c is None, "clip_c", "dual clip bounds the PPO surrogate; CISPO "
              "has no such term: set clip_c=None with loss='cispo'")
-        need(self.is_correction is None or self.is_correction in IS_CORRECTIONS, "is_correction",
-             f"choose one of {sorted(IS_CORRECTIONS)}, or None to switch the rollout correction off")
-        need(isinstance(self.is_cap, (int, float)) and not isinstance(self.is_cap, bool) and self.is_cap > 1,
-             "is_cap", "must be a number > 1 (weights are bounded by min(w, C) or kept in [1/C, C])")
-        need(isinstance(self.max_staleness, int) and not isinstance(self.max_staleness, bool)
-             and self.max_staleness >= 0, "max_staleness", "must be an integer >= 0 (0 = synchronous)")
-        need(self.num_threads is None or (isinstance(self.num_threads, int) and not isinstance(self.num_threads, bool)
-                                          and self.num_threads >= 1), "num_threads",
-             "must be an integer >= 1, or None (torch's choice)")
-        from .rollout.threads import THREAD_SPLITS
-
-        need(self.num_threads_split in THREAD_SPLITS, "num_threads_split", f"choose one of {THREAD_SPLITS}")
-        need(isinstance(self.rollout_timeout_s, (int, float)) and self.rollout_timeout_s > 0, "rollout_timeout_s",
-             "must be a number of seconds > 0 (allow for the longest generation round)")
-        worker = self.rollout_worker or (isinstance(self.max_staleness, int) and self.max_staleness > 0)
+        worker = self.rollout_worker or self.max_staleness > 0
         need(not (worker and self.difficulty_sampling), "difficulty_sampling", "is not supported with a rollout worker "
              "yet (the worker's env sees the verdicts, the learner's draws the prompts): set max_staleness=0 and "
              "rollout_worker=false, or difficulty_sampling=false")
@@ -363,9 +451,11 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``). Older runs' ``tis_cap: C`` is read
-        as what it was: ``is_correction="token-truncate"`` with ``is_cap=C``."""
+        """Rebuild from :meth:`to_dict` output (e.g. a run's ``config.json``). An older run's file is read as what it
+        ran: a field it lacks takes its preset's value, except ``packing`` (``"off"``, the layout before the field
+        existed), and ``tis_cap: C`` is ``is_correction="token-truncate"`` with ``is_cap=C``."""
         data = dict(data)
+        data.setdefault("packing", "off")  # a run from before the packing field trained unpacked
         tis_cap = data.pop("tis_cap", None)
         if tis_cap is not None:
             data.update(is_correction="token-truncate", is_cap=tis_cap)

@@ -39,6 +39,7 @@ from .algo.collective import Collective, LocalCollective
 from .config import TrainConfig
 from .engines import RolloutEngine, make_engine, weights_fingerprint
 from .run.evaluation import evaluate, load_eval_problems
+from .run.heldout import write_record as write_heldout_record
 from .models.lora import adapter_state_dict, has_lora
 from .algo.losses import TurnRewards, get_advantage
 from .metrics import MetricsLog, plot_metrics, progress_postfix, read_metrics, rollout_record, update_record
@@ -166,6 +167,9 @@ class Trainer:
         self._t_start, self._cpu_start = time.perf_counter(), time.process_time()
         if main:
             (self.run_dir / "config.json").write_text(json.dumps(self.run_config.to_dict(), indent=2, default=str))
+            held_out = write_heldout_record(self.run_dir, self.task)  # heldout.json when the splits shared rows
+            if held_out:
+                print(held_out, flush=True)
         self.init_params = ckpt.init_reference(self.run_dir, self.rollout_model, fresh=latest is None) if main else {}
         if latest is not None:
             self._load(latest)

@@ -24,7 +24,15 @@ _VERSIONED_RE = re.compile(r"-v\d+$")
 
 
 class TaskDataError(ValueError):
-    """A task's data could not be loaded or a row is malformed; the message says how to fix it."""
+    """A task's data could not be loaded or a row is malformed; the message says how to fix it.
+
+    ``cli_message``, when given, is the same message with the fix in the command line's spelling
+    (``--set data_files=F`` rather than ``gym.make(..., data_files=F)``); ``dapo-env`` shows it instead.
+    """
+
+    def __init__(self, message: str, *, cli_message: str | None = None) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message
 
 
 @runtime_checkable

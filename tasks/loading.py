@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,17 +62,32 @@ def _batches_to_rows(dataset: Any) -> Iterator[dict[str, Any]]:
 
 
 def read_file(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The rows of one local file, in file order, through the `datasets` builder its extension names."""
+    """The rows of one local file, in file order, through the `datasets` builder its extension names (without
+    the hub library's progress bars: a local file is not a download)."""
     builder = builder_for(path)
     if not Path(path).is_file():
         raise TaskDataError(f"data file {str(path)!r} does not exist")
     import datasets  # lazy: heavy import
 
     try:
-        dataset = datasets.load_dataset(builder, data_files=str(path), split="train")
+        with _quiet_progress(datasets):
+            dataset = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as exc:  # datasets/pyarrow raise many types; name the file and keep the cause
         raise TaskDataError(f"could not read {str(path)!r} as {builder}: {exc}") from exc
     return _batches_to_rows(dataset)
+
+
+@contextmanager
+def _quiet_progress(datasets: Any) -> Iterator[None]:
+    """Switch `datasets`' progress bars off for the block, then back to what they were."""
+    utils = datasets.utils.logging
+    was_on = utils.is_progress_bar_enabled()
+    utils.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            utils.enable_progress_bar()
 
 
 def _offline() -> bool:
@@ -79,8 +95,16 @@ def _offline() -> bool:
     return any(flag.strip().lower() in {"1", "true", "yes", "on"} for flag in flags)
 
 
-def read_hub(hub_id: str, config: str | None, split: str, *, env_id: str, example: str) -> Iterator[dict[str, Any]]:
-    """The rows of a hub dataset split; any failure (offline, not cached, no network) says how to use a file."""
+def read_hub(hub_id: str | None, config: str | None, split: str, *, env_id: str,
+             example: str) -> Iterator[dict[str, Any]]:
+    """The rows of a hub dataset split; any failure (offline, not cached, no network, no hub dataset at all)
+    says how to use a file, in the library's and in the command line's spelling."""
+    fix = (f'gym.make("{env_id}", data_files="{example}") or get_task("{env_id}").load(data_files="{example}") '
+           "(JSONL, .jsonl.gz, Parquet or CSV)")
+    cli_fix = f"--set data_files={example} (JSONL, .jsonl.gz, Parquet or CSV; a {{split: file}} mapping for several)"
+    if not hub_id:
+        problem = f"{env_id} has no hub dataset: its problems come from local files"
+        raise TaskDataError(f"{problem}. Pass them: {fix}.", cli_message=f"{problem}. Pass them: {cli_fix}")
     import datasets  # lazy: heavy import
 
     try:
@@ -89,12 +113,10 @@ def read_hub(hub_id: str, config: str | None, split: str, *, env_id: str, exampl
         state = "offline mode is on (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE) and it is not cached" if _offline() else (
             "the hub could not be reached or the dataset/split is unavailable"
         )
-        raise TaskDataError(
-            f"cannot load {env_id} from the Hugging Face hub dataset {hub_id!r}"
-            f"{f' (config {config!r})' if config else ''}, split {split!r}: {state} ({type(exc).__name__}: {exc}). "
-            f'Pass a local copy instead: gym.make("{env_id}", data_files="{example}") or '
-            f'get_task("{env_id}").load(data_files="{example}") (JSONL, .jsonl.gz or Parquet).'
-        ) from exc
+        problem = (f"cannot load {env_id} from the Hugging Face hub dataset {hub_id!r}"
+                   f"{f' (config {config!r})' if config else ''}, split {split!r}: {state} ({type(exc).__name__}: {exc})")
+        raise TaskDataError(f"{problem}. Pass a local copy instead: {fix}.",
+                            cli_message=f"{problem}. Pass a local copy instead: {cli_fix}") from exc
     return _batches_to_rows(dataset)
 
 
@@ -112,13 +134,19 @@ def _files_for_split(data_files: DataFiles, split: str) -> list[str]:
 
 
 def convert_rows(rows: Iterable[Mapping[str, Any]], convert: RowConverter, *, where: str) -> list[Problem]:
-    """Convert rows in order; a :class:`RowError` becomes a TaskDataError naming ``where``, row and field."""
+    """Convert rows in order; a :class:`RowError` becomes a TaskDataError naming ``where``, row and field, and
+    any other exception of the converter (a ``KeyError`` of a custom one) one naming ``where`` and row."""
     problems = []
     for index, row in enumerate(rows):
         try:
             problems.append(convert(row, index))
         except RowError as exc:
             raise TaskDataError(f"{where}: row {index + 1}: field {exc.field!r}: {exc}") from exc
+        except Exception as exc:  # a converter's own bug or assumption: say where, keep the cause
+            detail = f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+            columns = sorted(k for k, v in row.items() if v is not None) if isinstance(row, Mapping) else []
+            raise TaskDataError(f"{where}: row {index + 1}: the converter raised {type(exc).__name__}: {detail} "
+                                f"(the row has fields {columns})") from exc
     return problems
 
 
@@ -128,11 +156,12 @@ class DatasetSource:
 
     ``load(split)`` reads the hub dataset ``hub_id`` (config ``hub_config``, split ``hub_splits.get(split,
     split)``); ``load(split, data_files=PATH)`` reads local files instead (a path, a list of paths, or a
-    ``{split: path}`` mapping). Options: ``hub_id=`` / ``hub_config=`` override the hub location.
+    ``{split: path}`` mapping). Options: ``hub_id=`` / ``hub_config=`` override the hub location. A task
+    with local files only leaves ``hub_id`` out: ``load`` without ``data_files`` then says to pass them.
 
     Attributes:
         env_id: the task's Gymnasium id, for error messages.
-        hub_id: the default hub dataset.
+        hub_id: the default hub dataset (``None``: the task reads local files only).
         convert: ``convert(row, index) -> Problem``; raises :class:`RowError` on a malformed row.
         hub_config: the hub dataset's configuration name, if it has several.
         hub_splits: our split name -> the hub's split name, where they differ.
@@ -148,8 +177,8 @@ class DatasetSource:
     """
 
     env_id: str
-    hub_id: str
     convert: RowConverter
+    hub_id: str | None = None
     hub_config: str | None = None
     hub_splits: tuple[tuple[str, str], ...] | Mapping[str, str] = field(default=())  # stored as a tuple
     dedupe_ids: bool = False

@@ -121,7 +121,9 @@ class ProceduralSource(Generic[C]):
         if data_files is not None:
             raise TaskDataError(
                 f"{type(self.default).__name__} tasks are generated procedurally and read no data_files; "
-                "drop data_files and pass generator options instead (e.g. size=..., seed=...)"
+                "drop data_files and pass generator options instead (e.g. size=..., seed=...)",
+                cli_message=f"{type(self.default).__name__} tasks are generated procedurally and read no data_files; "
+                "drop data_files and set generator options instead (e.g. --set size=N task_kwargs.seed=S)",
             )
         if split not in _SPLIT_CODE:
             raise ValueError(f"unknown split {split!r} for a procedural task; choose one of {list(SPLITS)}")
@@ -147,7 +149,8 @@ def configured(default: Any, split: str, data_files: DataFiles | None, knobs: Ma
     """
     if data_files is not None:
         raise TaskDataError(f"{what} are generated procedurally and read no data_files; drop data_files and pass "
-                            f"knobs instead ({hint})")
+                            f"knobs instead ({hint})", cli_message=f"{what} are generated procedurally and read no "
+                            f"data_files; drop data_files and set knobs instead (--set {hint.split(',')[0].strip()})")
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} for a procedural task; choose one of {list(SPLITS)}")
     valid = sorted(f.name for f in fields(default))

@@ -204,6 +204,7 @@ def network_problems(events: list[dict[str, Any]], origin: str) -> list[str]:
 PAGES = {  # path -> (CSS selector, at least this many matches): what the page must show
     "/": ("article a[href^='tutorials/']", 9),
     "/tutorials/math-task/": ("article pre code", 5),
+    "/tutorials/evaluate/": ("article pre code", 3),
     "/reference/dapo_env.tasks/": ("article .doc-object", 15),
     "/reference/dapo_env.learners/trainer/": ("article .doc-object", 5),
 }
@@ -220,6 +221,9 @@ def test_page_renders_in_chromium(path: str, served: str, browser: DevTools) -> 
     found = evaluate(browser, session, f"document.querySelectorAll({selector!r}).length")
     assert found >= at_least, f"{path}: {found} x {selector}"
     assert evaluate(browser, session, "document.querySelector('article h1').innerText.trim().length") > 0
+    wide = evaluate(browser, session, "Array.from(document.querySelectorAll('article pre > code'))"
+                                      ".filter(c => c.scrollWidth > c.clientWidth + 1).length")
+    assert wide == 0, f"{path}: {wide} code block(s) scroll sideways at 1400 px (docs/stylesheets/extra.css wraps them)"
     header = evaluate(browser, session, "getComputedStyle(document.querySelector('header.md-header')).backgroundColor")
     assert header not in ("", "rgba(0, 0, 0, 0)"), f"{path}: the theme's stylesheet did not apply ({header})"
     assert problems(browser.events) == [], problems(browser.events)

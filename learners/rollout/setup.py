@@ -25,8 +25,13 @@ from ..config import TrainConfig
 
 def resolve_task(cfg: TrainConfig) -> Any:
     """The registered task named by ``cfg.task``, with ``cfg.verifier`` and ``cfg.prompt_template`` swapped in
-    when given (:func:`task_with`)."""
-    return task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+    when given (:func:`task_with`), and its rows split into training and held-out ones when both splits would
+    read the same rows (:func:`~dapo_env.learners.run.heldout.split_if_shared`)."""
+    from ..run.heldout import split_if_shared
+
+    task = task_with(cfg.task, verifier=cfg.verifier, prompt_template=cfg.prompt_template)
+    return split_if_shared(task, train_split=cfg.train_split, eval_split=cfg.eval_split,
+                           task_kwargs=cfg.task_kwargs, eval_size=cfg.eval_size)
 
 
 def task_with(name: str, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
@@ -127,15 +132,34 @@ def check_context(model: Any, tokenizer: Any, cfg: TrainConfig, task: Any, probl
         budget = cfg.max_episode_tokens
         if budget is None or longest + budget > positions:
             raise ValueError(f"{cfg.task} is multi-turn: its prompts (up to {longest} tokens) plus a whole episode must "
-                             f"fit the model's context ({positions} positions): pass --set max_episode_tokens=N with "
-                             f"N <= {positions - longest}" + ("" if cfg.model else " (or raise tiny_max_positions)"))
+                             f"fit the model's context ({positions} positions): "
+                             + _context_fix(cfg, longest, positions, "max_episode_tokens", budget or 1))
         return
     if longest + cfg.max_response_tokens > positions:
-        which = f"--model {cfg.model}" if cfg.model else "the tiny model (preset 'tiny' scale)"
+        which = f"--model {cfg.model}" if cfg.model else "the tiny model"
         raise ValueError(f"{cfg.task}'s prompts (up to {longest} tokens) plus max_response_tokens="
-                         f"{cfg.max_response_tokens} exceed the context of {which} ({positions} positions): pass "
-                         f"--set max_response_tokens=N with N <= {positions - longest}"
-                         + ("" if cfg.model else ", or --model PATH (a local HF model folder) for this task"))
+                         f"{cfg.max_response_tokens} exceed the context of {which} ({positions} positions): "
+                         + _context_fix(cfg, longest, positions, "max_response_tokens", cfg.max_response_tokens))
+
+
+#: The fewest response (or episode) tokens a shorter budget may leave before the hint stops suggesting it.
+_MIN_BUDGET = 8
+
+
+def _context_fix(cfg: TrainConfig, longest: int, positions: int, budget_field: str, budget: int) -> str:
+    """The flags that make prompts of ``longest`` tokens plus the ``budget_field`` budget fit: a smaller budget
+    when one of at least :data:`_MIN_BUDGET` tokens is left, else a larger context (the tiny model's
+    ``tiny_max_positions``, or a model with a longer context)."""
+    flag = "--" + budget_field.replace("_", "-")
+    room = positions - longest
+    options = [f"{flag} {room}"] if room >= _MIN_BUDGET else []
+    if cfg.model:
+        options.append("--model PATH (a model with a longer context)")
+    else:
+        options.append(f"--tiny-max-positions {longest + budget}")
+        options.append("--model PATH (a local HF model folder)")
+    lead = "pass " if room >= _MIN_BUDGET else f"the prompts leave {max(room, 0)} tokens: pass "
+    return lead + " or ".join(options)
 
 
 def stamp_step(group: Group, step: int) -> Group:
@@ -157,9 +181,26 @@ def make_sampler(cfg: TrainConfig, source: Any) -> Any:
     from dapo_env.sampler import DynamicSampler
 
     return DynamicSampler(source, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
-                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus)
+                          filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus,
+                          advice=partial_batch_advice(cfg))
+
+
+def partial_batch_advice(cfg: TrainConfig) -> str:
+    """What the partial-batch warning of the run's sampler suggests, in the command line's spelling: more
+    generation rounds (``max_gen_rounds``) or a smaller batch that ``mini_batch_size`` still divides.
+
+    Example:
+        >>> from dapo_env.learners.config import preset
+        >>> partial_batch_advice(preset("tiny"))
+        'Raise max_gen_rounds (--max-gen-rounds 4, now 2), lower batch_size (--batch-size 16, a multiple of mini_batch_size=8) or change the data'
+    """
+    advice = f"Raise max_gen_rounds (--max-gen-rounds {2 * cfg.max_gen_rounds}, now {cfg.max_gen_rounds})"
+    smaller = (cfg.batch_size // 2) // cfg.mini_batch_size * cfg.mini_batch_size
+    if smaller >= cfg.mini_batch_size:
+        advice += f", lower batch_size (--batch-size {smaller}, a multiple of mini_batch_size={cfg.mini_batch_size})"
+    return advice + " or change the data"
 
 
 
 __all__ = ["chat_tokenizer", "check_context", "is_multi_turn", "make_episode_env", "make_group_env",
-           "make_sampler", "resolve_task", "shaping_options", "stamp_step", "task_with"]
+           "make_sampler", "partial_batch_advice", "resolve_task", "shaping_options", "stamp_step", "task_with"]

@@ -69,6 +69,9 @@ class EvalSettings:
         precision: ``"fp32"`` or ``"bf16"`` (autocast of the HF engine's forward passes).
         prompt_template: replaces the task's template (as the run did; ``None``: the task's own).
         max_turns, max_episode_tokens: a multi-turn task's episode budgets (as the run's evaluation).
+        heldout_from, heldout_size: a run's training split and ``eval_size``: when ``split`` reads the same rows
+            as ``heldout_from``, the eval covers the rows the run held out of them (``learners.run.heldout``);
+            ``None``: the split as it loads.
     """
 
     task: str
@@ -89,6 +92,8 @@ class EvalSettings:
     prompt_template: str | None = None
     max_turns: int | None = None
     max_episode_tokens: int | None = None
+    heldout_from: str | None = None
+    heldout_size: int = 200
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, msg: str) -> None:
@@ -157,6 +162,10 @@ def settings_from_run(run_config: Mapping[str, Any], **overrides: Any) -> EvalSe
     merged = {**base, **overrides}
     if "task_kwargs" in overrides and "task_kwargs" in base:
         merged["task_kwargs"] = {**base["task_kwargs"], **overrides["task_kwargs"]}
+    if run_config and all(merged.get(name) == base.get(name) for name in ("task", "task_kwargs", "split")):
+        # the run's own held-out problems: split off the training rows as the run split them (if it did)
+        merged.setdefault("heldout_from", run_config.get("train_split", "train"))
+        merged.setdefault("heldout_size", run_config.get("eval_size") or 200)
     if "task" not in merged:
         raise ValueError("no task: the model is not inside a run folder, so pass --task (e.g. --task GSM8K-v0)")
     return EvalSettings(**merged)
@@ -239,7 +248,7 @@ def _manifest_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     out = []
     a, b = dict(old.get("settings", {})), dict(new.get("settings", {}))
     for key in sorted((set(a) | set(b)) - {"size"}):
-        if a.get(key) != b.get(key):
+        if key in a and a.get(key) != b.get(key):  # a setting newer than the old eval is no difference
             out.append(f"{key} was {a.get(key)!r}, now {b.get(key)!r}")
     if old.get("model", {}).get("endpoint") and old["model"].get("model") != new.get("model", {}).get("model"):
         out.append(f"the served model was {old['model'].get('model')!r}, now {new.get('model', {}).get('model')!r}")
@@ -427,6 +436,8 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
         summary["notes"] = [*summary["notes"], *notes]
     listed = [{key: r.get(key) for key in ("index", "problem_id", "greedy", "sample", "reason")}
               for r in sorted(failed, key=lambda r: (r["index"], not r["greedy"], r["sample"]))]
+    from .heldout import describe_eval_rows
+
     extra: dict[str, Any] = {}
     latest = [*graded, *failed]
     if any("usage" in r for r in latest):
@@ -441,7 +452,8 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
         extra["warnings"] = [warning] if warning else []
     if any(r.get("judge") for r in graded):
         extra["judge"] = _judge_summary(graded, failed, same)
-    return {**summary, "task": settings.task, "split": settings.split, **model,
+    return {**summary, "task": settings.task, "split": settings.split,
+            "rows": describe_eval_rows(task, settings.split, settings.task_kwargs), **model,
             "failed": {"samples": len(failed), "list": listed},
             "stats": {"greedy": _length_stats(scored, True), "sampled": _length_stats(scored, False)},
             **extra, "settings": settings.to_dict(), "samples_file": SAMPLES_FILE}
@@ -703,10 +715,20 @@ def load_model(model_dir: str | Path) -> tuple[Any, Any]:
 
 
 def eval_task(settings: EvalSettings) -> Any:
-    """The task an eval grades with: the settings' task with their prompt template and custom verifier."""
+    """The task an eval grades with: the settings' task with their prompt template and custom verifier; the
+    task's own verifier also reads the common answer forms where its prompt states no format
+    (:mod:`~dapo_env.learners.run.answer_forms`), and a run's shared rows are split as the run split them."""
+    from .answer_forms import with_common_forms
+    from .heldout import split_if_shared
     from ..rollout.setup import task_with
 
-    return task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
+    task = task_with(settings.task, verifier=settings.verifier, prompt_template=settings.prompt_template)
+    if settings.verifier is None:  # the task's own verifier: also read the common answer forms (answer_forms)
+        task = with_common_forms(task)
+    if settings.heldout_from is None:
+        return task
+    return split_if_shared(task, train_split=settings.heldout_from, eval_split=settings.split,
+                           task_kwargs=settings.task_kwargs, eval_size=settings.heldout_size)
 
 
 def eval_problems(task: Any, settings: EvalSettings) -> list[Problem]:

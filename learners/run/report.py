@@ -219,11 +219,23 @@ def _facts_html(run: RunFolder) -> str:
     if evals:
         best = max(evals, key=lambda e: e[1])
         facts.append(f"held-out accuracy {evals[0][1]:.3f} (step {evals[0][0]}) &rarr; {evals[-1][1]:.3f} "
-                     f"(step {evals[-1][0]}), best {best[1]:.3f} (step {best[0]})")
+                     f"(step {evals[-1][0]}), best {best[1]:.3f} (step {best[0]}); rows: {h(_heldout_rows(run))}")
     empty = sum(b - a + 1 for a, b in empty_batch_spans(recs))
     if empty:
         facts.append(f'<a href="#empty-batches">{empty} empty-batch step(s)</a>')
     return '<p class="facts">' + " &middot; ".join(facts) + "</p>"
+
+
+def _heldout_rows(run: RunFolder) -> str:
+    """Where the held-out rows came from: the run's ``heldout.json`` when it split them off its training rows,
+    else its evaluation split."""
+    from .heldout import HELDOUT_FILE
+
+    record = run.path / HELDOUT_FILE
+    if record.is_file():
+        held = json.loads(record.read_text())
+        return f"{held['held_out']} of the {held['rows']} rows of {held['source']} held out ({HELDOUT_FILE})"
+    return f"split {run.config.get('eval_split', 'test')!r} of {run.config.get('task', 'the task')}"
 
 
 def _reasons(samples: Iterable[EvalSample], limit: int = 3) -> str:

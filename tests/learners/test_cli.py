@@ -17,8 +17,9 @@ FAST = ["--set", "warmstart_steps=0", "batch_size=4", "group_size=4", "mini_batc
 
 
 def test_parse_overrides() -> None:
-    assert parse_overrides(["a=1", "b=true", "c=[1, 2]", "d=x"]) == {"a": 1, "b": True, "c": [1, 2], "d": "x"}
-    with pytest.raises(SystemExit):
+    assert parse_overrides(["group_size=8", "packing=off", "overlong_filter=on", "xy=[1, 2]", "d=x"]) == {
+        "group_size": 8, "packing": "off", "overlong_filter": True, "task_kwargs": {"xy": [1, 2], "d": "x"}}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_overrides(["novalue"])
 
 

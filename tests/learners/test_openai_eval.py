@@ -22,8 +22,9 @@ from dapo_env.learners.run.eval_run import read_samples  # noqa: E402
 FAST = ["--retries", "1", "--timeout", "2", "--no-progress"]
 
 
-def _eval(server: FaultServer, out: Path, *extra: str) -> dict:
-    assert main(["eval", "--endpoint", server.url, "--model", "fault", "--out", str(out), *FAST, *extra]) == 0
+def _eval(server: FaultServer, out: Path, *extra: str, status: int = 0) -> dict:
+    """Run the eval through the CLI; ``status`` 1 where requests fail (more than ``--max-failed``, default 0)."""
+    assert main(["eval", "--endpoint", server.url, "--model", "fault", "--out", str(out), *FAST, *extra]) == status
     return json.loads((out / "summary.json").read_text())
 
 
@@ -40,7 +41,7 @@ def test_failed_requests_are_kept_apart_and_a_rerun_repeats_exactly_them(tmp_pat
         prompts = [b["prompt"] for b in clean.bodies]
     failing = sorted(set(prompts))[:3]  # three problems whose every request fails
     with FaultServer(answer=_wrong_on_odd, rule=lambda b: "503" if b["prompt"] in failing else None) as server:
-        first = _eval(server, tmp_path / "eval", *args)
+        first = _eval(server, tmp_path / "eval", *args, status=1)
         assert server.requests == (12 - 3) * 4 + 3 * 4 * 2  # 4 responses per problem; each failure tried twice
         failed = first["failed"]
         assert failed["samples"] == 12 and {r["reason"].split(" (")[0] for r in failed["list"]} == \
@@ -51,7 +52,8 @@ def test_failed_requests_are_kept_apart_and_a_rerun_repeats_exactly_them(tmp_pat
         assert first["problems"] == 9
         right = sum(r["correct"] for r in graded if r["greedy"])
         assert first["metrics"]["greedy"]["value"] == pytest.approx(right / 9)
-        assert "failed requests: 12" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "failed requests: 12 (12 x error:endpoint: HTTP 503" in err and "more than --max-failed 0" in err
         server.rule, server.requests = None, 0
         second = _eval(server, tmp_path / "eval", *args)
         assert server.requests == 12  # exactly the failed samples, nothing else
@@ -88,7 +90,7 @@ def test_multi_turn_tasks_are_played_as_chat_episodes(tmp_path: Path) -> None:
     assert max(turns) > 1 and all(b["messages"][0]["role"] == "user" for b in server.bodies)
     # a request failing mid-episode makes the episode an error, not a loss
     with FaultServer(answer=_bisect, rule=lambda b: "500" if len(b["messages"]) == 3 else None) as server:
-        broken = _eval(server, tmp_path / "broken", *args)
+        broken = _eval(server, tmp_path / "broken", *args, status=1)
     assert broken["failed"]["samples"] >= 1 and broken["problems"] == 6 - broken["failed"]["samples"]
     assert broken["metrics"]["greedy"]["value"] == 1.0
 

@@ -38,7 +38,7 @@ def eval_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     with FaultServer(answer=_half_right, rule=rule) as server:
         assert main(["eval", "--endpoint", server.url, "--model", "fault", "--task", "Largest-v0", "--limit", "10",
-                     "--n", "4", "--retries", "0", "--out", str(out), "--no-progress"]) == 0
+                     "--n", "4", "--retries", "0", "--out", str(out), "--no-progress", "--max-failed", "10"]) == 0
     return out
 
 

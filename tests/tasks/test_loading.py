@@ -168,7 +168,7 @@ def test_offline_hub_error_says_how_to_pass_a_file(monkeypatch: pytest.MonkeyPat
     assert "DAPOMath-v0" in message and "dapo-env-tests/not-a-cached-dataset" in message
     assert "offline" in message
     assert 'gym.make("DAPOMath-v0", data_files="' in message
-    assert ".jsonl.gz or Parquet" in message
+    assert ".jsonl.gz, Parquet or CSV" in message and "--set data_files=" in info.value.cli_message
 
 
 def test_gym_make_passes_data_files_and_template_to_the_task(tmp_path: Path) -> None:
@@ -184,3 +184,26 @@ def test_gym_make_passes_data_files_and_template_to_the_task(tmp_path: Path) -> 
     _, reward, terminated, _, step_info = env.step(f"Answer: {problem.answer}")
     assert terminated and step_info["correct"] and reward > 0
     env.close()
+
+
+def test_a_local_task_needs_no_hub_and_a_converters_own_error_names_file_and_row(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from dapo_env.tasks.loading import DatasetSource
+    from dapo_env.types import Problem
+
+    def convert(row: dict, index: int) -> Problem:  # a user's converter: plain indexing, no RowError
+        return Problem(id=str(index), question=row["q"].strip(), answer=str(row["a"]))
+
+    source = DatasetSource(env_id="Mine-v0", convert=convert)  # no hub_id: local files only
+    with pytest.raises(TaskDataError, match=r"Mine-v0 has no hub dataset.*data_files=") as err:
+        source.load("train")
+    assert err.value.cli_message is not None and "--set data_files=" in err.value.cli_message
+    good = write_jsonl(tmp_path / "mine.jsonl", [{"q": "1+1?", "a": 2}, {"q": "2+2?", "a": 4}])
+    capfd.readouterr()
+    assert [p.answer for p in source.load("train", data_files=str(good))] == ["2", "4"]
+    assert "Generating" not in capfd.readouterr().err  # no hub-library progress bars for a local file
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"q": "1+1?", "a": 2}, {"question": "2+2?", "a": 4}])
+    with pytest.raises(TaskDataError, match=r"bad.jsonl: row 2: the converter raised AttributeError: .*'NoneType'"
+                                            r".* \(the row has fields \['a', 'question'\]\)"):
+        source.load("train", data_files=str(bad))
