@@ -164,7 +164,8 @@ def turn_layout(completions: Sequence[TrainSample], response_len: int) -> tuple[
 #: ``micro_batch_size`` such rows per forward; ``"auto"`` (the default) is ``"pack"`` where the model's attention
 #: keeps packed sequences apart, else ``"length"`` (:func:`~dapo_env.learners.algo.logprobs.resolve_packing`).
 #: The loss and its gradients are the same in all of them (global denominators); only the padding differs.
-PACKINGS = ("auto", "off", "length", "pack")
+LAYOUTS = ("off", "length", "pack")
+PACKINGS = ("auto", *LAYOUTS)
 
 
 def sequence_lengths(batch: SequenceBatch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -253,13 +254,13 @@ def forward_layout(batch: SequenceBatch, rows: torch.Tensor, packing: str = "off
         >>> from dapo_env.types import Completion, Group
         >>> cs = tuple(Completion("x", token_ids=(5,) * n, prompt_token_ids=(1, 1)) for n in (1, 6, 2, 3))
         >>> b = build_sequence_batch([Group("0", "p", cs, (1.0,) * 4, (True,) * 4, (True,) * 4)], pad_id=0)
-        >>> [(forward_layout(b, torch.tensor([0, 2]), p).shape) for p in PACKINGS]
+        >>> [(forward_layout(b, torch.tensor([0, 2]), p).shape) for p in LAYOUTS]
         [(2, 8), (2, 4), (2, 4)]
         >>> forward_layout(b, torch.arange(4), "pack").bins, forward_layout(b, torch.arange(4), "pack").padding_tokens
         (((1,), (3, 0), (2,)), 4)
     """
-    if packing not in PACKINGS:
-        raise ValueError(f"packing {packing!r}: choose one of {PACKINGS}")
+    if packing not in LAYOUTS:
+        raise ValueError(f"layout {packing!r}: choose one of {LAYOUTS} ('auto' is resolved first: resolve_packing)")
     prompt, response = sequence_lengths(batch, rows)
     real = int((prompt + response).sum())
     P, R = batch.prompt_len, batch.response_ids.shape[1]
@@ -420,6 +421,6 @@ def logprob_mismatch(batch: SequenceBatch, learner_logp: torch.Tensor, weights_v
     return {"policy/logprob_mismatch_mean": float(diff.mean()), "policy/logprob_mismatch_max": float(diff.max())}
 
 
-__all__ = ["PACKINGS", "ForwardLayout", "SequenceBatch", "TrainSample", "autocast", "autocast_dtype", "batch_logprobs",
+__all__ = ["LAYOUTS", "PACKINGS", "ForwardLayout", "SequenceBatch", "TrainSample", "autocast", "autocast_dtype", "batch_logprobs",
            "build_sequence_batch", "first_fit_decreasing", "forward_layout", "layout_logprobs", "logprob_mismatch",
            "micro_batch_layouts", "micro_batches", "response_logprobs", "sequence_lengths"]

@@ -17,7 +17,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dapo_env.learners.algo.batch import (PACKINGS, build_sequence_batch, first_fit_decreasing, forward_layout,
+from dapo_env.learners.algo.batch import (LAYOUTS, build_sequence_batch, first_fit_decreasing, forward_layout,
                                      layout_logprobs, micro_batch_layouts, micro_batches)
 from dapo_env.learners.config import preset
 from dapo_env.learners.algo.logprobs import activation_checkpointing
@@ -142,7 +142,7 @@ def test_padded_share_is_reported_and_cut() -> None:
     batch = build_sequence_batch(groups, pad_id=0)
     prompt = batch.attention_mask[:, :batch.prompt_len].sum(-1)
     real = int(prompt.sum() + batch.response_mask.sum())
-    share = {p: run_update(groups, p, micro=2)[0]["padded_share"] for p in PACKINGS}
+    share = {p: run_update(groups, p, micro=2)[0]["padded_share"] for p in LAYOUTS}
     # off: 2 optimizer steps of one group each, every row padded to the whole batch's P + R
     assert share["off"] == pytest.approx(1 - real / (8 * batch.input_ids.shape[1]))
     assert share["pack"] <= share["length"] < share["off"]
@@ -165,7 +165,7 @@ def test_micro_batches_sort_by_length_and_keep_every_row() -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(1, 100), min_size=4, max_size=4 * 6).filter(lambda xs: len(xs) % 4 == 0),
-       st.integers(1, 9), st.sampled_from(PACKINGS))
+       st.integers(1, 9), st.sampled_from(LAYOUTS))
 def test_micro_batch_layouts_cover_every_row_once_within_the_padded_bound(lengths: list[int], size: int,
                                                                         packing: str) -> None:
     groups = sort_groups([lengths[i:i + 4] for i in range(0, len(lengths), 4)])
