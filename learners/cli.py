@@ -92,7 +92,8 @@ def _train_parser(sub: Any) -> None:
                         "(default: tiny, or dapo when --model is given)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="YAML/TOML/JSON file of TrainConfig fields, may set 'preset' (default: none)")
-    p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them "
+    p.add_argument("--task", help="registered task id or name, e.g. GSM8K-v0, or a mixture "
+                   "'GSM8K-v0:0.7,MyMath-v0:0.3' (each group from one task by weight); `dapo-env tasks` lists them "
                                   f"(default: the preset's, {_preset_default('task')})")
     p.add_argument("--model", metavar="PATH", help="local Hugging Face model folder, never downloaded "
                                                    "(default: a tiny random-init model built locally)")
@@ -191,8 +192,8 @@ def _eval_parser(sub: Any) -> None:
                         "with exponential backoff (default: 4)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="with --endpoint: the environment variable holding the API key (default: OPENAI_API_KEY)")
-    p.add_argument("--task", help="registered task id or name; `dapo-env tasks` lists them (default: the run's; "
-                                  "required outside a run folder)")
+    p.add_argument("--task", help="registered task id or name, or a mixture 'A-v0:0.7,B-v0:0.3' (summary per task); "
+                                  "`dapo-env tasks` lists them (default: the run's; required outside a run folder)")
     p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
     p.add_argument("--size", "--limit", dest="size", metavar="N|all",
                    help="the first N problems, or all (default: the run's eval_size, else 200)")
@@ -360,6 +361,18 @@ def _tasks_parser(sub: Any) -> None:
     _common(p)
 
 
+def _curate_parser(sub: Any) -> None:
+    from .curate import add_curate_parser
+
+    _common(add_curate_parser(sub, _HelpFormatter))
+
+
+def _cmd_curate(args: argparse.Namespace) -> int:
+    from .curate import cmd_curate
+
+    return cmd_curate(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dapo-env`` argument parser (``prepare-model`` only named here: it has its own parser)."""
     parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.",
@@ -371,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     _tasks_parser(sub)
     _report_parser(sub)
+    _curate_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
                    help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
     return parser
@@ -627,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return prepare_model(argv[1:])
     args = build_parser().parse_args(argv)
     commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
-                "reverify": _cmd_reverify, "serve": _cmd_serve}
+                "reverify": _cmd_reverify, "serve": _cmd_serve, "curate": _cmd_curate}
     try:
         if args.command in ("train", "eval", "reverify"):
             _import_from_working_directory(args.verifier)

@@ -379,7 +379,7 @@ def run_eval(engine: Any, task: Any, problems: Sequence[Problem], settings: Eval
 def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: EvalSettings, count: int,
                    model: Mapping[str, Any]) -> dict[str, Any]:
     """The summary of an eval's records (a ``samples.jsonl``) over its first ``count`` problems; maj@k groups
-    answers by ``task``'s verifier equivalence.
+    answers by ``task``'s verifier equivalence. A mixture's summary adds ``tasks``: each task's metrics.
 
     Failed requests (``reason`` ``error:endpoint: ...``) are no answers: they are counted and listed under
     ``failed``, and kept out of every metric: a failed greedy response leaves its problem out of ``greedy``;
@@ -402,6 +402,13 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
         summary["notes"] = [*summary["notes"], *notes]
     listed = [{key: r.get(key) for key in ("index", "problem_id", "greedy", "sample", "reason")}
               for r in sorted(failed, key=lambda r: (r["index"], not r["greedy"], r["sample"]))]
+    from dapo_env.tasks.mixture import mixture_task_ids
+
+    by_task = {task_id: summarize_records([r for r in scored if str(r["problem_id"]).startswith(f"{task_id}/")],
+                                          same=answer_equivalence(task.verifier))["metrics"]
+               for task_id in mixture_task_ids(task)}  # a mixture's ids are "<task id>/<problem id>"
+    if by_task:
+        summary["tasks"] = by_task
     return {**summary, "task": settings.task, "split": settings.split, **model,
             "failed": {"samples": len(failed), "list": listed},
             "stats": {"greedy": _length_stats(scored, True), "sampled": _length_stats(scored, False)},

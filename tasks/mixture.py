@@ -213,6 +213,20 @@ class RoutedVerifier:
         return f"RoutedVerifier({[t if isinstance(t, str) else t.env_id for t in self._tasks]})"
 
 
+def task_verifier(task: str) -> Callable[[str, Any], VerifyResult]:
+    """The verifier of the registered task ``task``: what a spec's ``verifier: {name:
+    "dapo_env.tasks.mixture:task_verifier", options: {task: ID}}`` names to grade its rows as ``ID`` grades its
+    own (``dapo-env curate`` writes such specs).
+
+    Example:
+        >>> task_verifier("Arithmetic-v0")("Answer: 4", "4").correct
+        True
+    """
+    from dapo_env.verifiers.callable import as_verifier
+
+    return as_verifier(get_task(task).verifier)
+
+
 def mixture_task(entries: Sequence[MixtureEntry], *, name: str = MIXTURE_NAME, version: int = 0,
                  description: str = "") -> Task:
     """The :class:`Task` of a mixture of ``entries`` (see the module docstring).
@@ -382,4 +396,4 @@ def load_mixture_spec(data: Mapping[str, Any], path: Path) -> Task:
 
 __all__ = ["MIXTURE_NAME", "MixtureEntry", "MixtureSource", "RoutedVerifier", "Strata", "TaskReference",
            "component_of", "is_mixture", "load_mixture_spec", "map_components", "mixture_strata", "mixture_task",
-           "mixture_task_ids", "mixture_weights", "parse_mixture", "resolve_task_text", "sample_task"]
+           "mixture_task_ids", "mixture_weights", "parse_mixture", "resolve_task_text", "sample_task", "task_verifier"]
