@@ -4,7 +4,7 @@ A mixture is a :class:`~dapo_env.tasks.Task` built by composition, so every cons
 envs, the learner, evaluation, the TRL/verl exports) takes it unchanged:
 
 - its source, :class:`MixtureSource`, loads every component task's split and interleaves them by weight
-  (smooth weighted round robin, so the first N problems hold each task in proportion). A problem keeps its
+  (so any first N problems hold each task in proportion to its weight; read on demand). A problem keeps its
   task: its id is ``"<task id>/<problem id>"`` (unique across tasks), its question is the component's
   rendered prompt (the mixture's template is ``"{question}"``) and its answer is a :class:`TaskReference`
   (the component's id and reference);
@@ -104,22 +104,39 @@ class MixtureEntry:
         return task
 
 
-def _interleave(counts: Sequence[int], weights: Sequence[float]) -> list[tuple[int, int]]:
-    """``(component, position)`` pairs of every component's items, interleaved by weight (smooth weighted round
-    robin); a component that runs out is skipped."""
-    credit = [0.0] * len(counts)
-    taken = [0] * len(counts)
-    order: list[tuple[int, int]] = []
-    while len(order) < sum(counts):
-        live = [k for k in range(len(counts)) if taken[k] < counts[k]]
-        total = sum(weights[k] for k in live)
-        for k in live:
-            credit[k] += weights[k]
-        best = max(live, key=lambda k: credit[k])  # first of the highest: deterministic
-        credit[best] -= total
-        order.append((best, taken[best]))
-        taken[best] += 1
-    return order
+def interleave(counts: Sequence[int], weights: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """``(component, position)`` arrays of every component's items interleaved by weight: item ``i`` of component
+    ``k`` sits at ``(i + 1/2) / weights[k]`` on one line (ties: the earlier component first), so any prefix holds
+    each component in proportion to its weight until one runs out. Shapes (N,), N = sum(counts).
+
+    Example:
+        >>> components, positions = interleave([3, 2], [0.75, 0.25])
+        >>> components.tolist(), positions.tolist()
+        ([0, 0, 1, 0, 1], [0, 1, 0, 2, 1])
+    """
+    components = np.concatenate([np.full(n, k, dtype=np.int64) for k, n in enumerate(counts)])  # (N,)
+    positions = np.concatenate([np.arange(n, dtype=np.int64) for n in counts])  # (N,)
+    keys = np.concatenate([(np.arange(n) + 0.5) / w for n, w in zip(counts, weights)])  # (N,)
+    order = np.lexsort((components, keys))
+    return components[order], positions[order]
+
+
+class MixtureProblems(Sequence):
+    """A mixture's problems, read on demand from its components' (procedural tasks generate theirs lazily):
+    ``components[i]`` is the component of problem ``i``."""
+
+    def __init__(self, tasks: Sequence[Task], parts: Sequence[Sequence[Problem]], weights: Sequence[float]) -> None:
+        self.tasks, self.parts = tuple(tasks), tuple(parts)
+        self.components, self._positions = interleave([len(p) for p in parts], weights)
+
+    def __len__(self) -> int:
+        return len(self.components)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        k, i = int(self.components[index]), int(self._positions[index])
+        return _tag(self.tasks[k], self.parts[k][i])
 
 
 class MixtureSource:
@@ -152,14 +169,15 @@ class MixtureSource:
         if data_files is not None:
             raise ValueError("a mixture loads each task's own data: set data files in each task (its spec), not "
                              "data_files on the mixture")
-        parts: list[list[Problem]] = []
-        for entry, task in zip(self.entries, self.tasks()):
+        tasks = self.tasks()
+        parts = []
+        for entry, task in zip(self.entries, tasks):
             loaded = task.load(split, **{**entry.task_kwargs, **kwargs})
             if len(loaded) == 0:
                 raise ValueError(f"mixture component {task.env_id} loaded no problems from split {split!r}: pass "
                                  "another split or drop it from the mixture")
-            parts.append([_tag(task, p) for p in loaded])
-        return [parts[k][i] for k, i in _interleave([len(p) for p in parts], self.weights)]
+            parts.append(loaded)
+        return MixtureProblems(tasks, parts, self.weights)
 
 
 def _tag(task: Task, problem: Problem) -> Problem:
@@ -353,8 +371,11 @@ def mixture_strata(task: Any, problems: Sequence[Problem]) -> Strata | None:
     if not is_mixture(task):
         return None
     ids = mixture_task_ids(task)
-    position = {task_id: k for k, task_id in enumerate(ids)}
-    owner = np.array([position[sample_task(task, p)] for p in problems], dtype=np.int64)
+    if isinstance(problems, MixtureProblems) and tuple(t.env_id for t in problems.tasks) == ids:
+        owner = problems.components  # known without reading the problems
+    else:
+        position = {task_id: k for k, task_id in enumerate(ids)}
+        owner = np.array([position[sample_task(task, p)] for p in problems], dtype=np.int64)
     members = tuple(np.flatnonzero(owner == k) for k in range(len(ids)))
     empty = [ids[k] for k, m in enumerate(members) if m.size == 0]
     if empty:
@@ -394,6 +415,6 @@ def load_mixture_spec(data: Mapping[str, Any], path: Path) -> Task:
         raise ValueError(f"{where}: {exc}") from None
 
 
-__all__ = ["MIXTURE_NAME", "MixtureEntry", "MixtureSource", "RoutedVerifier", "Strata", "TaskReference",
-           "component_of", "is_mixture", "load_mixture_spec", "map_components", "mixture_strata", "mixture_task",
+__all__ = ["MIXTURE_NAME", "MixtureEntry", "MixtureProblems", "MixtureSource", "RoutedVerifier", "Strata", "TaskReference",
+           "component_of", "interleave", "is_mixture", "load_mixture_spec", "map_components", "mixture_strata", "mixture_task",
            "mixture_task_ids", "mixture_weights", "parse_mixture", "resolve_task_text", "sample_task", "task_verifier"]
