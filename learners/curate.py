@@ -196,7 +196,7 @@ def curate(eval_dir: str | Path, low: float, high: float, out_dir: str | Path, *
     spec = {"name": name, "version": 0,
             "description": f"{len(kept)} of {len(rates)} {settings.task} {settings.split!r} problems with a measured "
                            f"pass rate in [{low:g}, {high:g}] (dapo-env curate {Path(eval_dir).name})",
-            "kind": "custom", "data": {"files": files, "split": "train"},
+            "kind": "math", "data": {"files": files, "split": "train"},  # rows of text answers; the verifier below
             "fields": {"question": "question", "answer": "answer", "id": "id", "metadata": fields},
             "answer_transform": "none", "prompt": {"template": task.prompt_template}, "verifier": verifier}
     spec_path = out / f"{name}.yaml"

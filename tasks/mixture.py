@@ -45,11 +45,12 @@ import numpy as np
 
 from dapo_env.types import InvalidReference, Problem, VerifyResult
 
-from .base import Task
+from .base import Task, TaskDataError
 from .registry import get_task
 
 #: The name (and Gymnasium id ``Mixture-v0``) of a mixture written on the command line.
 MIXTURE_NAME = "Mixture"
+SPEC_SUFFIXES = (".yaml", ".yml")
 _WEIGHT = re.compile(r"^\s*[0-9.eE+-]+\s*$")
 
 
@@ -97,11 +98,24 @@ class MixtureEntry:
 
     def resolve(self) -> Task:
         """The component :class:`Task` (looked up in the registry when given by id); a multi-turn task is refused."""
-        task = get_task(self.task_id) if isinstance(self.task, str) else self.task
+        if isinstance(self.task, str) and self.task_id.endswith(SPEC_SUFFIXES):  # a spec file (a mixture spec's)
+            task = get_task(_register_spec_file(self.task_id))
+        else:
+            task = get_task(self.task_id) if isinstance(self.task, str) else self.task
         if task.turns == "multi-turn":
             raise ValueError(f"{task.env_id} is multi-turn: a mixture draws single-turn tasks only for now; train it "
                              "on its own (--task " + task.env_id + ")")
         return task
+
+
+def _register_spec_file(path: str) -> str:
+    """The id of the task spec at ``path``, registered here (once) and exported to child processes."""
+    try:
+        from .spec_cli import register_spec_argument
+    except ImportError:
+        raise ValueError(f"{path}: task spec files are not supported by this version of dapo-env; name a "
+                         "registered task id instead") from None
+    return register_spec_argument(Path(path))
 
 
 def interleave(counts: Sequence[int], weights: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -194,8 +208,8 @@ class RoutedVerifier:
         tasks: the component tasks (ids are looked up in the registry on first use).
     """
 
-    def __init__(self, tasks: Sequence[Task | str]) -> None:
-        self._tasks = tuple(tasks)
+    def __init__(self, tasks: Sequence[Task | str | MixtureEntry]) -> None:
+        self._tasks = tuple(t if isinstance(t, MixtureEntry) else MixtureEntry(task=t) for t in tasks)
         self._by_id: dict[str, Callable[[str, Any], VerifyResult]] | None = None
 
     def verifiers(self) -> dict[str, Callable[[str, Any], VerifyResult]]:
@@ -203,7 +217,7 @@ class RoutedVerifier:
         if self._by_id is None:
             from dapo_env.verifiers.callable import as_verifier
 
-            tasks = [get_task(t) for t in self._tasks]
+            tasks = [entry.resolve() for entry in self._tasks]
             self._by_id = {t.env_id: as_verifier(t.verifier) for t in tasks}
         return self._by_id
 
@@ -225,10 +239,10 @@ class RoutedVerifier:
         return reference if prepare is None else TaskReference(reference.task, prepare(reference.reference))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_tasks": tuple(self.verifiers()), "_by_id": self.verifiers()}
+        return {"_tasks": (), "_by_id": self.verifiers()}  # resolved: a worker needs no registry
 
     def __repr__(self) -> str:
-        return f"RoutedVerifier({[t if isinstance(t, str) else t.env_id for t in self._tasks]})"
+        return f"RoutedVerifier({[e.task_id for e in self._tasks]})"
 
 
 def task_verifier(task: str) -> Callable[[str, Any], VerifyResult]:
@@ -258,7 +272,7 @@ def mixture_task(entries: Sequence[MixtureEntry], *, name: str = MIXTURE_NAME, v
     if all(isinstance(e.task, Task) for e in source.entries):
         source.tasks()  # refuse a multi-turn component now when nothing is left to look up
     described = ", ".join(f"{e.task_id} ({w:.3g})" for e, w in zip(source.entries, source.weights))
-    return Task(name=name, version=version, source=source, verifier=RoutedVerifier([e.task for e in source.entries]),
+    return Task(name=name, version=version, source=source, verifier=RoutedVerifier(source.entries),
                 prompt_template="{question}", description=description or f"mixture of {described}")
 
 
@@ -389,32 +403,38 @@ def load_mixture_spec(data: Mapping[str, Any], path: Path) -> Task:
     ``{task: ID, weight: W, task_kwargs: {...}}``; ``weight`` defaults to 1). Component ids are looked up when
     the mixture is first used, so a mixture may name tasks registered after it (other spec files, packages).
 
+    A component may also be a spec file (``task: mymath.yaml``, relative to this file), registered when the
+    mixture is first used.
+
     Raises:
-        ValueError: naming the file and field, for a malformed ``mixture``.
+        TaskDataError: naming the file and field, for a malformed ``mixture``.
     """
     where = f"{path}: field 'mixture'"
     entries_data = data.get("mixture")
     if not isinstance(entries_data, list) or not entries_data:
-        raise ValueError(f"{where}: expected a non-empty list of {{task: ID, weight: W}}, got {entries_data!r}")
+        raise TaskDataError(f"{where}: expected a non-empty list of {{task: ID, weight: W}}, got {entries_data!r}")
     entries = []
     for i, item in enumerate(entries_data):
         if not isinstance(item, Mapping) or "task" not in item:
-            raise ValueError(f"{where}[{i}]: expected a mapping with 'task' (and 'weight'), got {item!r}")
+            raise TaskDataError(f"{where}[{i}]: expected a mapping with 'task' (and 'weight'), got {item!r}")
         unknown = sorted(set(item) - {"task", "weight", "task_kwargs"})
         if unknown:
-            raise ValueError(f"{where}[{i}]: unknown key(s) {unknown}; expected task, weight, task_kwargs")
+            raise TaskDataError(f"{where}[{i}]: unknown key(s) {unknown}; expected task, weight, task_kwargs")
+        task = item["task"]
+        if isinstance(task, str) and task.strip().endswith(SPEC_SUFFIXES):
+            task = str((Path(path).parent / task.strip()).resolve())  # relative to the mixture's spec file
         try:
-            entries.append(MixtureEntry(task=item["task"], weight=item.get("weight", 1.0),
+            entries.append(MixtureEntry(task=task, weight=item.get("weight", 1.0),
                                         task_kwargs=item.get("task_kwargs") or {}))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}[{i}]: {exc}") from None
+            raise TaskDataError(f"{where}[{i}]: {exc}") from None
     try:
         return mixture_task(entries, name=str(data.get("name", MIXTURE_NAME)), version=int(data.get("version", 0)),
                             description=str(data.get("description", "")))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise TaskDataError(f"{where}: {exc}") from None
 
 
-__all__ = ["MIXTURE_NAME", "MixtureEntry", "MixtureProblems", "MixtureSource", "RoutedVerifier", "Strata", "TaskReference",
+__all__ = ["MIXTURE_NAME", "SPEC_SUFFIXES", "MixtureEntry", "MixtureProblems", "MixtureSource", "RoutedVerifier", "Strata", "TaskReference",
            "component_of", "interleave", "is_mixture", "load_mixture_spec", "map_components", "mixture_strata", "mixture_task",
            "mixture_task_ids", "mixture_weights", "parse_mixture", "resolve_task_text", "sample_task", "task_verifier"]

@@ -179,3 +179,21 @@ def test_a_single_task_schedule_is_the_plain_one() -> None:
     assert schedule_for(ARITHMETIC, problems, num_prompts=4, group_size=2).strata is None
     weights = np.array(mixture_task([MixtureEntry(task="Arithmetic-v0", weight=1)]).source.weights)
     assert weights.tolist() == [1.0]
+
+
+def test_a_mixture_spec_file_mixes_a_registered_task_and_a_spec_beside_it(tmp_path: Path, monkeypatch) -> None:
+    spec_module = pytest.importorskip("dapo_env.tasks.spec", reason="task spec files are not in this checkout yet")
+    monkeypatch.setenv("DAPO_ENV_TASK_PATH", "")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"q": f"{i}+1?", "a": i + 1}) + "\n" for i in range(6)))
+    (tmp_path / "mymixmath.yaml").write_text("name: MyMixMath\nkind: math\ndata: {files: rows.jsonl}\n"
+                                             "fields: {question: q, answer: a}\n")
+    (tmp_path / "mix.yaml").write_text("name: SpecFileMix\nmixture:\n  - {task: mymixmath.yaml, weight: 0.5}\n"
+                                       "  - {task: Arithmetic-v0, weight: 0.5, task_kwargs: {size: 6}}\n")
+    task = spec_module.load_spec(tmp_path / "mix.yaml")
+    try:
+        assert task.env_id == "SpecFileMix-v0" and mixture_task_ids(task) == ("MyMixMath-v0", "Arithmetic-v0")
+        problems = task.load()
+        mine = [p for p in problems if p.id.startswith("MyMixMath-v0/")]
+        assert len(mine) == 6 and task.verifier(f"Answer: {mine[0].answer}", mine[0].answer).correct
+    finally:
+        unregister_task("MyMixMath-v0")
