@@ -149,6 +149,11 @@ def test_exports_carry_each_rows_task_and_the_trl_reward_routes_them(yes_no: str
                     answer=[r["answer"] for r in rows], data_source=[r["data_source"] for r in rows],
                     completion_ids=[[1]] * len(rows), trainer_state=None)
     assert scores == [1.0] * len(rows)
+    named = trl_reward_function("Arithmetic-v0:0.5,Largest-v0:0.5")  # the mixture itself: rows route the same
+    assert named(prompts=[r["prompt"] for r in rows], completions=["Answer: -1"] + [f"Answer: {r['answer']}"
+                                                                                 for r in rows[1:]],
+                 answer=[r["answer"] for r in rows], data_source=[r["data_source"] for r in rows],
+                 completion_ids=[[1]] * len(rows), trainer_state=None) == [0.0] + [1.0] * (len(rows) - 1)
 
 
 def test_a_mixture_spec_builds_a_registered_mixture(tmp_path: Path) -> None:
