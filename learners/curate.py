@@ -206,6 +206,7 @@ def curate(eval_dir: str | Path, low: float, high: float, out_dir: str | Path, *
         "eval": str(Path(eval_dir).resolve()), "task": settings.task, "split": settings.split, "pass_rate": [low, high],
         "measured": len(rates), "kept": len(kept), "kept_ids": [str(problems[i].id) for i in kept],
         "samples_per_problem": max(n for _, n in rates.values()), "histogram": histogram,
+        "mean_pass_rate": sum(rate for rate, _ in rates.values()) / len(rates),
         "spec": spec_path.name, "env_id": f"{name}-v0"}, indent=2))
     return CurateOutcome(out, spec_path, f"{name}-v0", len(kept), len(rates))
 
