@@ -61,3 +61,17 @@ def test_a_single_task_run_has_no_per_task_keys(tmp_path: Path) -> None:
                                group_size=2, mini_batch_size=2, max_gen_rounds=1, max_response_tokens=4))
     assert not any(k.startswith("task/") for r in read_metrics(result.run_dir / "metrics.jsonl") for k in r)
     assert not math.isnan(result.metrics[-1]["rollout/accuracy_before_filter"])
+
+
+def test_an_eval_of_a_mixture_summarises_each_task() -> None:
+    from dapo_env.learners.eval_run import EvalSettings, eval_task, summarize_eval
+
+    settings = EvalSettings(task=MIX, size=4)
+    task = eval_task(settings)
+    records = [{"index": i, "problem_id": pid, "greedy": True, "sample": 0, "correct": ok, "reason": "r",
+                "tokens": 3, "finish_reason": "stop", "extracted": None}
+               for i, (pid, ok) in enumerate([("Largest-v0/test-0", True), ("Largest-v0/test-1", False),
+                                              ("Arithmetic-v0/test-0", False), ("Largest-v0/test-2", True)])]
+    summary = summarize_eval(records, task, settings, 4, {})
+    assert summary["metrics"]["greedy"]["value"] == 0.5
+    assert {t: m["greedy"]["value"] for t, m in summary["tasks"].items()} == {"Largest-v0": 2 / 3, "Arithmetic-v0": 0.0}
