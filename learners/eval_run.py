@@ -468,9 +468,14 @@ def _is_run_folder(p: Path) -> bool:
     return isinstance(config, dict) and "task" in config and "max_steps" in config
 
 
+def _folder_task(task: str) -> str:
+    """A task id as a folder name part (a mixture's ``A-v0:0.7,B-v0:0.3`` as ``A-v0@0.7+B-v0@0.3``)."""
+    return task.replace(",", "+").replace(":", "@")
+
+
 def default_out_dir(ckpt: Checkpoint, settings: EvalSettings) -> Path:
     """``<run>/evals/step_<N>-<task>-<split>-n<K>`` for a run's checkpoint, else ``evals/<model>-<task>-<split>-n<K>``."""
-    tail = f"{settings.task}-{settings.split}-n{settings.n}"
+    tail = f"{_folder_task(settings.task)}-{settings.split}-n{settings.n}"
     if ckpt.run_dir is not None and ckpt.step is not None:
         return ckpt.run_dir / "evals" / f"step_{ckpt.step:06d}-{tail}"
     return Path("evals") / f"{ckpt.model_dir.resolve().name}-{tail}"
@@ -546,7 +551,7 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
                             timeout_s=timeout_s, retries=retries, api_key_env=api_key_env, on_error="record")
     engine = OpenAIEngine(config)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
-    out = out_dir or Path("evals") / f"{safe}-{settings.task}-{settings.split}-n{settings.n}"
+    out = out_dir or Path("evals") / f"{safe}-{_folder_task(settings.task)}-{settings.split}-n{settings.n}"
     identity = {"model": model, "endpoint": config.base_url}
     return run_eval(engine, task, problems, settings, out, identity=identity, overwrite=overwrite, progress=progress,
                     messages=True)
