@@ -49,13 +49,23 @@ BATCH_KEYS = ("reward/", "loss/", "is/", "rollout/accuracy", "policy/entropy", "
               "policy/logprob_mismatch_max", "optim/grad_norm", "perf/update_tokens_per_s", "perf/padded_share", "time/update_s")
 
 
+#: A mixture's per-task metrics (``task/<id>/<name>``) computed from the training batch.
+TASK_BATCH_KEYS = ("reward_mean", "accuracy", "groups")
+
+
 def is_batch_metric(key: str) -> bool:
     """Whether ``key`` is computed from the training batch (see :data:`BATCH_KEYS`).
+
+    A mixture's per-task ``task/<id>/reward_mean``, ``accuracy`` and ``groups`` are batch metrics too.
 
     Example:
         >>> is_batch_metric("reward/mean"), is_batch_metric("rollout/accuracy_before_filter")
         (True, False)
+        >>> is_batch_metric("task/A-v0/accuracy"), is_batch_metric("task/A-v0/informative_share")
+        (True, False)
     """
+    if key.startswith("task/"):
+        return key.rsplit("/", 1)[-1] in TASK_BATCH_KEYS
     return any(key == k or (k.endswith("/") and key.startswith(k)) for k in BATCH_KEYS)
 
 
