@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 
 from dapo_env.spaces import UnicodeText
-from dapo_env.tasks import Task, get_task
+from dapo_env.tasks import Task
+from dapo_env.tasks.mixture import is_mixture, map_components, resolve_task_text
 from dapo_env.types import Completion, Problem, VerifyResult
 from dapo_env.verifiers.callable import as_verifier
 from dapo_env.wrappers import apply_chat_template
@@ -25,15 +26,18 @@ MAX_TEXT_LENGTH = 10_000_000
 
 
 def resolve_task(task: str | Task, prompt_template: str | None = None) -> Task:
-    """The :class:`Task` named by ``task`` (name or Gymnasium id), with ``prompt_template`` if given.
+    """The :class:`Task` named by ``task`` (name, Gymnasium id or a mixture such as ``"GSM8K-v0:0.7,MATH500-v0:0.3"``,
+    :mod:`dapo_env.tasks.mixture`), with ``prompt_template`` if given (in each task of a mixture).
 
     A plain function as the task's verifier (one returning a bool or a score, TRL style) is wrapped here
     with :func:`~dapo_env.verifiers.callable.as_verifier`, so every environment grades it properly.
     """
-    resolved = get_task(task) if isinstance(task, str) else task
+    resolved = resolve_task_text(task) if isinstance(task, str) else task
     if not isinstance(resolved, Task):
         raise TypeError(f"task must be a task name, a Gymnasium id or a Task, got {type(task).__name__}")
-    if prompt_template is not None:
+    if prompt_template is not None and is_mixture(resolved):  # each task's template
+        resolved = map_components(resolved, lambda t: replace(t, prompt_template=prompt_template))
+    elif prompt_template is not None:
         resolved = replace(resolved, prompt_template=prompt_template)
     verifier = as_verifier(resolved.verifier)
     return resolved if verifier is resolved.verifier else replace(resolved, verifier=verifier)

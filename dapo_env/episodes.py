@@ -21,7 +21,7 @@ import numpy as np
 from dapo_env.difficulty import DifficultySampler
 from dapo_env.envs import as_completion, load_problems, resolve_task
 from dapo_env.multiturn import Episode, EpisodeStart, TurnRequest, check_budget, chat_tokens, episode_start
-from dapo_env.schedule import PromptSchedule, deprecated_num_prompts, num_prompts_of
+from dapo_env.schedule import deprecated_num_prompts, num_prompts_of, schedule_for
 from dapo_env.shaping import OverlongPenalty, Shaping, check_length_known, shape_episode
 from dapo_env.tasks import Task
 from dapo_env.tools import tool_status_stats
@@ -93,8 +93,8 @@ class EpisodeGroupEnv:
         check_budget("max_episode_tokens", max_episode_tokens)
         self.shaping = Shaping(reward_map=reward_map, overlong_penalty=overlong_penalty, overlong_filter=overlong_filter)
         self.task = resolve_task(task, prompt_template)
-        self.schedule = PromptSchedule(load_problems(self.task, split, data_files, task_kwargs), self.num_prompts,
-                                       group_size, difficulty=difficulty)
+        self.schedule = schedule_for(self.task, load_problems(self.task, split, data_files, task_kwargs), self.num_prompts,
+                                     group_size, difficulty=difficulty)
         self.problems, self.difficulty = self.schedule.problems, self.schedule.difficulty  # the schedule's
         self.chat = chat_tokens(tokenizer, system_prompt, template_kwargs)
         self.num_envs, self.group_size = num_envs, group_size

@@ -278,6 +278,52 @@ def batch_stats(generated: Sequence[Group], *, rounds: int) -> dict[str, float]:
     }
 
 
+def group_task(group: Group) -> str | None:
+    """The task id a group's samples carry (``info["task"]``, the same for every sample of a group)."""
+    return group.infos[0].get("task") if group.infos else None
+
+
+def task_stats(generated: Sequence[Group], batch: Sequence[Group], task_ids: Sequence[str]) -> dict[str, float]:
+    """Per-task statistics of one batch of a mixture, ``task/<id>/<name>`` for every id in ``task_ids`` (``nan``
+    where a task had no group): over the groups generated for the batch (before filtering),
+    ``groups_generated``, ``informative_share`` (groups with ``0 < #correct < G``), ``accuracy_before_filter``,
+    ``response_length_mean`` and ``tokens_per_informative_group`` (generated tokens per informative group: what
+    one useful group cost); over the batch's groups (after filtering), ``groups``, ``reward_mean`` and
+    ``accuracy``.
+
+    Example:
+        >>> def g(task, correct):
+        ...     return Group("1", "p", (Completion("a", num_tokens=2), Completion("b", num_tokens=4)), (0.0, 0.0),
+        ...                  correct, (True, True), ({"task": task}, {"task": task}))
+        >>> s = task_stats([g("A", (True, False)), g("A", (True, True))], [g("A", (True, False))], ["A", "B"])
+        >>> s["task/A/informative_share"], s["task/A/tokens_per_informative_group"], s["task/A/accuracy"]
+        (0.5, 12.0, 0.5)
+        >>> s["task/B/groups_generated"], s["task/B/informative_share"]
+        (0.0, nan)
+    """
+    nan = float("nan")
+    out: dict[str, float] = {}
+    for task_id in task_ids:
+        made = [g for g in generated if group_task(g) == task_id]
+        kept = [g for g in batch if group_task(g) == task_id]
+        lengths = [c.length for g in made for c in g.completions if c.length is not None]
+        informative = sum(g.informative for g in made)
+        samples = sum(g.size for g in made)
+        rewards = [r for g in kept for r in g.rewards]
+        prefix = f"task/{task_id}/"
+        out.update({
+            prefix + "groups_generated": float(len(made)),
+            prefix + "informative_share": informative / len(made) if made else nan,
+            prefix + "accuracy_before_filter": sum(g.num_correct for g in made) / samples if samples else nan,
+            prefix + "response_length_mean": float(np.mean(lengths)) if lengths else nan,
+            prefix + "tokens_per_informative_group": float(sum(lengths)) / informative if informative else nan,
+            prefix + "groups": float(len(kept)),
+            prefix + "reward_mean": float(np.mean(rewards)) if rewards else nan,
+            prefix + "accuracy": sum(g.num_correct for g in kept) / sum(g.size for g in kept) if kept else nan,
+        })
+    return out
+
+
 class DynamicSampler:
     """Fills batches with informative groups from a :class:`RolloutSource`.
 
@@ -292,6 +338,7 @@ class DynamicSampler:
             discards them (the DAPO paper's recipe: every batch is sampled by the current policy).
         advice: what the partial-batch warning tells the user to change, in the caller's own spelling (a
             trainer names its config fields or flags); default: this class's ``max_rounds`` and ``num_groups``.
+        task_ids: a mixture's task ids: each batch's stats then hold :func:`task_stats` for each (``()``: none).
 
     A *round* is one generation call of the sampler (``source.rollout(position)``: B prompts x G samples).
     ``stats`` of each batch: ``rounds``, ``samples_generated``, ``accuracy_before_filter``,
@@ -314,7 +361,8 @@ class DynamicSampler:
     """
 
     def __init__(self, source: RolloutSource, *, num_groups: int | None = None, max_rounds: int = 10,
-                 filter_groups: bool = True, keep_surplus: bool = True, advice: str | None = None) -> None:
+                 filter_groups: bool = True, keep_surplus: bool = True, advice: str | None = None,
+                 task_ids: Sequence[str] = ()) -> None:
         if not isinstance(source, RolloutSource):
             missing = [m for m in ("num_prompts", "group_size", "rollout", "publish", "state_dict", "load_state_dict",
                                    "close") if not hasattr(source, m)]
@@ -329,6 +377,7 @@ class DynamicSampler:
         self.num_groups, self.max_rounds = num_groups, max_rounds
         self.filter_groups, self.keep_surplus = bool(filter_groups), bool(keep_surplus)
         self.advice = advice or "Raise max_rounds, lower num_groups or change the data"
+        self.task_ids = tuple(task_ids)
         self._surplus: deque[Group] = deque()
         self._warned: set[str] = set()
         self.total_rounds = 0  # generation rounds over the sampler's life
@@ -376,6 +425,7 @@ class DynamicSampler:
         stats.update(surplus_groups=float(len(self._surplus)), partial=1.0 if partial else 0.0,
                      partial_batches=float(self.partial_batches))
         stats.update(source_stats)
+        stats.update(task_stats(generated, batch, self.task_ids))
         return RolloutBatch(groups=tuple(batch), stats=stats)
 
     def _warn_partial(self, got: int, rounds: int, stats: Mapping[str, float]) -> None:
@@ -413,4 +463,4 @@ class DynamicSampler:
 
 
 __all__ = ["DynamicSampler", "EnvSource", "GroupEnv", "Position", "RolloutSource", "batch_stats", "group_from_dict", "group_prompts", "group_to_dict",
-           "grouped", "play_round"]
+           "group_task", "grouped", "play_round", "task_stats"]

@@ -33,6 +33,8 @@ from gymnasium.utils import seeding
 
 from dapo_env.difficulty import DifficultySampler, resolve_difficulty
 from dapo_env.envs import build_id_index, draw_problem_indices
+from dapo_env.tasks import Task
+from dapo_env.tasks.mixture import Strata, mixture_strata
 from dapo_env.types import Problem
 
 
@@ -79,12 +81,15 @@ class PromptSchedule:
         group_size: G, samples per problem (the difficulty beliefs count groups of G).
         difficulty: ``True`` (the default :class:`~dapo_env.difficulty.DifficultySampler`), a sampler built for
             these problems and G, or ``None`` (uniform draws without replacement).
+        strata: a mixture's problems by task and the tasks' weights (:func:`~dapo_env.tasks.mixture.mixture_strata`):
+            each group's task is drawn by weight, then its problem within the task (uniformly or by
+            ``difficulty``). ``None``: draws over all problems.
 
     The generator starts from fresh entropy; :meth:`reset` with a seed makes the draws reproducible.
     """
 
     def __init__(self, problems: Sequence[Problem], num_prompts: int, group_size: int, *,
-                 difficulty: DifficultySampler | bool | None = None) -> None:
+                 difficulty: DifficultySampler | bool | None = None, strata: Strata | None = None) -> None:
         if len(problems) == 0:
             raise ValueError("a prompt schedule needs at least one problem: load a non-empty split")
         _check_positive("num_prompts", num_prompts, "B prompts per rollout")
@@ -92,6 +97,7 @@ class PromptSchedule:
         self.problems = problems
         self.num_prompts, self.group_size = num_prompts, group_size
         self.difficulty = resolve_difficulty(difficulty, len(problems), group_size)
+        self.strata = strata
         self.rng, self.seed = seeding.np_random(None)
         self._indices: np.ndarray | None = None  # (B,) problem indices on show
         self._id_index: dict[str, int] | None = None
@@ -112,8 +118,8 @@ class PromptSchedule:
         Returns their (B,) indices."""
         if seed is not None:
             self.rng, self.seed = seeding.np_random(seed)
-        self._indices = draw_problem_indices(self.problems, self.num_prompts, self.rng, options, self.id_index,
-                                             self.difficulty)
+        draws = self.difficulty if self.strata is None else _StrataDraws(self.strata, self.difficulty)
+        self._indices = draw_problem_indices(self.problems, self.num_prompts, self.rng, options, self.id_index, draws)
         return self.indices
 
     def advance(self, num_correct: Sequence[int] | None = None) -> np.ndarray:
@@ -158,4 +164,31 @@ class PromptSchedule:
         self._indices = None if state["indices"] is None else np.asarray(state["indices"], dtype=np.int64)
 
 
-__all__ = ["PromptSchedule", "deprecated_num_prompts", "num_prompts_of"]
+class _StrataDraws:
+    """A mixture's draws in the place of a difficulty sampler's ``draw(rng, size)``."""
+
+    def __init__(self, strata: Strata, difficulty: DifficultySampler | None) -> None:
+        self.strata, self.difficulty = strata, difficulty
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return self.strata.draw(rng, size, self.difficulty)
+
+
+def schedule_for(task: Task, problems: Sequence[Problem], num_prompts: int, group_size: int, *,
+                 difficulty: DifficultySampler | bool | None = None) -> PromptSchedule:
+    """The prompt schedule of ``task``'s loaded ``problems``: a mixture's groups are drawn task by weight
+    (:func:`~dapo_env.tasks.mixture.mixture_strata`), any other task's over all its problems. What every group
+    env and the asynchronous source build.
+
+    Example:
+        >>> from dapo_env.tasks.mixture import resolve_task_text
+        >>> mix = resolve_task_text("Arithmetic-v0:0.5,Largest-v0:0.5")
+        >>> schedule = schedule_for(mix, mix.load(size=20), num_prompts=4, group_size=2)
+        >>> sorted({p.id.split("/")[0] for p in (schedule.reset(seed=0), schedule.current())[1]})
+        ['Arithmetic-v0', 'Largest-v0']
+    """
+    return PromptSchedule(problems, num_prompts, group_size, difficulty=difficulty,
+                          strata=mixture_strata(task, problems))
+
+
+__all__ = ["PromptSchedule", "deprecated_num_prompts", "num_prompts_of", "schedule_for"]

@@ -23,10 +23,11 @@ from gymnasium.vector.utils import batch_space
 
 from dapo_env.difficulty import DifficultySampler
 from dapo_env.envs import MAX_TEXT_LENGTH, as_completion, load_problems, render_prompt, resolve_task, step_info
-from dapo_env.schedule import PromptSchedule, num_prompts_of
+from dapo_env.schedule import num_prompts_of, schedule_for
 from dapo_env.shaping import OverlongPenalty, Shaping, shape
 from dapo_env.spaces import UnicodeText
 from dapo_env.tasks import Task
+from dapo_env.tasks.mixture import sample_task
 from dapo_env.types import Completion, Group, RolloutBatch
 from dapo_env.vector_infos import group_stats, to_vector_infos
 from dapo_env.wrappers import ChatTokenizer
@@ -99,8 +100,8 @@ class GroupVectorEnv(gym.vector.VectorEnv):
         if tokenizer is not None and not callable(getattr(tokenizer, "apply_chat_template", None)):
             raise TypeError(f"tokenizer must be a tokenizer with apply_chat_template, got {type(tokenizer).__name__}")
         self.task = resolve_task(task, prompt_template)
-        self.schedule = PromptSchedule(load_problems(self.task, split, data_files, task_kwargs), num_prompts, group_size,
-                                       difficulty=difficulty)
+        self.schedule = schedule_for(self.task, load_problems(self.task, split, data_files, task_kwargs), num_prompts,
+                                     group_size, difficulty=difficulty)
         self.problems, self.difficulty = self.schedule.problems, self.schedule.difficulty  # the schedule's
         self.num_envs, self.group_size, self.num_prompts = num_envs, group_size, num_prompts
         self.max_response_tokens = max_response_tokens
@@ -173,7 +174,7 @@ class GroupVectorEnv(gym.vector.VectorEnv):
             span = range(start, start + self.group_size)
             infos, rewards, correct, loss_mask = [], [], [], []
             for i in span:
-                info = step_info(results[i], completions[i], problem_id=problems[i].id, task=self.task.env_id,
+                info = step_info(results[i], completions[i], problem_id=problems[i].id, task=sample_task(self.task, problems[i]),
                                  max_response_tokens=self.max_response_tokens)
                 info, _ = shape(info, self.shaping)
                 rewards.append(float(sum(info["reward_terms"].values())))

@@ -165,8 +165,8 @@ def _eval_parser(sub: Any) -> None:
                         "with exponential backoff (default: 4)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="with --endpoint: the environment variable holding the API key (default: OPENAI_API_KEY)")
-    p.add_argument("--task", help="registered task id or name; `dapo-env tasks` lists them (default: the run's; "
-                                  "required outside a run folder)")
+    p.add_argument("--task", help="registered task id or name, or a mixture 'A-v0:0.7,B-v0:0.3' (summary per task); "
+                                  "`dapo-env tasks` lists them (default: the run's; required outside a run folder)")
     p.add_argument("--split", help="split to evaluate (default: the run's eval_split, else test)")
     p.add_argument("--size", "--limit", dest="size", metavar="N|all",
                    help="the first N problems, or all (default: the run's eval_size, else 200)")
@@ -371,6 +371,18 @@ def _tasks_parser(sub: Any) -> None:
     _common(p)
 
 
+def _curate_parser(sub: Any) -> None:
+    from .run.curate import add_curate_parser
+
+    _common(add_curate_parser(sub, _HelpFormatter))
+
+
+def _cmd_curate(args: argparse.Namespace) -> int:
+    from .run.curate import cmd_curate
+
+    return cmd_curate(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dapo-env`` argument parser (``prepare-model`` only named here: it has its own parser)."""
     parser = argparse.ArgumentParser(prog="dapo-env", description="Reasoning environments and a DAPO learner.",
@@ -383,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tasks_parser(sub)
     _report_parser(sub)
     task_spec_parsers(sub, _HelpFormatter)  # dapo-env task init|validate (dapo_env.tasks.spec_cli)
+    _curate_parser(sub)
     sub.add_parser("prepare-model", add_help=False,
                    help="write a GGUF model (default: SmolLM2-135M-Instruct) as a local HF folder for --model")
     return parser
@@ -709,7 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compare(argv[2:])
     args = build_parser().parse_args(argv)
     commands = {"train": _cmd_train, "eval": _cmd_eval, "tasks": _cmd_tasks, "report": _cmd_report,
-                "reverify": _cmd_reverify, "serve": _cmd_serve, "task": run_task_spec_command}
+                "reverify": _cmd_reverify, "serve": _cmd_serve, "task": run_task_spec_command,
+                "curate": _cmd_curate}
     try:
         if getattr(args, "task", None) and args.command in ("train", "eval"):
             args.task = resolve_task_argument(args.task)  # a spec file's path -> its id, registered here and in workers

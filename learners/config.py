@@ -425,8 +425,10 @@ class TrainConfig:
     # ----------------------------------------------------------------------------------------------
     @property
     def run_name(self) -> str:
-        """The run's folder name: ``name`` or ``<task>-<preset>-s<seed>``."""
-        return self.name or f"{self.task}-{self.preset_name}-s{self.seed}"
+        """The run's folder name: ``name`` or ``<task>-<preset>-s<seed>`` (a mixture's ``A-v0:0.7,B-v0:0.3`` written
+        ``A-v0@0.7+B-v0@0.3``: no ``:`` or ``,`` in a folder name)."""
+        task = self.task.replace(",", "+").replace(":", "@")
+        return self.name or f"{task}-{self.preset_name}-s{self.seed}"
 
     @property
     def run_dir(self) -> Path:

@@ -49,13 +49,23 @@ BATCH_KEYS = ("reward/", "loss/", "is/", "rollout/accuracy", "policy/entropy", "
               "policy/logprob_mismatch_max", "optim/grad_norm", "perf/update_tokens_per_s", "perf/padded_share", "time/update_s")
 
 
+#: A mixture's per-task metrics (``task/<id>/<name>``) computed from the training batch.
+TASK_BATCH_KEYS = ("reward_mean", "accuracy", "groups")
+
+
 def is_batch_metric(key: str) -> bool:
     """Whether ``key`` is computed from the training batch (see :data:`BATCH_KEYS`).
+
+    A mixture's per-task ``task/<id>/reward_mean``, ``accuracy`` and ``groups`` are batch metrics too.
 
     Example:
         >>> is_batch_metric("reward/mean"), is_batch_metric("rollout/accuracy_before_filter")
         (True, False)
+        >>> is_batch_metric("task/A-v0/accuracy"), is_batch_metric("task/A-v0/informative_share")
+        (True, False)
     """
+    if key.startswith("task/"):
+        return key.rsplit("/", 1)[-1] in TASK_BATCH_KEYS
     return any(key == k or (k.endswith("/") and key.startswith(k)) for k in BATCH_KEYS)
 
 
@@ -202,6 +212,9 @@ def progress_postfix(record: Mapping[str, Any], eval_history: Sequence[tuple[int
         >>> progress_postfix({"rollout/accuracy_before_filter": 0.25, "rollout/partial_batches": 0,
         ...                   "tool/calls_per_episode": 1.5, "tool/no_call_share": 0.125}, [(5, 0.5)])
         {'acc': '0.25', 'eval': '0.50', 'partial': '0', 'calls': '1.50', 'no_call': '0.12'}
+        >>> progress_postfix({"rollout/accuracy_before_filter": 0.25, "rollout/partial_batches": 0,
+        ...                   "task/A-v0/accuracy_before_filter": 0.5, "task/A-v0/informative_share": 0.25}, [])
+        {'acc': '0.25', 'eval': '-', 'partial': '0', 'A-v0': '0.50/0.25'}
     """
     postfix = {"acc": f"{record['rollout/accuracy_before_filter']:.2f}",
                "eval": f"{eval_history[-1][1]:.2f}" if eval_history else "-",
@@ -209,7 +222,24 @@ def progress_postfix(record: Mapping[str, Any], eval_history: Sequence[tuple[int
     if record.get("tool/calls_per_episode") is not None:
         postfix["calls"] = f"{record['tool/calls_per_episode']:.2f}"
         postfix["no_call"] = f"{record['tool/no_call_share']:.2f}"
+    for task_id in record_task_ids(record):  # a mixture: accuracy before filtering / informative share, per task
+        acc, share = (record.get(f"task/{task_id}/{k}") for k in ("accuracy_before_filter", "informative_share"))
+        postfix[task_id] = f"{_short(acc)}/{_short(share)}"
     return postfix
+
+
+def _short(value: Any) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def record_task_ids(record: Mapping[str, Any]) -> list[str]:
+    """The task ids of a mixture run's per-task metrics (``task/<id>/...`` keys) in a record, in first-seen order.
+
+    Example:
+        >>> record_task_ids({"task/A-v0/accuracy": 0.5, "task/B-v0/accuracy": 0.1, "reward/mean": 0.0})
+        ['A-v0', 'B-v0']
+    """
+    return list(dict.fromkeys(key.split("/")[1] for key in record if key.startswith("task/") and key.count("/") >= 2))
 
 
 #: Rollout-correction metrics of :func:`~dapo_env.learners.algo.update.update_policy`, logged as ``is/<name without is_>``.

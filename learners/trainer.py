@@ -159,7 +159,7 @@ class Trainer:
         self.threads = learner_threads(cfg, self.model)
         self.source = make_rollout_source(cfg, self.task, self.engine, tokenizer=tokenizer, model=self.rollout_model,
                                           threads=self.threads)
-        self.sampler = make_sampler(cfg, self.source)
+        self.sampler = make_sampler(cfg, self.source, self.task)
         self.metrics_log = MetricsLog(self.run_dir / "metrics.jsonl") if main else None
         self.step, self.optimizer_steps, self._records = 0, 0, []
         self.eval_history: list[tuple[int, float]] = []

@@ -21,7 +21,7 @@ SITE_PAGES = sorted([DOCS / "index.md", DOCS / "getting-started.md",
                      *(p for folder in ("tutorials", "howto", "concepts", "evidence", "reference")
                        for p in (DOCS / folder).glob("*.md"))])
 TUTORIALS = ["math-task", "code-task", "multi-turn-tool", "pytorch-loop", "trl", "verl", "own-verifier", "evaluate",
-             "gpu", "share-task"]
+             "gpu", "share-task", "mixtures-curation"]
 RUNNABLE = [p for p in SITE_PAGES if fenced_blocks(p.read_text(encoding="utf-8"), "python")]
 COMMANDS = [(where, argv) for p in SITE_PAGES
             for where, argv in shell_commands(p.read_text(encoding="utf-8"), p.relative_to(REPO).as_posix())]

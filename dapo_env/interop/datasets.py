@@ -3,7 +3,9 @@
 :func:`to_hf_dataset` writes ``prompt`` (a string, or chat messages with ``chat=True``), ``answer`` (the
 reference as a string: the gold answer for math, JSON of the tests for code), ``data_source`` (the task
 id), ``ability``, ``reward_model = {"style": "rule", "ground_truth": <answer>}`` and ``extra_info`` as
-verl's preprocessors write them, and ``problem_id``. Every column is a string, an int or a struct of
+verl's preprocessors write them, and ``problem_id``. A mixture's rows each carry their own task (its id as
+``data_source`` and ``extra_info["task"]``, its reference and problem id), so TRL's and verl's reward
+functions route every row to its task's verifier. Every column is a string, an int or a struct of
 them, so rows survive ``Dataset.map``, Parquet and JSON round trips, and datasets of different tasks
 concatenate.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from dapo_env.envs import load_problems, resolve_task
 from dapo_env.tasks import Task
+from dapo_env.tasks.mixture import component_of
 from dapo_env.types import CodeTests, InvalidReference
 
 
@@ -88,10 +91,14 @@ def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool =
     split = split or task.split
     problems = load_problems(task, split, task_kwargs.pop("data_files", None), task_kwargs)
     problems = problems[:limit] if limit is not None else problems
-    references = [reference_to_str(p.answer) for p in problems]
-    _check_references(task, references, [p.answer for p in problems], strict_references)
+    owners = [component_of(task, p) for p in problems]  # a mixture's rows: each its own task's
+    references = [reference_to_str(inner.answer) for _, inner in owners]
+    for owner in dict.fromkeys(owner for owner, _ in owners):
+        rows = [i for i, (o, _) in enumerate(owners) if o is owner]
+        _check_references(owner, [references[i] for i in rows], [owners[i][1].answer for i in rows],
+                          strict_references)
     rows = []
-    for index, (problem, reference) in enumerate(zip(problems, references)):
+    for index, (problem, (owner, inner), reference) in enumerate(zip(problems, owners, references)):
         text = task.format_prompt(problem)
         prompt: Any = text
         if chat:
@@ -100,11 +107,11 @@ def to_hf_dataset(task_id: str | Task, split: str | None = None, *, chat: bool =
         rows.append({
             "prompt": prompt,
             "answer": reference,
-            "data_source": task.env_id,
-            "ability": _ability(task, problem.answer),
+            "data_source": owner.env_id,
+            "ability": _ability(owner, inner.answer),
             "reward_model": {"style": "rule", "ground_truth": reference},
-            "problem_id": problem.id,
-            "extra_info": {"task": task.env_id, "split": split, "index": index, "problem_id": problem.id},
+            "problem_id": inner.id,
+            "extra_info": {"task": owner.env_id, "split": split, "index": index, "problem_id": inner.id},
         })
     return Dataset.from_list(rows)
 

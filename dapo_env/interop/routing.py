@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dapo_env.tasks import Task, get_task
+from dapo_env.tasks.mixture import is_mixture, resolve_task_text
 from dapo_env.types import CodeTests, InvalidReference
 
 
@@ -71,12 +72,15 @@ def task_for_data_source(data_source: Any, *, task: str | None = None,
                          data_source_tasks: Mapping[str, str] | None = None, extra_info: Any = None) -> Task | None:
     """The task that grades a row, ``None`` when nothing names one.
 
-    In order: ``task`` (one task for every row), ``data_source_tasks[data_source]``, the
+    In order: ``task`` (one task for every row; a mixture routes each row as below),
+    ``data_source_tasks[data_source]``, the
     :data:`VERL_DATA_SOURCES` table (and verl's ``aime*`` prefix), ``data_source`` as a task name or id,
     ``extra_info["task"]`` (written by :func:`to_hf_dataset`).
     """
     if task is not None:
-        return get_task(str(task))
+        named_task = resolve_task_text(str(task))
+        if not is_mixture(named_task):  # a mixture's rows each name their own task: route them below
+            return named_task
     source = str(data_source) if data_source is not None else ""
     if data_source_tasks and source in data_source_tasks:
         return get_task(str(data_source_tasks[source]))

@@ -19,7 +19,8 @@ from typing import Any
 
 from dapo_env.interop.routing import code_reference, ground_truth, route, task_for_data_source
 from dapo_env.interop.unscorable import INVALID_REFERENCE, TRL_UNSCORABLE_OUTCOME, UnscorableLog, verification_error
-from dapo_env.tasks import Task, get_task
+from dapo_env.tasks import Task
+from dapo_env.tasks.mixture import is_mixture, resolve_task_text
 from dapo_env.types import InvalidReference, VerifyResult
 from dapo_env.wrappers import check_reward_map_args, map_reward
 
@@ -76,7 +77,9 @@ class TaskReward:
             reward_map = (float(reward_map[0]), float(reward_map[1]))
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
             raise ValueError(f"workers must be an int >= 0 (0: verify in the calling process), got {workers!r}")
-        task = None if task_or_id is None else get_task(task_or_id)
+        task = None if task_or_id is None else resolve_task_text(task_or_id)
+        if is_mixture(task):  # a mixture's exported rows each carry their own task's data_source: route by it
+            task = None
         self.task_id = task.env_id if task is not None else None
         self.verifier = task.verifier if task is not None else None  # kept instead of the Task: lean to pickle
         self.reader = task.reference_reader if task is not None else None  # the hub format's reader

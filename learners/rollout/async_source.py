@@ -510,6 +510,7 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
 
     from ..algo.batch import autocast_dtype
     from dapo_env.envs import load_problems
+    from dapo_env.schedule import schedule_for
 
     from .setup import make_group_env
 
@@ -519,8 +520,8 @@ def make_async_source(cfg: Any, task: Any, tokenizer: Any, model: Any, *, engine
                                       **cfg.engine_options),
         make_env=functools.partial(make_group_env, cfg, task, tokenizer), sampling=sampling, threads=threads)
     worker = RolloutWorker(job, timeout_s=cfg.rollout_timeout_s)
-    schedule = PromptSchedule(load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
-                              cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
+    schedule = schedule_for(task, load_problems(task, cfg.train_split, None, dict(cfg.task_kwargs)), cfg.batch_size,
+                            cfg.group_size)  # TrainConfig refuses difficulty_sampling with a rollout worker
     return AsyncGroupSource(schedule, worker, max_staleness=cfg.max_staleness, seed=cfg.seed, engine=engine,
                             threads=threads)
 

@@ -34,19 +34,26 @@ def resolve_task(cfg: TrainConfig) -> Any:
                            task_kwargs=cfg.task_kwargs, eval_size=cfg.eval_size)
 
 
-def task_with(name: str, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
+def task_with(name: Any, *, verifier: Any = None, prompt_template: str | None = None) -> Any:
     """The registered task ``name`` with ``verifier`` swapped in when given (a plain function or a
     ``"module:function"`` string, through :func:`dapo_env.verifiers.callable.load_verifier`) and
-    ``prompt_template`` when given.
+    ``prompt_template`` when given. A mixture (``"GSM8K-v0:0.7,MyMath-v0:0.3"`` or a registered mixture spec,
+    :mod:`dapo_env.tasks.mixture`) gets them in each of its tasks.
 
     Example:
         >>> task_with("Arithmetic-v0", prompt_template="Q: {question}").prompt_template
         'Q: {question}'
+        >>> task_with("Arithmetic-v0:1,Largest-v0:1", prompt_template="Q: {question}").load(size=1)[0].question
+        'Q: Compute 17-13.'
     """
-    from dapo_env.tasks import get_task
+    from dapo_env.tasks.mixture import is_mixture, map_components, resolve_task_text
     from dapo_env.verifiers.callable import load_verifier
 
-    task = get_task(name)
+    task = resolve_task_text(name)
+    if is_mixture(task):
+        if verifier is None and prompt_template is None:
+            return task
+        return map_components(task, lambda t: task_with(t, verifier=verifier, prompt_template=prompt_template))
     if verifier is not None:
         task = dataclasses.replace(task, verifier=load_verifier(verifier))
     if prompt_template is not None:
@@ -87,11 +94,15 @@ def make_group_env(cfg: TrainConfig, task: Any, tokenizer: Any = None) -> Any:
 
     if is_multi_turn(task):
         return make_episode_env(cfg, task, tokenizer)
-    return gym.make_vec(task.env_id, num_envs=cfg.batch_size * cfg.group_size,
-                        vectorization_mode="vector_entry_point", group_size=cfg.group_size, task=task,
-                        split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
-                        tokenizer=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
-                        difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
+    options = dict(num_envs=cfg.batch_size * cfg.group_size, group_size=cfg.group_size, task=task,
+                   split=cfg.train_split, max_response_tokens=cfg.max_response_tokens,
+                   tokenizer=tokenizer if cfg.chat_template else None, **shaping_options(cfg),
+                   difficulty=cfg.difficulty_sampling or None, **dict(cfg.task_kwargs))
+    if task.env_id not in gym.registry:  # a mixture written on the command line has no Gymnasium id
+        from dapo_env.vector import GroupVectorEnv
+
+        return GroupVectorEnv(**options)
+    return gym.make_vec(task.env_id, vectorization_mode="vector_entry_point", **options)
 
 
 def make_episode_env(cfg: TrainConfig, task: Any, tokenizer: Any) -> Any:
@@ -175,14 +186,16 @@ def stamp_step(group: Group, step: int) -> Group:
     return dataclasses.replace(group, policy_step=int(step))
 
 
-def make_sampler(cfg: TrainConfig, source: Any) -> Any:
+def make_sampler(cfg: TrainConfig, source: Any, task: Any = None) -> Any:
     """The run's :class:`~dapo_env.sampler.DynamicSampler` over ``source`` (filtering only if
-    ``cfg.dynamic_sampling``; surplus groups discarded when ``cfg.keep_surplus`` is false)."""
+    ``cfg.dynamic_sampling``; surplus groups discarded when ``cfg.keep_surplus`` is false); for a mixture
+    ``task`` its batches' stats hold each task's (``task/<id>/...``)."""
     from dapo_env.sampler import DynamicSampler
+    from dapo_env.tasks.mixture import mixture_task_ids
 
     return DynamicSampler(source, num_groups=cfg.batch_size, max_rounds=cfg.max_gen_rounds,
                           filter_groups=cfg.dynamic_sampling, keep_surplus=cfg.keep_surplus,
-                          advice=partial_batch_advice(cfg))
+                          advice=partial_batch_advice(cfg), task_ids=mixture_task_ids(task))
 
 
 def partial_batch_advice(cfg: TrainConfig) -> str:

@@ -412,7 +412,7 @@ def _judge_pass(judge: Any, out_dir: Path, problems: Sequence[Problem], progress
 def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: EvalSettings, count: int,
                    model: Mapping[str, Any]) -> dict[str, Any]:
     """The summary of an eval's records (a ``samples.jsonl``) over its first ``count`` problems; maj@k groups
-    answers by ``task``'s verifier equivalence.
+    answers by ``task``'s verifier equivalence. A mixture's summary adds ``tasks``: each task's metrics.
 
     Failed requests (``reason`` ``error:endpoint: ...``) are no answers: they are counted and listed under
     ``failed``, and kept out of every metric: a failed greedy response leaves its problem out of ``greedy``;
@@ -436,6 +436,8 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
         summary["notes"] = [*summary["notes"], *notes]
     listed = [{key: r.get(key) for key in ("index", "problem_id", "greedy", "sample", "reason")}
               for r in sorted(failed, key=lambda r: (r["index"], not r["greedy"], r["sample"]))]
+    from dapo_env.tasks.mixture import mixture_task_ids
+
     from .heldout import describe_eval_rows
 
     extra: dict[str, Any] = {}
@@ -452,6 +454,11 @@ def summarize_eval(records: Sequence[Mapping[str, Any]], task: Any, settings: Ev
         extra["warnings"] = [warning] if warning else []
     if any(r.get("judge") for r in graded):
         extra["judge"] = _judge_summary(graded, failed, same)
+    by_task = {task_id: summarize_records([r for r in scored if str(r["problem_id"]).startswith(f"{task_id}/")],
+                                          same=answer_equivalence(task.verifier))["metrics"]
+               for task_id in mixture_task_ids(task)}  # a mixture's ids are "<task id>/<problem id>"
+    if by_task:
+        summary["tasks"] = by_task
     return {**summary, "task": settings.task, "split": settings.split,
             "rows": describe_eval_rows(task, settings.split, settings.task_kwargs), **model,
             "failed": {"samples": len(failed), "list": listed},
@@ -539,9 +546,14 @@ def _is_run_folder(p: Path) -> bool:
     return isinstance(config, dict) and "task" in config and "max_steps" in config
 
 
+def _folder_task(task: str) -> str:
+    """A task id as a folder name part (a mixture's ``A-v0:0.7,B-v0:0.3`` as ``A-v0@0.7+B-v0@0.3``)."""
+    return task.replace(",", "+").replace(":", "@")
+
+
 def default_out_dir(ckpt: Checkpoint, settings: EvalSettings) -> Path:
     """``<run>/evals/step_<N>-<task>-<split>-n<K>`` for a run's checkpoint, else ``evals/<model>-<task>-<split>-n<K>``."""
-    tail = f"{settings.task}-{settings.split}-n{settings.n}"
+    tail = f"{_folder_task(settings.task)}-{settings.split}-n{settings.n}"
     if ckpt.run_dir is not None and ckpt.step is not None:
         return ckpt.run_dir / "evals" / f"step_{ckpt.step:06d}-{tail}"
     return Path("evals") / f"{ckpt.model_dir.resolve().name}-{tail}"
@@ -661,7 +673,7 @@ def evaluate_endpoint(base_url: str, model: str, *, out_dir: str | Path | None =
 
         counter = AutoTokenizer.from_pretrained(tokenizer)
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
-    out = out_dir or Path("evals") / f"{safe}-{settings.task}-{settings.split}-n{settings.n}"
+    out = out_dir or Path("evals") / f"{safe}-{_folder_task(settings.task)}-{settings.split}-n{settings.n}"
     identity: dict[str, Any] = {"model": model, "endpoint": config.base_url, "api": api}
     if price_in is not None:
         identity["pricing"] = {"price_in": price_in, "price_out": price_out, "per": "1M tokens"}

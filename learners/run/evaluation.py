@@ -72,10 +72,25 @@ def is_failed(record: EvalSample | dict[str, Any]) -> bool:
     return str(reason).startswith(ENDPOINT_ERROR)
 
 
+def answer_text(problem: Problem) -> str | None:
+    """The reference a record shows: the problem's answer when it is text (a mixture problem's: its task's), else
+    ``None`` (code tests).
+
+    Example:
+        >>> from dapo_env.tasks.mixture import TaskReference
+        >>> answer_text(Problem("A-v0/1", "q", TaskReference("A-v0", "7"))), answer_text(Problem("1", "q", ("t",)))
+        ('7', None)
+    """
+    from dapo_env.tasks.mixture import TaskReference
+
+    answer = problem.answer.reference if isinstance(problem.answer, TaskReference) else problem.answer
+    return answer if isinstance(answer, str) else None
+
+
 def _failed_sample(problem: Problem, prompt: str, k: int, cause: str) -> EvalSample:
     return EvalSample(problem_id=str(problem.id), prompt=prompt, completion="", extracted=None, correct=False,
                       reason=f"{ENDPOINT_ERROR}: {cause}", tokens=0, finish_reason="length", sample=k,
-                      answer=problem.answer if isinstance(problem.answer, str) else None)
+                      answer=answer_text(problem))
 
 
 def load_eval_problems(task: Any, *, split: str, size: int, task_kwargs: dict[str, Any] | None = None) -> list[Problem]:
@@ -133,7 +148,7 @@ def evaluate(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, m
         _failed_sample(p, prompt, k, endpoint_error(c)) if endpoint_error(c) is not None else
         EvalSample(problem_id=str(p.id), prompt=prompt, completion=text, extracted=v.extracted,
                    correct=bool(v.correct) and not c.truncated, reason=v.reason, tokens=int(c.length or 0),
-                   finish_reason=c.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+                   finish_reason=c.finish_reason, sample=k, answer=answer_text(p))
         for (p, prompt, k, c), (text, _), v in zip(flat, split, verdicts))
     return EvalResult(records, tuple(extra for _, extra in split))
 
@@ -190,7 +205,7 @@ def _episodes(engine: RolloutEngine, task: Any, problems: Sequence[Problem], *, 
         _failed_sample(p, g.prompt, k, failures[(b, k)]) if (b, k) in failures else
         EvalSample(problem_id=str(p.id), prompt=g.prompt, completion=t.text, extracted=info["extracted"],
                    correct=bool(solved) and not t.truncated, reason=info["reason"], tokens=int(t.num_tokens or 0),
-                   finish_reason=t.finish_reason, sample=k, answer=p.answer if isinstance(p.answer, str) else None)
+                   finish_reason=t.finish_reason, sample=k, answer=answer_text(p))
         for b, (p, g) in enumerate(zip(problems, groups))
         for k, (t, solved, info) in enumerate(zip(g.completions, g.correct, g.infos)))
 

@@ -35,7 +35,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..metrics import empty_batch_spans, is_batch_metric, metric_series
+from ..metrics import empty_batch_spans, is_batch_metric, metric_series, record_task_ids
 from .run_folder import EvalSample, RunFolder, load_run, write_text_atomic
 from .svg_chart import COLORS, Series, format_number, line_chart_svg
 
@@ -80,6 +80,16 @@ CHARTS: tuple[Chart, ...] = (
     Chart(id="lr", title="learning rate", keys=("optim/lr",)),
 )
 
+#: A mixture's per-task metrics (``task/<id>/<name>``): one chart per name, one line per task (group ``"tasks"``).
+TASK_CHARTS: tuple[tuple[str, str, tuple[float, float] | None], ...] = (
+    ("reward_mean", "per task: reward (training batch)", None),
+    ("accuracy_before_filter", "per task: accuracy before filtering", _SHARE),
+    ("informative_share", "per task: informative-group share (0 < #correct < G)", _SHARE),
+    ("response_length_mean", "per task: response length (tokens)", None),
+    ("tokens_per_informative_group", "per task: generated tokens per informative group", None),
+    ("groups", "per task: groups in the training batch", None),
+)
+
 #: Key prefixes charted one key per chart whenever present (asynchronous rollouts, importance sampling).
 DYNAMIC_PREFIXES = ("async/", "is/")
 
@@ -116,7 +126,8 @@ def _json_for_script(obj: Any) -> str:
 
 # --- curves ----------------------------------------------------------------------------------------
 def chart_specs(records: Sequence[Mapping[str, Any]]) -> list[Chart]:
-    """The charts to draw for ``records``: :data:`CHARTS` whose keys have a value, then one chart per
+    """The charts to draw for ``records``: :data:`CHARTS` whose keys have a value, a mixture's per-task charts
+    (:data:`TASK_CHARTS`, group ``"tasks"``), then one chart per
     ``async/*`` and ``is/*`` key with a value (group ``"async"``), then one per other key with a value
     that no chart shows yet (group ``"other"``: throughput, timings, counters, keys added later)."""
     def has_value(key: str) -> bool:
@@ -124,6 +135,13 @@ def chart_specs(records: Sequence[Mapping[str, Any]]) -> list[Chart]:
 
     charts = [c for c in CHARTS if any(has_value(k) for k in c.keys)]
     shown = {k for c in CHARTS for k in c.keys} | {"step"}
+    task_ids = list(dict.fromkeys(t for r in records for t in record_task_ids(r)))
+    for name, title, y_range in TASK_CHARTS if task_ids else ():
+        keys = tuple(f"task/{t}/{name}" for t in task_ids)
+        shown.update(keys)
+        if any(has_value(k) for k in keys):
+            charts.append(Chart(id=f"task-{name.replace('_', '-')}", title=title, keys=keys, y_range=y_range,
+                                group="tasks"))
     present = sorted({k for r in records for k in r} - shown)
     dynamic = [k for k in present if k.startswith(DYNAMIC_PREFIXES)]
     for group, keys in (("async", dynamic), ("other", [k for k in present if k not in dynamic])):
@@ -172,6 +190,8 @@ def _curves_html(run: RunFolder) -> tuple[str, dict[str, Any]]:
                                                if c.group == group) + "</div>")
 
     out.append(grid("main"))
+    if any(c.group == "tasks" for c in charts):
+        out.append("<h3>Per task (a mixture)</h3>" + grid("tasks"))
     if any(c.group == "async" for c in charts):
         out.append("<h3>Staleness and importance sampling</h3>" + grid("async"))
     others = sum(c.group == "other" for c in charts)
@@ -478,5 +498,5 @@ def write_report(run_dir: str | Path, *, out: str | Path | None = None) -> Path:
     return write_text_atomic(Path(run_dir) / "report.html" if out is None else Path(out), html)
 
 
-__all__ = ["CHARTS", "CONFIG_FIELDS", "DYNAMIC_PREFIXES", "SAMPLES_PER_SIDE", "Chart", "chart_specs", "pick_samples",
+__all__ = ["CHARTS", "CONFIG_FIELDS", "TASK_CHARTS", "DYNAMIC_PREFIXES", "SAMPLES_PER_SIDE", "Chart", "chart_specs", "pick_samples",
            "render_report", "write_report"]
