@@ -145,7 +145,8 @@ class TrainConfig:
     optimizer state, log-softmax and loss stay fp32)"""
     # --- task and model --------------------------------------------------------------------------
     task: str = "Arithmetic-v0"
-    """registered task id or name, e.g. GSM8K-v0; `dapo-env tasks` lists them"""
+    """registered task id or name (e.g. GSM8K-v0; `dapo-env tasks` lists them), a spec file's path (MyMath.yaml),
+    or a mixture 'GSM8K-v0:0.7,MyMath-v0:0.3' (each group from one task, drawn by weight)"""
     task_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """the task's load options, e.g. {data_files: my.jsonl}; one at a time: --set data_files=my.jsonl"""
     train_split: str = "train"
