@@ -32,10 +32,11 @@ from optional_extras import vllm_marks
 
 from dapo_env.learners.batch import batch_logprobs, build_sequence_batch
 from dapo_env.learners.config import preset
-from dapo_env.learners.engine import weights_fingerprint
-from dapo_env.learners.server import VLLMServer
+from dapo_env.learners.engine import SamplingParams, weights_fingerprint
+from dapo_env.learners.server import ServerEngine, VLLMServer
 from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
 from dapo_env.learners.trainer import Trainer
+from dapo_env.learners.vllm_engine import StaleWeightsError
 
 pytestmark = vllm_marks("the server-mode race stress test")
 
@@ -139,3 +140,27 @@ def test_async_server_mode_survives_racing_pushes(served: tuple[VLLMServer, Any,
     took = time.monotonic() - started
     print(f"{RUNS - len(failures)}/{RUNS} runs clean in {took:.0f} s; failures: {failures}")
     assert not failures, failures
+
+
+def test_a_following_engine_still_refuses_a_server_holding_other_weights(
+        served: tuple[VLLMServer, Any, Any, Path]) -> None:
+    """The learner's engine that follows another client's pushes checks the server before it samples: weights
+    that never arrived (here: the owner pushed other ones) raise StaleWeightsError; once the owner pushes the
+    learner's weights, it samples."""
+    server, model, tok, _ = served
+    mine, other = copy.deepcopy(model), copy.deepcopy(model)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    greedy = SamplingParams(temperature=0.0, max_response_tokens=4)
+    waits: list[int] = []
+    with ServerEngine(mine, tok, server_url=server.url) as learner, \
+            ServerEngine(other, tok, server_url=server.url) as owner:  # connecting pushes `other`
+        learner.follow(lambda: waits.append(owner.weights_version))
+        learner.load_weights(mine)  # recorded, not pushed
+        assert learner.follows_pushes and learner.weights_version == 1
+        with pytest.raises(StaleWeightsError, match="another client pushed"):
+            learner.generate(["1+1="], n=1, sampling=greedy)
+        owner.load_weights(mine)
+        (sample,), = learner.generate(["1+1="], n=1, sampling=greedy)
+    assert sample.weights_version == 1 and waits == [0, 1]
