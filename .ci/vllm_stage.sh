@@ -4,7 +4,7 @@
 # by vLLM's hermes parser, and the tool_choice fallback; test_server_mode.py: server-mode
 # training with verified pushes, kill -9 and resume; test_server_race.py: server-mode training with a rollout worker,
 # pushes racing generation, evaluation and checkpoints on busy cores, every sample checked against its stamped
-# weights, ~1-2 min; test_weight_sync_vllm.py: the nccl weight-sync path against
+# weights, ~1 min; test_weight_sync_vllm.py: the nccl weight-sync path against
 # vLLM's real serve parser, RL router and payload models, and a CPU server with the NCCL transfer config), which
 # start their own servers on 127.0.0.1.
 #

@@ -10,8 +10,8 @@ Besides "no run raises", the test checks what a lost race could do silently: eve
 the log-probs of the weights of the training step it is stamped with (``policy_step``), so a round generated
 while someone else's weights sat on the server fails here even when no fingerprint check happened to see it.
 
-Runs in CI's vLLM stage (``DAPO_RACE_RUNS`` runs of ``DAPO_RACE_STEPS`` steps; defaults 1 x 12: 20 steps took
-104 s after the server's start-up on a 2-core box at load average 16). The
+Runs in CI's vLLM stage (``DAPO_RACE_RUNS`` runs of ``DAPO_RACE_STEPS`` steps; defaults 1 x 12: 61 s for the
+module, server start-up included, on a 2-core box at load average ~4). The
 measured rates (before and after) and their commands are in docs/serving.md.
 """
 
