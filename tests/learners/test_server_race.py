@@ -52,7 +52,8 @@ TOLERANCE = 1e-4
 def busy_cores() -> Iterator[None]:
     """Keep every core busy with spinning processes (ended on exit), so the learner, the worker and the server
     are descheduled at random points, as on a loaded CI machine."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
     try:
         yield
     finally:
