@@ -165,7 +165,7 @@ class AsyncGroupSource:
         self._worker_units: dict[int, int] = {}  # threads -> the worker's units of work, this batch
         self._restarts = 0
         if getattr(engine, "shared_server", False):  # the worker's engine copy pushes into the learner engine's
-            engine.follow(self.wait_weights)  # own server: one owner of the pushes (the worker), the learner checks
+            engine.follow(self._wait_weights)  # own server: one owner of the pushes (the worker), the learner checks
 
     # -- RolloutSource ------------------------------------------------------------------------------
     def _round_seed(self, n: int, position: tuple[int, int]) -> int:
@@ -257,7 +257,7 @@ class AsyncGroupSource:
             if buffer.tensors is self._weights:
                 buffer.fence = self._ticket
 
-    def wait_weights(self) -> None:
+    def _wait_weights(self) -> None:
         """Block until the worker holds the weights of the last :meth:`publish` (it loads them after the rounds
         issued before them), starting it if no round has yet. A learner's server engine that shares the worker's
         server (:meth:`~dapo_env.learners.server.ServerEngine.follow`) waits here before it samples (evaluation):

@@ -346,7 +346,15 @@ class ServerEngine:
         return self._version
 
     def fingerprint(self, names: Iterable[str] | None = None) -> str:
-        """The server's :func:`~dapo_env.learners.engine.weights_fingerprint` of its weights under HF names."""
+        """The :func:`~dapo_env.learners.engine.weights_fingerprint` of the weights this engine samples with (HF
+        names): the server's, read now; when following another client's pushes (:meth:`follow`), those last given
+        to :meth:`load_weights`, which every generation first confirms on the server (or raises)."""
+        if self._until_pushed is not None and self._expected is not None and (
+                names is None or list(names) == self._expected[0]):
+            return self._expected[1]
+        return self._server_fingerprint(names)
+
+    def _server_fingerprint(self, names: Iterable[str] | None = None) -> str:
         return str(self.control.rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
 
     @staticmethod
@@ -364,7 +372,7 @@ class ServerEngine:
         tensors = self._tensors(weights)
         self._sync.push(tensors, self._version)
         self.control.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        held, expected = self.fingerprint(list(tensors)), weights_fingerprint(tensors)
+        held, expected = self._server_fingerprint(list(tensors)), weights_fingerprint(tensors)
         self._expected = (list(tensors), expected)
         if held != expected:
             raise StaleWeightsError(f"weight push {self._version} ({self.weight_sync} sync) to {self.config.root} did "
@@ -393,7 +401,7 @@ class ServerEngine:
             return  # this engine pushes (and verified every push) itself
         self._until_pushed()
         names, expected = self._expected
-        held = self.fingerprint(names)
+        held = self._server_fingerprint(names)
         if held != expected:
             raise StaleWeightsError(f"{self.config.root} holds other weights (fingerprint {held}) than the learner's "
                                     f"version {self._version} ({expected}) after the rollout worker pushed them: "

@@ -185,8 +185,6 @@ class Trainer:
             state = {name: state[name] for name in adapter}
         version = self.engine.weights_version
         self.engine.load_weights(state)
-        if getattr(self.engine, "follows_pushes", False):  # a rollout worker pushes into this engine's server
-            return  # (one pusher per server): the engine checks the server holds these weights before it samples
         held = self.engine.fingerprint(list(state)) if has_lora(self.rollout_model) else self.engine.fingerprint()
         if self.engine.weights_version != version + 1 or held != weights_fingerprint(state):
             raise RuntimeError("weight push to the rollout engine did not take effect: its fingerprint differs "

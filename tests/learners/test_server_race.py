@@ -162,6 +162,7 @@ def test_a_following_engine_still_refuses_a_server_holding_other_weights(
         learner.follow(lambda: waits.append(owner.weights_version))
         learner.load_weights(mine)  # recorded, not pushed
         assert learner.follows_pushes and learner.weights_version == 1
+        assert learner.fingerprint() == weights_fingerprint(mine.state_dict())  # the weights it will sample with
         with pytest.raises(StaleWeightsError, match="another client pushed"):
             learner.generate(["1+1="], n=1, sampling=greedy)
         owner.load_weights(mine)
