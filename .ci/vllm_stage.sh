@@ -2,7 +2,9 @@
 # vLLM stage: runs tests/learners/test_vllm_engine.py, test_multiturn_vllm.py and test_lora_vllm.py (LoRA: peft from the lora extra) for real against the CPU build of vLLM,
 # and the server tests (test_openai_vllm.py: eval through a real `vllm serve`; test_tools_vllm.py: tool calls parsed
 # by vLLM's hermes parser, and the tool_choice fallback; test_server_mode.py: server-mode
-# training with verified pushes, kill -9 and resume; test_weight_sync_vllm.py: the nccl weight-sync path against
+# training with verified pushes, kill -9 and resume; test_server_race.py: server-mode training with a rollout worker,
+# pushes racing generation, evaluation and checkpoints on busy cores, every sample checked against its stamped
+# weights, ~1 min; test_weight_sync_vllm.py: the nccl weight-sync path against
 # vLLM's real serve parser, RL router and payload models, and a CPU server with the NCCL transfer config), which
 # start their own servers on 127.0.0.1.
 #
@@ -67,7 +69,7 @@ echo "vllm stage: environment ready in ${SECONDS}s"
 
 DAPO_REQUIRE_VLLM=1 "$PY" -m pytest tests/learners/test_vllm_engine.py tests/learners/test_multiturn_vllm.py tests/learners/test_lora_vllm.py \
     tests/learners/test_openai_vllm.py tests/learners/test_tools_vllm.py tests/learners/test_server_mode.py \
-    tests/learners/test_weight_sync_vllm.py -rs -q -p no:cacheprovider -m "not gpu"
+    tests/learners/test_server_race.py tests/learners/test_weight_sync_vllm.py -rs -q -p no:cacheprovider -m "not gpu"
 status=$?
 echo "vllm stage: tests exited with $status after ${SECONDS}s in total"
 exit $status

@@ -2,7 +2,7 @@
 
 The default run's setup (``preset("tiny")``: Largest-v0 over 5-6 digits, the tiny model warm-started to the
 default run's starting accuracy, G=8, dynamic sampling) is evaluated on a pool of ``--pool`` training problems
-with ``--n`` samples each (``dapo-env eval``'s loop, :func:`~dapo_env.learners.eval_run.run_eval`), and
+with ``--n`` samples each (``dapo-env eval``'s loop, :func:`~dapo_env.learners.run.eval_run.run_eval`), and
 ``dapo-env curate`` keeps the problems whose measured pass rate lies in ``--pass-rate``. Then two DAPO runs
 start from the same warm-started weights with the same seed and settings and differ only in their training
 problems: **full** (the whole pool) and **curated** (the kept problems). Both evaluate on Largest-v0's test
@@ -39,11 +39,11 @@ import torch
 from _paths import out_path, write_json
 from ablation import SORT_TASK
 
-from dapo_env.learners.checkpoint import build_model
+from dapo_env.learners.run.checkpoint import build_model
 from dapo_env.learners.config import preset
 from dapo_env.learners.run.curate import curate
-from dapo_env.learners.engine import make_engine
-from dapo_env.learners.eval_run import EvalSettings, run_eval
+from dapo_env.learners.engines import make_engine
+from dapo_env.learners.run.eval_run import EvalSettings, run_eval
 from dapo_env.learners.metrics import read_metrics
 from dapo_env.learners.trainer import train
 from dapo_env.learners.warmstart import warm_start_for

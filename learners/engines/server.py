@@ -38,7 +38,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,13 @@ class ServerEngine:
     on any difference, whatever the strategy. The engine pushes (and verifies) the learner's weights once when
     it connects, so a resumed run or a server that served something else starts in sync.
 
+    One server, one pusher: a push is several calls (load, reset, fingerprint), and a push from another client
+    between them, or during a generation, would mix two policies. When a rollout worker's engine copy connects
+    to the same server (an asynchronous run: ``--max-staleness``), the worker owns the pushes, in order with
+    its rounds, and the learner's engine :meth:`follow` s them: its :meth:`load_weights` only records the
+    weights, and before it samples (evaluation) it waits for the worker to have pushed them and checks the
+    server's fingerprint (``StaleWeightsError`` on a difference).
+
     Args:
         model: the learner's HF model.
         tokenizer: its tokenizer.
@@ -235,6 +242,8 @@ class ServerEngine:
         check_weight_sync(weight_sync, learner_device=learner_device)  # before any server starts
         self._own: VLLMServer | None = None
         self._sync: WeightSync | None = None
+        self._until_pushed: Callable[[], None] | None = None  # set by follow(): another client pushes
+        self._expected: tuple[list[str], str] | None = None  # names and fingerprint of the weights to sample with
         self._tmp = tempfile.TemporaryDirectory(prefix="dapo-server-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
         url = server_url or os.environ.get(SERVER_URL_ENV)
         if not url:  # no server given: start one on a copy of the model (as the in-process vllm engine would)
@@ -299,6 +308,27 @@ class ServerEngine:
                               "there, or use --weight-sync file (same machine only)") from None
         self._sync = NcclWeightSync(self.control, learner_device=learner_device)
 
+    @property
+    def shared_server(self) -> bool:
+        """Whether the server was given (``server_url``) rather than started by this engine: an engine copy built
+        from the same options (a rollout worker's) then connects to this very server."""
+        return self._own is None
+
+    def follow(self, until_pushed: Callable[[], None]) -> None:
+        """Leave the pushes to another client of the same server (a rollout worker's engine copy), from now on.
+
+        :meth:`load_weights` then records the weights (version and fingerprint) without pushing, and before
+        every generation the engine calls ``until_pushed()``, which must return once the other client has pushed
+        the weights last given here (the worker has loaded the last published step), then checks that the server
+        holds them (``StaleWeightsError`` otherwise). Nothing is retried: a server holding other weights is an
+        error, whoever pushed them."""
+        self._until_pushed = until_pushed
+
+    @property
+    def follows_pushes(self) -> bool:
+        """Whether another client pushes this engine's server's weights (:meth:`follow`)."""
+        return self._until_pushed is not None
+
     def _first_model(self, base_url: str) -> str:
         answer = self.client.request("GET", f"{base_url}/models")
         models = [m.get("id") for m in answer.get("data", [])] if isinstance(answer, dict) else []
@@ -313,31 +343,66 @@ class ServerEngine:
         return self._version
 
     def fingerprint(self, names: Iterable[str] | None = None) -> str:
-        """The server's :func:`~dapo_env.learners.engines.weights_fingerprint` of its weights under HF names."""
+        """The :func:`~dapo_env.learners.engines.weights_fingerprint` of the weights this engine samples with (HF
+        names): the server's, read now; when following another client's pushes (:meth:`follow`), those last given
+        to :meth:`load_weights`, which every generation first confirms on the server (or raises)."""
+        if self._until_pushed is not None and self._expected is not None and (
+                names is None or list(names) == self._expected[0]):
+            return self._expected[1]
+        return self._server_fingerprint(names)
+
+    def _server_fingerprint(self, names: Iterable[str] | None = None) -> str:
         return str(self.control.rpc("dapo_fingerprint", json.dumps(None if names is None else list(names))))
 
-    def _push(self, weights: Any) -> None:
+    @staticmethod
+    def _tensors(weights: Any) -> dict[str, Any]:
         import torch
 
+        items = dict(weights.state_dict() if isinstance(weights, torch.nn.Module) else weights)
+        return {name: t.detach() for name, t in items.items()}
+
+    def _push(self, weights: Any) -> None:
         from .engine_io import weights_fingerprint
         from .vllm_engine import StaleWeightsError
 
         assert self._sync is not None, "the engine is connected before any push"
-        items = dict(weights.state_dict() if isinstance(weights, torch.nn.Module) else weights)
-        tensors = {name: t.detach() for name, t in items.items()}
+        tensors = self._tensors(weights)
         self._sync.push(tensors, self._version)
         self.control.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        held, expected = self.fingerprint(list(tensors)), weights_fingerprint(tensors)
+        held, expected = self._server_fingerprint(list(tensors)), weights_fingerprint(tensors)
+        self._expected = (list(tensors), expected)
         if held != expected:
             raise StaleWeightsError(f"weight push {self._version} ({self.weight_sync} sync) to {self.config.root} did "
                                     f"not take effect (server fingerprint {held}, learner {expected}): the server would "
                                     "sample from an old policy. On CPU this means the linear-layer workaround is "
-                                    "missing: start the server with `dapo-env serve`")
+                                    "missing: start the server with `dapo-env serve`; if another client pushes to "
+                                    "the same server, give each learner its own server")
 
     def load_weights(self, weights: Any) -> None:
-        """Push ``weights`` (a model, a ``state_dict`` or ``(name, tensor)`` pairs, HF names) and verify them."""
+        """Push ``weights`` (a model, a ``state_dict`` or ``(name, tensor)`` pairs, HF names) and verify them;
+        when following another client's pushes (:meth:`follow`), record them for the check before sampling."""
+        from .engine_io import weights_fingerprint
+
         self._version += 1
-        self._push(weights)
+        if self._until_pushed is None:
+            self._push(weights)
+            return
+        tensors = self._tensors(weights)
+        self._expected = (list(tensors), weights_fingerprint(tensors))
+
+    def _confirm(self) -> None:
+        """Following another client's pushes: wait until it has pushed the weights last given, and check."""
+        from .vllm_engine import StaleWeightsError
+
+        if self._until_pushed is None or self._expected is None:
+            return  # this engine pushes (and verified every push) itself
+        self._until_pushed()
+        names, expected = self._expected
+        held = self._server_fingerprint(names)
+        if held != expected:
+            raise StaleWeightsError(f"{self.config.root} holds other weights (fingerprint {held}) than the learner's "
+                                    f"version {self._version} ({expected}) after the rollout worker pushed them: "
+                                    "another client pushed to this server; give each run its own server")
 
     # ---- generation ------------------------------------------------------------------------------
     def _stamped(self, completions: list[Completion]) -> list[Completion]:
@@ -345,10 +410,12 @@ class ServerEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         """As :meth:`OpenAIEngine.generate` (token ids and log-probs always), stamped with :attr:`weights_version`."""
+        self._confirm()
         return [self._stamped(group) for group in self.endpoint.generate(prompts, n, sampling)]
 
     def generate_turns(self, requests: Sequence[Any], sampling: SamplingParams) -> list[Completion]:
         """As :meth:`OpenAIEngine.generate_turns` (after each episode's exact token ids)."""
+        self._confirm()
         return self._stamped(self.endpoint.generate_turns(requests, sampling))
 
     @property

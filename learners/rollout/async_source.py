@@ -164,6 +164,8 @@ class AsyncGroupSource:
         self._stats = self._fresh_stats()
         self._worker_units: dict[int, int] = {}  # threads -> the worker's units of work, this batch
         self._restarts = 0
+        if getattr(engine, "shared_server", False):  # the worker's engine copy pushes into the learner engine's
+            engine.follow(self._wait_weights)  # own server: one owner of the pushes (the worker), the learner checks
 
     # -- RolloutSource ------------------------------------------------------------------------------
     def _round_seed(self, n: int, position: tuple[int, int]) -> int:
@@ -254,6 +256,24 @@ class AsyncGroupSource:
         for buffer in self._buffers:
             if buffer.tensors is self._weights:
                 buffer.fence = self._ticket
+
+    def _wait_weights(self) -> None:
+        """Block until the worker holds the weights of the last :meth:`publish` (it loads them after the rounds
+        issued before them), starting it if no round has yet. A learner's server engine that shares the worker's
+        server (:meth:`~dapo_env.learners.engines.server.ServerEngine.follow`) waits here before it samples (evaluation):
+        the worker is the one client that pushes weights into that server, in order with its rounds."""
+        if self._policy_step is None:
+            raise RuntimeError("AsyncGroupSource.publish(step, weights) must run before the worker can hold weights")
+        if self.worker.pid is None:
+            self.worker.start()
+            self._send_weights()
+        with self._waiting():
+            while True:
+                try:
+                    self.worker.wait_loaded()
+                    return
+                except WorkerLost as lost:
+                    self._replace(lost)
 
     def _drain(self) -> None:
         """Wait until every issued round has its result (a checkpoint then holds all of them)."""

@@ -4,7 +4,8 @@ The learner sends commands, the worker executes them strictly in order and repor
 
 ```
 learner -> worker   Weights(policy_step, tensors) | Task(ticket, payload) | Stop()
-worker  -> learner  Ready(pid) | Started(ticket) | Done(ticket, result, seconds) | Failed(ticket, error)
+worker  -> learner  Ready(pid) | Loaded(policy_step) | Started(ticket) | Done(ticket, result, seconds) |
+                    Failed(ticket, error)
 ```
 
 Because the channel is ordered, a task runs with exactly the weights of the last ``Weights`` before it:
@@ -72,6 +73,14 @@ class Ready:
     """The worker built its job and waits for commands."""
 
     pid: int
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The worker loaded the weights of training step ``policy_step`` (its engine holds them now; a server engine
+    has pushed and verified them)."""
+
+    policy_step: int
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,7 @@ def worker_main(job: RolloutJob, commands: Any, events: Any, parent_pid: int) ->
         try:
             if isinstance(command, Weights):
                 executor.load_weights(command.policy_step, command.tensors)
+                events.put(Loaded(command.policy_step))
                 del command
             elif isinstance(command, Task):
                 events.put(Started(command.ticket))
@@ -202,6 +212,7 @@ class RolloutWorker:
         self._events: Any = None
         self._outstanding: set[int] = set()
         self._done: dict[int, Done] = {}
+        self._weights_sent = self._weights_loaded = 0  # Weights commands to, and Loaded events from, this process
         self._last_event = time.monotonic()
         self.restarts = 0
         #: The highest ticket any worker process of this handle has reported starting (``None``: none yet):
@@ -222,6 +233,7 @@ class RolloutWorker:
         self._proc.start()
         self._outstanding.clear()
         self._done.clear()
+        self._weights_sent = self._weights_loaded = 0
         self._ready = False
         self._last_event = time.monotonic()
 
@@ -261,6 +273,9 @@ class RolloutWorker:
         (CPU tensors the caller never changes; they are moved to shared memory in place)."""
         if copy:
             tensors = {name: t.detach().to("cpu", copy=True) for name, t in tensors.items()}
+        if not (self._outstanding or self.loading):
+            self._last_event = time.monotonic()  # an idle worker's silence so far is not a hang
+        self._weights_sent += 1
         self._commands.put(Weights(int(policy_step), tensors))
 
     def submit(self, ticket: int, payload: Any) -> None:
@@ -281,6 +296,11 @@ class RolloutWorker:
         return done
 
     @property
+    def loading(self) -> bool:
+        """Whether weights were sent that the worker has not reported loading yet."""
+        return self._weights_loaded < self._weights_sent
+
+    @property
     def outstanding(self) -> frozenset[int]:
         """Tickets submitted whose result has not been collected."""
         return frozenset(self._outstanding | set(self._done))
@@ -295,6 +315,12 @@ class RolloutWorker:
             self._receive(poll_s)
         return self._done.pop(ticket)
 
+    def wait_loaded(self, *, poll_s: float = 0.2) -> None:
+        """Block until the worker has loaded every weights command sent to it (after the tasks queued before
+        them; their results are kept for :meth:`wait`). Raises as :meth:`wait` does."""
+        while self.loading:
+            self._receive(poll_s)
+
     def _receive(self, poll_s: float) -> None:
         try:
             event = self._events.get(timeout=poll_s)
@@ -306,6 +332,8 @@ class RolloutWorker:
             self.started_through = max(event.ticket, self.started_through if self.started_through is not None else event.ticket)
         if isinstance(event, Ready):
             self._ready = True
+        if isinstance(event, Loaded):
+            self._weights_loaded += 1
         if isinstance(event, Failed):
             raise RolloutWorkerError(f"the rollout worker's job raised (ticket {event.ticket}):\n{event.error}")
         if isinstance(event, Done) and event.ticket in self._outstanding:  # a forgotten ticket's result is dropped
@@ -321,10 +349,10 @@ class RolloutWorker:
         if not self._ready and silent > self.start_timeout_s:
             raise WorkerLost(f"rollout worker (pid {self._proc.pid}) hung while starting: not ready after "
                              f"{silent:.0f} s (start_timeout_s={self.start_timeout_s:g})")
-        if self._ready and self._outstanding and silent > self.timeout_s:
+        if self._ready and (self._outstanding or self.loading) and silent > self.timeout_s:
             raise WorkerLost(f"rollout worker (pid {self._proc.pid}) hung: no progress for {silent:.0f} s "
                              f"(timeout_s={self.timeout_s:g})")
 
 
-__all__ = ["Done", "Failed", "Ready", "RolloutExecutor", "RolloutJob", "RolloutWorker", "RolloutWorkerError", "Started",
+__all__ = ["Done", "Failed", "Loaded", "Ready", "RolloutExecutor", "RolloutJob", "RolloutWorker", "RolloutWorkerError", "Started",
            "Stop", "Task", "Weights", "WorkerLost", "worker_main"]

@@ -47,6 +47,26 @@ def test_tasks_run_with_the_weights_sent_before_them() -> None:
     assert worker.pid is None
 
 
+def test_wait_loaded_returns_once_the_weights_queued_after_a_task_are_loaded() -> None:
+    """What a learner's engine that shares the worker's server waits for: the worker has loaded the last weights
+    sent, after the tasks queued before them (whose results are kept for wait())."""
+    worker = RolloutWorker(EchoJob(), timeout_s=120)
+    worker.start()
+    try:
+        worker.send_weights(1, {"w": torch.ones(2)})
+        worker.submit(1, 0.5)  # a task that takes a while, queued before the next weights
+        worker.send_weights(2, {"w": torch.zeros(2)})
+        assert worker.loading
+        started = time.monotonic()
+        worker.wait_loaded()
+        assert not worker.loading and time.monotonic() - started >= 0.4  # after the task, not before
+        assert worker.wait(1).result["version"] == 1  # the task's result was kept
+        worker.submit(2, "after")
+        assert worker.wait(2).result["version"] == 2
+    finally:
+        worker.close()
+
+
 def test_dead_and_hung_workers_are_detected_and_replaced() -> None:
     worker = RolloutWorker(EchoJob(), timeout_s=3.0)
     worker.start()

@@ -12,7 +12,7 @@ import yaml
 
 from dapo_env.learners.cli import main
 from dapo_env.learners.run.curate import parse_range, pass_rates
-from dapo_env.learners.tiny import build_tiny_model, build_tokenizer
+from dapo_env.learners.models.tiny import build_tiny_model, build_tokenizer
 from dapo_env.tasks import get_task
 
 VERIFIER = "trainer_helpers:even_length"  # right for about half of the responses that stop (a random-init model

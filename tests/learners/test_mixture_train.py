@@ -47,7 +47,7 @@ def test_a_mixture_run_reports_each_task_and_resumes_exactly(tmp_path: Path) -> 
     resumed = train(tiny_config(tmp_path / "split", **cfg), resume=True)
     assert _exact(resumed.metrics) == _exact(full.metrics)
 
-    from dapo_env.learners.report import write_report
+    from dapo_env.learners.run.report import write_report
 
     html = write_report(full.run_dir).read_text()
     assert "Per task (a mixture)" in html and "chart-task-informative-share" in html
@@ -64,7 +64,7 @@ def test_a_single_task_run_has_no_per_task_keys(tmp_path: Path) -> None:
 
 
 def test_an_eval_of_a_mixture_summarises_each_task() -> None:
-    from dapo_env.learners.eval_run import EvalSettings, eval_task, summarize_eval
+    from dapo_env.learners.run.eval_run import EvalSettings, eval_task, summarize_eval
 
     settings = EvalSettings(task=MIX, size=4)
     task = eval_task(settings)
