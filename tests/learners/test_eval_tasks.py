@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import random
 import re
 import zlib
@@ -26,15 +27,19 @@ DATA = {"AIME24-v0": "aime_2024/aime_2024.jsonl", "AIME25-v0": "aime_2025/aime_2
         "DAPOMathTool-v0": "dapo_math_17k/dapo_math_17k.jsonl.gz"}
 #: Tasks whose verifier runs code in the bubblewrap sandbox.
 CODE = ("MBPP-v0", "HumanEval-v0", "MBPPFeedback-v0")
+#: program tasks (the same sandbox) and the compiler or interpreter each needs
+PROGRAMS = {"CppPick-v0": "g++", "CppPickFeedback-v0": "g++", "JSFunctions-v0": "node", "JSFunctionsFeedback-v0": "node"}
 
 
 def _knobs(task_id: str, request: pytest.FixtureRequest) -> dict[str, Any]:
     """The task's data file (the test skips when the shared data is absent); skips code tasks without a sandbox."""
-    if task_id in CODE:
+    if task_id in CODE or task_id in PROGRAMS:
         from dapo_env.verifiers import isolation
 
         if not isolation().ok:
             pytest.skip(f"code tasks run in a bubblewrap sandbox: {next(iter(isolation().missing.values()))}")
+    if task_id in PROGRAMS and shutil.which(PROGRAMS[task_id]) is None:
+        pytest.skip(f"{task_id} needs {PROGRAMS[task_id]}: apt-get install -y g++ nodejs")
     if task_id in DATA:
         return {"data_files": str(request.getfixturevalue("shared_data") / DATA[task_id])}
     return {}
@@ -71,6 +76,8 @@ class ScriptedEngine:
 
 def right_response(task_id: str, task: Any, problem: Any) -> str:
     """A response the task's verifier accepts for ``problem``."""
+    if "fence" in problem.metadata:  # a program task (C++, JavaScript): its reference program
+        return f"```{problem.metadata['fence']}\n{problem.metadata['solution']}\n```"
     if task_id == "MBPP-v0":
         return f"```python\n{problem.metadata['code']}\n```"
     if task_id == "HumanEval-v0":
@@ -94,6 +101,8 @@ def test_every_task_id_evaluates_and_grades(task_id: str, tmp_path: Path, reques
     problems = [loaded[i] for i in range(3)]  # procedural splits generate a problem when it is read
     right = {task.format_prompt(p): right_response(task_id, task, p) for p in problems}
     wrong = "```python\ndef nothing():\n    pass\n```" if task_id in CODE else "Answer: -98765"
+    if "fence" in problems[0].metadata:  # a program in the task's language that answers nothing
+        wrong = f"```{problems[0].metadata['fence']}\n\n```"
     settings = EvalSettings(task=task_id, task_kwargs=knobs, n=2, max_response_tokens=64)
     outcome = run_eval(ScriptedEngine(right, wrong), task, problems, settings, tmp_path, progress=False)
     records = read_samples(outcome.samples_path)

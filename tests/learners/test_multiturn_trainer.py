@@ -200,5 +200,5 @@ def test_warmstart_response_is_a_template_over_the_answer() -> None:
 
 
 def test_a_multi_turn_run_that_cannot_fit_says_how_to_fix(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="max_episode_tokens=N with N <="):
+    with pytest.raises(ValueError, match=r"pass --max-episode-tokens \d+ or --tiny-max-positions \d+"):
         train(guess_config(tmp_path, max_episode_tokens=240, overlong_cache_length=4))
