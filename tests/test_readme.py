@@ -41,7 +41,7 @@ def test_the_readme_has_its_snippets_and_commands() -> None:
     assert len(PY_BLOCKS) >= 1 and "gym.make_vec(" in PY_BLOCKS[0][1] and "gym.make(" in PY_BLOCKS[0][1]
     argvs = [argv for _, argv in COMMANDS]
     for expected in (["pip", "install", "-e", "."], ["dapo-env", "train"], ["pip", "install", "-e", ".[test]"],
-                     ["pytest"], ["pip", "install", "-e", ".[docs]"], ["mkdocs", "serve"]):
+                     ["pytest", "-n", "2"], ["pip", "install", "-e", ".[docs]"], ["mkdocs", "serve"]):
         assert expected in argvs, f"the README lost `{' '.join(expected)}`"
     assert any(a[:2] == ["dapo-env", "train"] and "--verifier" in a for a in argvs), "a learner command"
     assert any(a[:2] == ["dapo-env", "eval"] for a in argvs), "an eval command"
@@ -108,6 +108,7 @@ def test_pyproject_torch_agrees_with_the_readme_pin() -> None:
     assert not torch_req.specifier.contains("2.12.0"), "the floor is the tested version"
     ci = (REPO / ".ci" / "run").read_text()
     assert f'"torch=={pinned}"' in ci, ".ci/run installs the same torch as the README"
+    assert 'pip install -q -e ".[test]" && python -m pytest -q -n 2' in ci, ".ci/run runs the README's test command"
 
 
 def test_install_hints_name_real_extras() -> None:
