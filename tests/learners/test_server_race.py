@@ -103,7 +103,7 @@ def _worst_mismatch(model: Any, groups: list[Any], published: dict[int, dict[str
     worst, checked = 0.0, 0
     by_step: dict[int, list[Any]] = {}
     for group in groups:
-        by_step.setdefault(int(group.infos[0]["policy_step"]), []).append(group)
+        by_step.setdefault(int(group.policy_step), []).append(group)
     check = copy.deepcopy(model)
     for step, stamped in sorted(by_step.items()):
         check.load_state_dict(published[step])
