@@ -83,6 +83,7 @@ def test_plot_curve_writes_a_png(smol, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a real 135M model on CPU: ~200 s alone, slower beside another slow test
 def test_one_real_dapo_step_on_smollm2(smol, tmp_path: Path) -> None:
     from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 

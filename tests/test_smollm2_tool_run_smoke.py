@@ -142,6 +142,7 @@ def test_the_held_out_play_reports_accuracy_and_tool_call_statuses(tool, hermes_
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a real 135M model on CPU: ~200 s alone, slower beside another slow test
 def test_one_real_step_on_a_two_problem_gsm8k(tool, tmp_path: Path, monkeypatch) -> None:
     from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 
@@ -173,6 +174,7 @@ def test_one_real_step_on_a_two_problem_gsm8k(tool, tmp_path: Path, monkeypatch)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a real 135M model on CPU: ~200 s alone, slower beside another slow test
 def test_one_real_native_step_on_hidden_table(tool, tmp_path: Path) -> None:
     from dapo_env.learners.models.pretrained import INSTALL_HINT, find_smollm2_gguf
 
