@@ -12,6 +12,15 @@ from dapo_env.tasks import Task, register_task, unregister_task
 from dapo_env.verifiers import MathVerifier
 
 
+@pytest.fixture(autouse=True)
+def fresh_interop_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no interop warning given yet: the adapters warn once per cause per process, so a
+    test asserting a warning must not depend on which test ran before it in the same (xdist) worker."""
+    from dapo_env.interop import routing
+
+    monkeypatch.setattr(routing, "_warned", set())
+
+
 @pytest.fixture
 def toy_task() -> Any:
     """A 12-problem math task registered as ``EnvToy-v0`` for the test's duration."""
